@@ -1,0 +1,20 @@
+"""Progress bars for long stages (tqdm, with a rate), silenced by ``--quiet``."""
+from __future__ import annotations
+
+import os
+import sys
+
+from tqdm.auto import tqdm
+
+_QUIET = bool(os.environ.get("PHRASE_RESCORE_QUIET"))
+
+
+def set_quiet(quiet: bool) -> None:
+    global _QUIET
+    _QUIET = quiet or bool(os.environ.get("PHRASE_RESCORE_QUIET"))
+
+
+def bar(total=None, desc: str = "", unit: str = "it", **kw) -> tqdm:
+    """A tqdm bar on stderr that shows ``unit``/s; disabled when quiet or not on a terminal in CI."""
+    return tqdm(total=total, desc=desc, unit=unit, unit_scale=True, dynamic_ncols=True,
+                disable=_QUIET, file=sys.stderr, mininterval=0.5, **kw)

@@ -1,0 +1,137 @@
+"""moses.ini: parse, look up, edit and write files in the layout train-model.perl and mert-moses.pl write."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from moses_integration.moses_ini import MosesIni, parse_moses_ini, read_moses_ini
+from pipeline.errors import PhraseRescoreError
+
+FIX = Path(__file__).parent / "fixtures" / "moses"
+
+
+@pytest.mark.parametrize("name", ["train-model.moses.ini", "rescored.moses.ini", "mert-work.moses.ini"])
+def test_unmodified_round_trip_is_byte_identical(name, tmp_path):
+    ini = read_moses_ini(FIX / name)
+    out = tmp_path / "out.ini"
+    ini.write(out)
+    assert out.read_bytes() == (FIX / name).read_bytes()
+
+
+def test_features_and_weights_of_train_model_ini():
+    ini = read_moses_ini(FIX / "train-model.moses.ini")
+    assert [f.name for f in ini.features] == [
+        "UnknownWordPenalty0", "WordPenalty0", "PhrasePenalty0", "TranslationModel0",
+        "LexicalReordering0", "Distortion0", "LM0"]
+    tm = ini.feature("TranslationModel0")
+    assert tm.type == "PhraseDictionaryMemory"
+    assert tm.num_features == 4
+    assert tm.get("path") == "/home/smt/work/train/model/phrase-table.gz"
+    assert tm.get("table-limit") == "20"
+    lm = ini.feature("LM0")
+    assert (lm.type, lm.get("lazyken"), lm.get("order")) == ("KENLM", "0", "5")
+    assert ini.weights_for("TranslationModel0") == [0.2] * 4
+    assert ini.weights_for("LexicalReordering0") == [0.3] * 6
+    assert ini.weights_for("WordPenalty0") == [-1.0]
+    assert [f.name for f in ini.phrase_dictionaries()] == ["TranslationModel0"]
+    assert ini.get_value("distortion-limit") == "6"
+    assert ini.section_values("mapping") == ["0 T 0"]
+    assert ini.sections == ["input-factors", "mapping", "distortion-limit", "feature", "weight"]
+    ini.check_weights_match()
+
+
+def test_mert_moses_output_with_blank_line_after_weight_header():
+    ini = read_moses_ini(FIX / "mert-work.moses.ini")
+    assert ini.weights_for("TranslationModel0") == pytest.approx(
+        [0.0250129, 0.0577011, 0.0489922, 0.0153088, 0.0925316, -0.0607223])
+    assert ini.feature("TranslationModel0").num_features == 6
+    ini.check_weights_match()
+
+
+def test_editing_keeps_every_other_byte():
+    ini = read_moses_ini(FIX / "train-model.moses.ini")
+    tm = ini.feature("TranslationModel0")
+    tm.set("path", "/home/smt/work/rescore/phrase-table.rnn.gz")
+    tm.set("num-features", "6")
+    ini.mark_feature_changed(tm)
+    ini.set_weights("TranslationModel0", [0.2] * 6)
+    assert ini.text() == (FIX / "rescored.moses.ini").read_text()
+
+
+def test_edited_line_keeps_its_comment_and_reparses():
+    text = "[feature]\nWordPenalty\nDistortion   # distance-based\n\n[weight]\nWordPenalty0= -1  # keep me\nDistortion0= 0.3\n"
+    ini = parse_moses_ini(text)
+    ini.set_weights("WordPenalty0", [-0.5])
+    out = ini.text()
+    assert "WordPenalty0= -0.5 # keep me\n" in out
+    assert "Distortion   # distance-based\n" in out
+    assert parse_moses_ini(out).weights == {"WordPenalty0": [-0.5], "Distortion0": [0.3]}
+
+
+def test_default_names_count_per_type():
+    ini = parse_moses_ini("[feature]\nDistortion\nKENLM path=a order=3 factor=0\nKENLM name=LMbig path=b order=5 factor=0\n"
+                          "KENLM path=c order=4 factor=0\n")
+    assert [f.name for f in ini.features] == ["Distortion0", "KENLM0", "LMbig", "KENLM2"]
+
+
+def test_new_file_built_in_memory_is_moses_readable():
+    ini = MosesIni.new()
+    ini.set_section("distortion-limit", ["6"])
+    ini.add_feature("UnknownWordPenalty", weights=[1])
+    ini.add_feature("PhraseDictionaryMemory", [("name", "TranslationModel0"), ("num-features", "4"),
+                                               ("path", "/m/pt.gz"), ("input-factor", "0"), ("output-factor", "0")],
+                    weights=[0.2] * 4)
+    ini.add_feature("Distortion", weights=[0.3])
+    back = parse_moses_ini(ini.text())
+    assert [f.name for f in back.features] == ["UnknownWordPenalty0", "TranslationModel0", "Distortion0"]
+    assert back.weights == {"UnknownWordPenalty0": [1.0], "TranslationModel0": [0.2] * 4, "Distortion0": [0.3]}
+    assert back.get_value("distortion-limit") == "6"
+    back.check_weights_match()
+    assert "[feature]\nUnknownWordPenalty\nPhraseDictionaryMemory name=TranslationModel0 num-features=4" in ini.text()
+
+
+def test_old_format_refused_with_conversion_advice():
+    with pytest.raises(PhraseRescoreError) as e:
+        read_moses_ini(FIX / "old-format.moses.ini")
+    msg = str(e.value)
+    assert msg.startswith(f"{FIX / 'old-format.moses.ini'}:17: [ttable-file] is the old moses.ini format")
+    assert "PhraseDictionaryMemory name=TranslationModel0 num-features=N" in msg
+    assert "--first-step 9" in msg
+
+
+@pytest.mark.parametrize("text, line, expected", [
+    ("[feature]\nKENLM name=LM0 order\n", 2, "expected key=value"),
+    ("[feature]\nname=LM0\n", 2, "expected a feature function type first"),
+    ("[feature]\nPhraseDictionaryMemory num-features=four\n", 2, "non-negative integer for num-features"),
+    ("[feature]\nWordPenalty\nWordPenalty name=WordPenalty0\n", 3, "already used on line 2"),
+    ("[weight]\nLM0 0.5\n", 2, "expected 'FeatureName= w1 w2 ...'"),
+    ("[weight]\nLM0=0.5\n", 2, "expected 'FeatureName= w1 w2 ...'"),
+    ("[weight]\nLM0= 0.5 abc\n", 2, "expected a number as weight of LM0"),
+    ("[weight]\nLM0= 0.5\n# c\nLM0= 0.4\n", 4, "already given on line 2"),
+    ("# x\nWordPenalty\n", 2, "before the value"),
+    ("[weight-t]\n0.2\n", 1, "old moses.ini format"),
+    ("[feature\n", 1, "expected a section header"),
+])
+def test_errors_name_the_line(text, line, expected):
+    with pytest.raises(PhraseRescoreError) as e:
+        parse_moses_ini(text, "x.ini")
+    assert e.value.line == line
+    assert expected in e.value.message
+
+
+def test_weight_count_mismatch_is_found_before_moses():
+    ini = parse_moses_ini("[feature]\nPhraseDictionaryMemory name=TranslationModel0 num-features=6 path=p\n\n"
+                          "[weight]\nTranslationModel0= 0.2 0.2 0.2 0.2\n", "m.ini")
+    with pytest.raises(PhraseRescoreError) as e:
+        ini.check_weights_match()
+    assert e.value.line == 5 and "num-features=6 but 4 weights" in e.value.message
+
+
+def test_no_final_newline_and_crlf_survive():
+    text = "[feature]\r\nWordPenalty\r\n[weight]\r\nWordPenalty0= -1"
+    ini = parse_moses_ini(text)
+    assert ini.text() == text
+    ini.add_feature("Distortion", weights=[0.3])
+    back = parse_moses_ini(ini.text())
+    assert back.weights == {"WordPenalty0": [-1.0], "Distortion0": [0.3]}

@@ -44,3 +44,26 @@ def main(ctx, quiet):
 
 
 # Commands are registered below, one section per area, in pipeline order.
+
+
+# --- foundation (issue 2): prepare ------------------------------------------------------------------
+
+@main.command("prepare")
+@click.argument("table", type=click.Path(dir_okay=False))
+@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Pairs directory to write.")
+@click.option("--vocab-size", default=15000, show_default=True, help="Shortlist size per side (the paper: 15000).")
+@click.option("--valid-fraction", default=0.01, show_default=True, help="Share of source phrases held out.")
+@click.option("--seed", default=1234, show_default=True, help="Seed choosing the held-out sources.")
+@click.option("--src-corpus", type=click.Path(dir_okay=False), help="Tokenized source corpus to count the vocabulary from.")
+@click.option("--tgt-corpus", type=click.Path(dir_okay=False), help="Tokenized target corpus (with --src-corpus).")
+@click.option("--on-error", type=click.Choice(["raise", "keep"]), default="raise", show_default=True,
+              help="keep: skip bad lines, listed in OUT/rejects.txt.")
+def prepare_cmd(table, out_dir, vocab_size, valid_fraction, seed, src_corpus, tgt_corpus, on_error):
+    """Unique phrase pairs as Parquet with ids, a vocabulary and a validation split."""
+    from .prepare import PrepareConfig, prepare
+
+    m = prepare(table, out_dir, PrepareConfig(vocab_size=vocab_size, valid_fraction=valid_fraction, seed=seed,
+                                              src_corpus=src_corpus, tgt_corpus=tgt_corpus, on_error=on_error))
+    click.echo(f"{m['lines']} lines ({m['rejected']} rejected), {m['unique_pairs']} unique pairs: "
+               f"{m['train_pairs']} train / {m['valid_pairs']} valid; vocabulary {m['vocab_source']} + "
+               f"{m['vocab_target']} ({m['vocab_counted_from']}) -> {out_dir}")

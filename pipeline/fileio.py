@@ -81,10 +81,10 @@ def atomic_open(path: str | os.PathLike, mode: str = "wb", compresslevel: int = 
             raw = open(tmp, "wb", buffering=1 << 20)
         with raw:
             if mode == "w":
-                with io.TextIOWrapper(raw, encoding="utf-8", newline="\n") as text:
-                    yield text
-                    text.flush()
-                    text.detach()
+                text = io.TextIOWrapper(raw, encoding="utf-8", newline="\n")
+                yield text
+                text.flush()
+                text.detach()  # ``raw`` is closed by its own ``with``
             else:
                 yield raw
 

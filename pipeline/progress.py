@@ -15,6 +15,12 @@ def set_quiet(quiet: bool) -> None:
 
 
 def bar(total=None, desc: str = "", unit: str = "it", **kw) -> tqdm:
-    """A tqdm bar on stderr that shows ``unit``/s; disabled when quiet or not on a terminal in CI."""
-    return tqdm(total=total, desc=desc, unit=unit, unit_scale=True, dynamic_ncols=True,
+    """A tqdm bar on stderr that shows ``unit``/s; disabled by ``--quiet`` or PHRASE_RESCORE_QUIET=1.
+
+    ``total`` is a number, or an iterable to wrap (its length becomes the total when it has one).
+    """
+    iterable = None
+    if total is not None and not isinstance(total, (int, float)):
+        iterable, total = total, kw.pop("total", None)
+    return tqdm(iterable, total=total, desc=desc, unit=unit, unit_scale=True, dynamic_ncols=True,
                 disable=_QUIET, file=sys.stderr, mininterval=0.5, **kw)

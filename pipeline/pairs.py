@@ -1,0 +1,128 @@
+"""Prepared phrase pairs: the Parquet layout written by ``prepare`` and its in-memory form for training.
+
+A pairs directory holds ``train.parquet`` and ``valid.parquet`` (columns below), ``vocab.json`` and
+``manifest.json``. Parquet schema metadata carries ``phrase_rescore_format`` = :data:`FORMAT_VERSION`.
+
+======== ================ ==========================================================
+column   type             meaning
+======== ================ ==========================================================
+source   string           the source phrase as in the table (trimmed)
+target   string           the target phrase
+src_ids  list<int32>      source word ids, ending with ``<eos>`` (id 0)
+tgt_ids  list<int32>      target word ids, ending with ``<eos>``
+src_len  int32            len(src_ids), the ``<eos>`` included
+tgt_len  int32            len(tgt_ids)
+n_unk    int32            words of the pair outside the shortlists
+======== ================ ==========================================================
+
+Sampling and batching helpers live in :mod:`pipeline.batching` and are re-exported here.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from .batching import UniformSampler, length_batches, pad_batch  # noqa: F401  (re-exported)
+from .errors import PhraseRescoreError
+
+FORMAT_KEY = b"phrase_rescore_format"
+FORMAT_VERSION = "1"
+
+SCHEMA = pa.schema([
+    ("source", pa.string()),
+    ("target", pa.string()),
+    ("src_ids", pa.list_(pa.int32())),
+    ("tgt_ids", pa.list_(pa.int32())),
+    ("src_len", pa.int32()),
+    ("tgt_len", pa.int32()),
+    ("n_unk", pa.int32()),
+], metadata={FORMAT_KEY: FORMAT_VERSION.encode()})
+
+
+class RaggedIds:
+    """A list of id sequences stored as one flat array plus offsets; ``r[i]`` is an (L_i,) int64 view."""
+
+    def __init__(self, values: np.ndarray, offsets: np.ndarray):
+        self.values = values
+        self.offsets = offsets
+        self.lengths = np.diff(offsets)
+
+    @classmethod
+    def from_arrow(cls, column: pa.ChunkedArray) -> "RaggedIds":
+        arr = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+        if len(arr) == 0:
+            return cls(np.zeros(0, np.int64), np.zeros(1, np.int64))
+        offsets = arr.offsets.to_numpy().astype(np.int64)
+        values = arr.values.to_numpy().astype(np.int64)
+        return cls(values[offsets[0]:offsets[-1]], offsets - offsets[0])
+
+    def __len__(self) -> int:
+        return len(self.lengths)
+
+    def __getitem__(self, i: int) -> np.ndarray:
+        return self.values[self.offsets[i]:self.offsets[i + 1]]
+
+
+class PairSet:
+    """The prepared pairs of one split, held as flat arrays (about 20 bytes per token)."""
+
+    def __init__(self, src: RaggedIds, tgt: RaggedIds, n_unk: np.ndarray, source=None, target=None):
+        assert len(src) == len(tgt) == len(n_unk)
+        self.src, self.tgt, self.n_unk = src, tgt, n_unk
+        self.source, self.target = source, target  # phrase strings when loaded with_text
+
+    def __len__(self) -> int:
+        return len(self.src)
+
+    def lengths(self) -> np.ndarray:
+        """(N, 2) source and target lengths, ``<eos>`` included."""
+        return np.stack([self.src.lengths, self.tgt.lengths], axis=1)
+
+    def batch(self, indices, device=None):
+        """Padded tensors for ``indices``: ``(src_ids, src_mask, tgt_ids, tgt_mask)``, each (B, T)."""
+        src_ids, src_mask = pad_batch([self.src[i] for i in indices], device=device)
+        tgt_ids, tgt_mask = pad_batch([self.tgt[i] for i in indices], device=device)
+        return src_ids, src_mask, tgt_ids, tgt_mask
+
+
+def read_pairs_table(path: str | os.PathLike, columns=None) -> pa.Table:
+    """Read a pairs Parquet file, checking its format version."""
+    if not os.path.exists(path):
+        raise PhraseRescoreError("pairs file not found (run `phrase-rescore prepare` first)", path)
+    try:
+        meta = pq.read_schema(path).metadata or {}
+    except pa.ArrowInvalid as e:
+        raise PhraseRescoreError(f"not a Parquet file ({e})", path) from None
+    version = meta.get(FORMAT_KEY, b"").decode()
+    if version != FORMAT_VERSION:
+        raise PhraseRescoreError(f"pairs format version {version or 'missing'}; expected {FORMAT_VERSION} "
+                                 "(re-run `phrase-rescore prepare`)", path)
+    return pq.read_table(path, columns=columns)
+
+
+def load_pairs(path: str | os.PathLike, with_text: bool = False) -> PairSet:
+    """Load one split (``train.parquet`` or ``valid.parquet``) for training or evaluation."""
+    cols = ["src_ids", "tgt_ids", "n_unk"] + (["source", "target"] if with_text else [])
+    table = read_pairs_table(path, cols)
+    return PairSet(RaggedIds.from_arrow(table["src_ids"]), RaggedIds.from_arrow(table["tgt_ids"]),
+                   table["n_unk"].to_numpy().astype(np.int64),
+                   table["source"].to_pylist() if with_text else None,
+                   table["target"].to_pylist() if with_text else None)
+
+
+def pairs_paths(pairs_dir: str | os.PathLike) -> dict[str, Path]:
+    """The files of a pairs directory, by role."""
+    d = Path(pairs_dir)
+    return {"train": d / "train.parquet", "valid": d / "valid.parquet",
+            "vocab": d / "vocab.json", "manifest": d / "manifest.json"}
+
+
+def prepare(*args, **kwargs):
+    """Run the prepare stage; see :func:`pipeline.prepare.prepare`."""
+    from .prepare import prepare as _prepare
+
+    return _prepare(*args, **kwargs)

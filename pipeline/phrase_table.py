@@ -1,0 +1,257 @@
+"""Streaming reader and writer for Moses's text phrase tables.
+
+A line is ``source ||| target ||| scores [||| alignment [||| counts [||| sparse [||| {{Key value}} ...]]]]``;
+Moses splits on ``|||`` and trims each field, so three fields are enough. Real tables end their lines with
+``||| |||`` (empty sparse-feature and property fields); all of that is kept byte for byte.
+
+The reader yields one :class:`PhraseEntry` per line and holds nothing else; the writer appends new score
+columns at the end of the scores field and leaves every other byte of the line as it was, so reading and
+writing with no new columns reproduces the input exactly (plain or gzip, whatever the suffix says).
+
+Bad lines (fewer than 3 fields, a score that is not a finite number, a score count that differs from the
+table's first line, invalid UTF-8, an empty source or target, a CRLF ending) raise
+:class:`~pipeline.errors.PhraseRescoreError` naming the file and line. With ``on_error="keep"`` they are
+yielded with ``error`` set instead, counted in :class:`ReadStats` and listed in a rejects file; the writer
+then gives them :data:`NEUTRAL_VALUE` in every new column when the line has a scores field, and copies the
+line unchanged otherwise, so no line is dropped or moved.
+"""
+from __future__ import annotations
+
+import collections
+import gzip
+import math
+import os
+import zlib
+from dataclasses import dataclass, field
+from typing import IO, Iterable, Iterator, Sequence
+
+from .errors import PhraseRescoreError
+from .fileio import atomic_open, open_binary_read
+
+FIELD_SEP = b"|||"
+
+#: The value written in a new column of a rejected line: Moses takes its log, so it adds 0 to the
+#: log-linear score and the line neither gains nor loses by the new feature.
+NEUTRAL_VALUE = 1.0
+
+ON_ERROR_CHOICES = ("raise", "keep")
+
+
+@dataclass(slots=True)
+class PhraseEntry:
+    """One line of a phrase table.
+
+    ``raw`` is the line's bytes without the final ``\\n`` (a ``\\r`` stays in it); ``newline`` says whether
+    the line ended in ``\\n`` (only the last line of a file may not). ``source`` and ``target`` are the
+    trimmed phrases, ``scores`` the parsed score column. ``error`` is None for a good line; with
+    ``on_error="keep"`` it names the problem and the other fields hold what could be parsed.
+    """
+
+    line_no: int
+    raw: bytes
+    source: str
+    target: str
+    scores: tuple[float, ...]
+    newline: bool = True
+    error: str | None = None
+
+
+@dataclass
+class ReadStats:
+    """What a read saw: line count and rejected lines by reason (filled as the reader advances)."""
+
+    lines: int = 0
+    rejected: int = 0
+    reasons: collections.Counter = field(default_factory=collections.Counter)
+    num_scores: int | None = None
+
+    def summary(self) -> str:
+        if not self.rejected:
+            return f"{self.lines} lines, none rejected"
+        parts = ", ".join(f"{n} {r}" for r, n in self.reasons.most_common())
+        return f"{self.lines} lines, {self.rejected} rejected ({parts})"
+
+
+def _split_fields(text: str) -> list[str]:
+    return text.split("|||")
+
+
+class PhraseTableReader:
+    """Iterate over a phrase table's lines as :class:`PhraseEntry` records, streaming.
+
+    :param path: plain text or gzip (detected from the content, not the name).
+    :param on_error: ``"raise"`` (default) stops at the first bad line with a
+        :class:`PhraseRescoreError`; ``"keep"`` yields it with ``error`` set.
+    :param rejects_path: with ``on_error="keep"``, where to list rejected lines as
+        ``line<TAB>reason<TAB>original bytes``; written atomically when the reader is exhausted.
+    """
+
+    def __init__(self, path: str | os.PathLike, on_error: str = "raise", rejects_path=None):
+        if on_error not in ON_ERROR_CHOICES:
+            raise PhraseRescoreError(f"on_error must be one of {', '.join(ON_ERROR_CHOICES)}, got {on_error!r}")
+        self.path = os.fspath(path)
+        self.on_error = on_error
+        self.rejects_path = rejects_path
+        self.stats = ReadStats()
+
+    def __iter__(self) -> Iterator[PhraseEntry]:
+        rejects: list[bytes] = []
+        keep = self.on_error == "keep"
+        stats = self.stats
+        expected = None  # score count of the first good line
+        line_no = 0
+        with open_binary_read(self.path) as f:
+            try:
+                for raw in f:
+                    line_no += 1
+                    newline = raw.endswith(b"\n")
+                    if newline:
+                        raw = raw[:-1]
+                    entry = _parse(raw, line_no, newline)
+                    if entry.error is None:
+                        n = len(entry.scores)
+                        if expected is None:
+                            expected = n
+                            stats.num_scores = n
+                        elif n != expected:
+                            entry.error = (f"expected {expected} scores (as on the table's first line), "
+                                           f"found {n}")
+                    if entry.error is not None:
+                        if not keep:
+                            raise PhraseRescoreError(entry.error, self.path, line_no)
+                        stats.rejected += 1
+                        stats.reasons[entry.error.split(":")[0].split(" (")[0]] += 1
+                        rejects.append(b"%d\t%s\t%s\n" % (line_no, entry.error.encode("utf-8"), raw))
+                    stats.lines = line_no
+                    yield entry
+            except (EOFError, zlib.error, gzip.BadGzipFile) as e:
+                raise PhraseRescoreError(
+                    f"corrupt or truncated gzip data after line {line_no} ({e}); the file is incomplete",
+                    self.path, line_no + 1) from None
+        if keep and self.rejects_path is not None:
+            with atomic_open(self.rejects_path, "wb") as out:
+                out.writelines(rejects)
+
+
+def _parse(raw: bytes, line_no: int, newline: bool) -> PhraseEntry:
+    """Parse one line (without its ``\\n``); problems are returned in ``error``, never raised."""
+    if raw.endswith(b"\r"):
+        return PhraseEntry(line_no, raw, "", "", (), newline,
+                           "CRLF line ending: expected Unix line endings (\\n); convert with dos2unix")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        return PhraseEntry(line_no, raw, "", "", (), newline,
+                           f"invalid UTF-8 at byte {e.start}: expected UTF-8 text")
+    fields = _split_fields(text)
+    if len(fields) < 3:
+        return PhraseEntry(line_no, raw, "", "", (), newline,
+                           f"expected at least 3 fields 'source ||| target ||| scores', found {len(fields)}")
+    source = fields[0].strip()
+    target = fields[1].strip()
+    try:
+        scores = tuple(map(float, fields[2].split()))
+    except ValueError:
+        bad = next(t for t in fields[2].split() if not _is_float(t))
+        return PhraseEntry(line_no, raw, source, target, (), newline,
+                           f"score {bad!r} is not a number: expected space-separated finite numbers")
+    if not math.isfinite(math.fsum(scores)):
+        bad = next(s for s in scores if not math.isfinite(s))
+        return PhraseEntry(line_no, raw, source, target, (), newline,
+                           f"score {bad!r} is not finite: expected finite numbers")
+    if not source or not target:
+        side = "source" if not source else "target"
+        return PhraseEntry(line_no, raw, source, target, scores, newline,
+                           f"empty {side} phrase: expected at least one word")
+    return PhraseEntry(line_no, raw, source, target, scores, newline)
+
+
+def _is_float(token: str) -> bool:
+    try:
+        float(token)
+        return True
+    except ValueError:
+        return False
+
+
+def read_phrase_table(path, on_error: str = "raise", rejects_path=None) -> PhraseTableReader:
+    """Open a phrase table for streaming; iterate the result for :class:`PhraseEntry` records.
+
+    The returned reader's ``stats`` (:class:`ReadStats`) count lines and rejects as it advances.
+    """
+    return PhraseTableReader(path, on_error, rejects_path)
+
+
+def num_scores(path) -> int:
+    """The number of score columns on the first line of a phrase table."""
+    for entry in read_phrase_table(path):
+        return len(entry.scores)
+    raise PhraseRescoreError("the phrase table is empty: expected at least one line", path)
+
+
+def format_score(x: float) -> str:
+    """A score as text: 7 significant digits, enough for a float32 (Moses stores scores as float)."""
+    return f"{x:.7g}"
+
+
+def append_columns(raw: bytes, columns: bytes) -> bytes:
+    """Insert ``columns`` (e.g. ``b"0.5 2.718282"``) after the last score of a line's scores field.
+
+    Spacing around the field, the other fields and any trailing bytes are kept. A line with fewer than
+    three fields has no scores field and is returned unchanged.
+    """
+    i1 = raw.find(FIELD_SEP)
+    if i1 < 0:
+        return raw
+    i2 = raw.find(FIELD_SEP, i1 + 3)
+    if i2 < 0:
+        return raw
+    start = i2 + 3
+    end = raw.find(FIELD_SEP, start)
+    if end < 0:
+        end = len(raw)
+    field_bytes = raw[start:end]
+    stripped = field_bytes.rstrip()
+    pos = start + len(stripped)
+    if stripped.strip():
+        return raw[:pos] + b" " + columns + raw[pos:]
+    # an empty scores field: put the columns where the scores would be, with Moses's spacing
+    return raw[:start] + b" " + columns + raw[start:]
+
+
+class PhraseTableWriter:
+    """Write phrase-table lines, appending new score columns; atomic (temp file, then rename).
+
+    gzip when ``path`` ends in ``.gz``. Use as a context manager; the file appears under its final
+    name only when the ``with`` block completes without an exception.
+    """
+
+    def __init__(self, path, compresslevel: int = 6):
+        self.path = os.fspath(path)
+        self.compresslevel = compresslevel
+        self._cm = None
+        self._f: IO[bytes] | None = None
+
+    def __enter__(self) -> "PhraseTableWriter":
+        self._cm = atomic_open(self.path, "wb", compresslevel=self.compresslevel)
+        self._f = self._cm.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        return self._cm.__exit__(*exc)
+
+    def write(self, entry: PhraseEntry, new_values: Sequence[float] | None = None) -> None:
+        """Write ``entry`` with ``new_values`` appended to its scores (none: the line as read).
+
+        A rejected entry (``error`` set) gets :data:`NEUTRAL_VALUE` in each new column.
+        """
+        raw = entry.raw
+        if new_values:
+            if entry.error is not None:
+                new_values = [NEUTRAL_VALUE] * len(new_values)
+            raw = append_columns(raw, " ".join(format_score(v) for v in new_values).encode("ascii"))
+        self._f.write(raw + b"\n" if entry.newline else raw)
+
+    def write_raw(self, lines: Iterable[bytes]) -> None:
+        """Write already formatted lines (each with its own line ending)."""
+        self._f.writelines(lines)

@@ -1,0 +1,217 @@
+"""The prepare stage: a phrase table's unique pairs as Parquet with token ids, a vocabulary, a split.
+
+Bounded memory for any table size: one streaming pass hash-partitions the (source, target) pairs by
+source into Arrow files on disk; each partition is then deduplicated, counted and encoded on its own
+with pyarrow's vectorised kernels. Because the partition and the validation split are both functions of
+the source phrase alone, the split is disjoint by source (no source is in both) and exact duplicates of
+a pair always meet in one partition, wherever they are in the table.
+"""
+from __future__ import annotations
+
+import collections
+import json
+import math
+import os
+import shutil
+import zlib
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.ipc as ipc
+import pyarrow.parquet as pq
+
+from . import __version__
+from .errors import PhraseRescoreError
+from .fileio import atomic_open, atomic_path
+from .pairs import SCHEMA, pairs_paths
+from .phrase_table import read_phrase_table
+from .progress import bar
+from .vocab import EOS_ID, UNK_ID, Vocab, Vocabularies, build_vocab, count_corpus
+
+_PAIR_SCHEMA = pa.schema([("source", pa.string()), ("target", pa.string())])
+
+
+@dataclass
+class PrepareConfig:
+    """Options of the prepare stage."""
+
+    vocab_size: int = 15000          # per side; the paper's shortlist (section 4.1)
+    valid_fraction: float = 0.01     # share of distinct source phrases held out for validation
+    seed: int = 1234                 # chooses the held-out sources
+    src_corpus: str | None = None    # tokenized source corpus to count the vocabulary from
+    tgt_corpus: str | None = None    # tokenized target corpus
+    on_error: str = "raise"          # "keep": skip bad lines (listed in rejects.txt) instead of stopping
+    partition_bytes: int = 256 << 20  # about this much table text per on-disk partition
+    buffer_pairs: int = 200_000      # pairs buffered in memory before a partition write
+
+
+def _num_partitions(table_path: str, partition_bytes: int) -> int:
+    size = os.path.getsize(table_path)
+    with open(table_path, "rb") as f:
+        gz = f.read(2) == b"\x1f\x8b"
+    return max(1, min(4096, math.ceil(size * (5 if gz else 1) / partition_bytes)))
+
+
+def _is_valid(source: str, seed_bytes: bytes, threshold: int) -> bool:
+    return zlib.crc32(source.encode("utf-8"), zlib.crc32(seed_bytes)) % 1_000_000 < threshold
+
+
+def _encode(phrases: pa.ChunkedArray | pa.Array, vocab_array: pa.Array) -> tuple[pa.ListArray, np.ndarray]:
+    """Word ids of each phrase with ``<eos>`` appended, and the number of ``<unk>`` ids per phrase."""
+    words = pc.utf8_split_whitespace(phrases)
+    if isinstance(words, pa.ChunkedArray):
+        words = words.combine_chunks()
+    offsets = words.offsets.to_numpy().astype(np.int64)
+    flat = words.values.slice(int(offsets[0]), int(offsets[-1] - offsets[0]))
+    offsets = offsets - offsets[0]
+    ids = pc.fill_null(pc.index_in(flat, value_set=vocab_array), UNK_ID).to_numpy(zero_copy_only=False)
+    ids = ids.astype(np.int32)
+    ids[ids == EOS_ID] = UNK_ID  # a literal "<eos>" token in the data is not the end of the sequence
+    n = len(offsets) - 1
+    lengths = np.diff(offsets)
+    row = np.repeat(np.arange(n), lengths)
+    new_offsets = np.concatenate([[0], np.cumsum(lengths + 1)]).astype(np.int32)
+    values = np.full(int(new_offsets[-1]), EOS_ID, dtype=np.int32)
+    values[np.arange(len(ids)) + row] = ids  # row i's tokens shift by the i <eos> ids before it
+    n_unk = np.bincount(row[ids == UNK_ID], minlength=n) if n else np.zeros(0, np.int64)
+    return pa.ListArray.from_arrays(pa.array(new_offsets), pa.array(values)), n_unk
+
+
+def prepare(table_path: str | os.PathLike, out_dir: str | os.PathLike,
+            config: PrepareConfig = PrepareConfig()) -> dict:
+    """Write the unique pairs of ``table_path`` with ids, the vocabulary and a manifest to ``out_dir``.
+
+    :returns: the manifest (counts of lines, unique pairs, train/valid pairs and sources, rejects).
+    """
+    table_path = os.fspath(table_path)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = pairs_paths(out)
+    if not 0 <= config.valid_fraction < 1:
+        raise PhraseRescoreError(f"valid_fraction must be in [0, 1), got {config.valid_fraction}")
+    if (config.src_corpus is None) != (config.tgt_corpus is None):
+        raise PhraseRescoreError("give both src_corpus and tgt_corpus, or neither")
+    tmp = out / ".prepare-partitions"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    try:
+        stats = _partition(table_path, tmp, config)
+        counts_src, counts_tgt, n_unique = _dedup_and_count(tmp, stats["partitions"], config)
+        if config.src_corpus is not None:
+            counts_src = count_corpus(config.src_corpus)
+            counts_tgt = count_corpus(config.tgt_corpus)
+        vocabs = Vocabularies(build_vocab(counts_src, config.vocab_size), build_vocab(counts_tgt, config.vocab_size))
+        vocabs.save(paths["vocab"])
+        split = _encode_and_write(tmp, stats["partitions"], vocabs, paths, config)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    manifest = {
+        "stage": "prepare", "format_version": 1, "tool_version": __version__,
+        "input": table_path, "config": asdict(config),
+        "lines": stats["lines"], "rejected": stats["rejected"], "unique_pairs": n_unique,
+        "vocab_source": len(vocabs.source), "vocab_target": len(vocabs.target),
+        "vocab_counted_from": "corpus" if config.src_corpus else "unique phrase pairs",
+        **split,
+    }
+    with atomic_open(paths["manifest"], "w") as f:
+        json.dump(manifest, f, indent=2)
+        f.write("\n")
+    return manifest
+
+
+def _partition(table_path: str, tmp: Path, config: PrepareConfig) -> dict:
+    """Stream the table once, appending each good line's (source, target) to its source's partition."""
+    n_parts = _num_partitions(table_path, config.partition_bytes)
+    writers: dict[int, ipc.RecordBatchStreamWriter] = {}
+    buffers = collections.defaultdict(lambda: ([], []))
+    buffered = 0
+
+    def flush():
+        for p, (srcs, tgts) in buffers.items():
+            if p not in writers:
+                writers[p] = ipc.new_stream(str(tmp / f"part-{p:05d}.arrow"), _PAIR_SCHEMA)
+            writers[p].write_batch(pa.record_batch([pa.array(srcs, pa.string()), pa.array(tgts, pa.string())],
+                                                   schema=_PAIR_SCHEMA))
+        buffers.clear()
+
+    reader = read_phrase_table(table_path, on_error=config.on_error,
+                               rejects_path=Path(tmp).parent / "rejects.txt" if config.on_error == "keep" else None)
+    crc = zlib.crc32
+    with bar(desc="prepare: read", unit="lines") as progress:
+        for entry in reader:
+            if entry.error is None:
+                p = crc(entry.source.encode("utf-8")) % n_parts
+                srcs, tgts = buffers[p]
+                srcs.append(entry.source)
+                tgts.append(entry.target)
+                buffered += 1
+                if buffered >= config.buffer_pairs:
+                    flush()
+                    buffered = 0
+            progress.update()
+    flush()
+    for w in writers.values():
+        w.close()
+    if reader.stats.lines == reader.stats.rejected:
+        raise PhraseRescoreError("no usable phrase pairs in the table", table_path)
+    return {"partitions": sorted(writers), "lines": reader.stats.lines, "rejected": reader.stats.rejected}
+
+
+def _read_partition(tmp: Path, p: int) -> pa.Table:
+    with ipc.open_stream(str(tmp / f"part-{p:05d}.arrow")) as r:
+        return r.read_all()
+
+
+def _dedup_and_count(tmp: Path, partitions: list[int], config: PrepareConfig):
+    """Deduplicate each partition in place (sorted by source, target) and count words over unique pairs."""
+    counts_src, counts_tgt = collections.Counter(), collections.Counter()
+    n_unique = 0
+    for p in bar(partitions, desc="prepare: dedup", unit="parts"):
+        table = _read_partition(tmp, p).group_by(["source", "target"]).aggregate([])
+        table = table.sort_by([("source", "ascending"), ("target", "ascending")])
+        n_unique += table.num_rows
+        with ipc.new_stream(str(tmp / f"part-{p:05d}.arrow"), _PAIR_SCHEMA) as w:
+            w.write_table(table.select(["source", "target"]))
+        if config.src_corpus is None:
+            for column, counter in (("source", counts_src), ("target", counts_tgt)):
+                vc = pc.value_counts(pc.list_flatten(pc.utf8_split_whitespace(table[column])))
+                counter.update(dict(zip(vc.field("values").to_pylist(), vc.field("counts").to_pylist())))
+    return counts_src, counts_tgt, n_unique
+
+
+def _encode_and_write(tmp: Path, partitions: list[int], vocabs: Vocabularies, paths: dict, config: PrepareConfig):
+    """Encode every partition with the vocabularies and stream it into train/valid Parquet files."""
+    src_vocab = pa.array(vocabs.source.words, pa.string())
+    tgt_vocab = pa.array(vocabs.target.words, pa.string())
+    seed_bytes = str(config.seed).encode()
+    threshold = round(config.valid_fraction * 1_000_000)
+    counts = {"train_pairs": 0, "valid_pairs": 0, "train_sources": 0, "valid_sources": 0}
+    with atomic_path(paths["train"]) as train_tmp, atomic_path(paths["valid"]) as valid_tmp:
+        writers = {"train": pq.ParquetWriter(str(train_tmp), SCHEMA), "valid": pq.ParquetWriter(str(valid_tmp), SCHEMA)}
+        try:
+            for p in bar(partitions, desc="prepare: encode", unit="parts"):
+                table = _read_partition(tmp, p)
+                src_ids, src_unk = _encode(table["source"], src_vocab)
+                tgt_ids, tgt_unk = _encode(table["target"], tgt_vocab)
+                encoded = pa.table({
+                    "source": table["source"], "target": table["target"],
+                    "src_ids": src_ids, "tgt_ids": tgt_ids,
+                    "src_len": pc.cast(pc.list_value_length(src_ids), pa.int32()),
+                    "tgt_len": pc.cast(pc.list_value_length(tgt_ids), pa.int32()),
+                    "n_unk": pa.array((src_unk + tgt_unk).astype(np.int32)),
+                }, schema=SCHEMA)
+                sources = table["source"].to_pylist()
+                valid = np.fromiter((_is_valid(s, seed_bytes, threshold) for s in sources), bool, len(sources))
+                for name, sel in (("train", ~valid), ("valid", valid)):
+                    part = encoded.filter(pa.array(sel))
+                    if part.num_rows:
+                        writers[name].write_table(part)
+                        counts[f"{name}_pairs"] += part.num_rows
+                        counts[f"{name}_sources"] += len(pc.unique(part["source"]))
+        finally:
+            for w in writers.values():
+                w.close()
+    return counts

@@ -25,6 +25,10 @@ class _Group(click.Group):
         except PhraseRescoreError as e:
             click.echo(f"error: {e}", err=True)
             sys.exit(1)
+        except (FileNotFoundError, IsADirectoryError, PermissionError) as e:
+            # a safety net: stages check their inputs, but a file can vanish while a stage runs
+            click.echo(f"error: {e.filename}: {e.strerror}", err=True)
+            sys.exit(1)
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
@@ -49,7 +53,7 @@ def main(ctx, quiet):
 # --- foundation (issue 2): prepare ------------------------------------------------------------------
 
 @main.command("prepare")
-@click.argument("table", type=click.Path(dir_okay=False))
+@click.argument("table", type=click.Path(exists=True, dir_okay=False))
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Pairs directory to write.")
 @click.option("--vocab-size", default=15000, show_default=True, help="Shortlist size per side (the paper: 15000).")
 @click.option("--valid-fraction", default=0.01, show_default=True, help="Share of source phrases held out.")

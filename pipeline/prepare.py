@@ -87,6 +87,8 @@ def prepare(table_path: str | os.PathLike, out_dir: str | os.PathLike,
     :returns: the manifest (counts of lines, unique pairs, train/valid pairs and sources, rejects).
     """
     table_path = os.fspath(table_path)
+    if not os.path.isfile(table_path):
+        raise PhraseRescoreError("phrase table not found", table_path)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     paths = pairs_paths(out)

@@ -1,0 +1,105 @@
+"""Moses n-best lists: exact round trip, grouping by sentence, adding a feature without disturbing others."""
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from moses_integration.nbest import (NBestEntry, NBestWriter, add_feature_to_nbest, parse_nbest_line, read_nbest,
+                                     read_nbest_groups)
+from pipeline.errors import PhraseRescoreError
+
+NBEST = Path(__file__).parent / "fixtures" / "moses" / "moses.nbest"
+
+
+def test_round_trip_is_byte_identical(tmp_path):
+    out = tmp_path / "copy.nbest"
+    with NBestWriter(out) as w:
+        for e in read_nbest(NBEST):
+            w.write(e)
+    assert out.read_bytes() == NBEST.read_bytes()
+
+
+def test_fields_of_a_moses_line():
+    first = next(read_nbest(NBEST))
+    assert (first.sent_id, first.hypothesis, first.total, first.line_no) == (0, "the house is small", -4.71301, 1)
+    assert first.feature_names() == ["LexicalReordering0", "Distortion0", "LM0", "WordPenalty0", "PhrasePenalty0",
+                                     "TranslationModel0"]
+    assert first.feature("TranslationModel0") == [-2.30259, -1.89712, -1.20397, -2.99573]
+    assert len(first.dense_vector()) == 6 + 1 + 1 + 1 + 1 + 4
+    last = list(read_nbest(NBEST))[-1]
+    assert last.extra == [" 0-0 "]
+
+
+def test_groups_by_sentence_with_gaps():
+    groups = [(i, [e.hypothesis for e in es]) for i, es in read_nbest_groups(NBEST)]
+    assert groups == [(0, ["the house is small", "the house is little"]), (1, ["it is a small house"]),
+                      (3, ["hello"])]
+    full = [(i, len(es)) for i, es in read_nbest_groups(NBEST, num_sentences=5)]
+    assert full == [(0, 2), (1, 1), (2, 0), (3, 1), (4, 0)]
+    with pytest.raises(PhraseRescoreError, match="only 3 sentences"):
+        list(read_nbest_groups(NBEST, num_sentences=3))
+
+
+def test_add_feature_appends_exactly_what_moses_would_print(tmp_path):
+    out = tmp_path / "rnn.nbest.gz"
+    n = add_feature_to_nbest(NBEST, out, "RNN0", [np.float32(-3.5), -2.25, [-7.0, 1.0], 0])
+    assert n == 4
+    got = gzip.open(out, "rt", encoding="utf-8").read().splitlines()
+    want = NBEST.read_text().splitlines()
+    appended = [" RNN0= -3.5", " RNN0= -2.25", " RNN0= -7 1", " RNN0= 0"]
+    for g, w, a in zip(got, want, appended, strict=True):
+        fields = w.split("|||")
+        fields[2] = fields[2].rstrip(" ") + a + " "
+        assert g == "|||".join(fields)
+    back = list(read_nbest(out))
+    assert [e.feature("RNN0") for e in back] == [[-3.5], [-2.25], [-7.0, 1.0], [0.0]]
+    # the others are untouched
+    assert [e.feature("TranslationModel0") for e in back] == [e.feature("TranslationModel0") for e in read_nbest(NBEST)]
+
+
+@pytest.mark.parametrize("values, expected", [([1.0, 2.0, 3.0], "ran out of values"),
+                                              ([1.0] * 5, "more values for feature")])
+def test_add_feature_refuses_misaligned_values(tmp_path, values, expected):
+    out = tmp_path / "x.nbest"
+    with pytest.raises(PhraseRescoreError, match=expected):
+        add_feature_to_nbest(NBEST, out, "RNN0", values)
+    assert not out.exists()
+
+
+def test_add_existing_feature_name_is_refused():
+    e = next(read_nbest(NBEST))
+    with pytest.raises(PhraseRescoreError, match="already has a feature named 'LM0'"):
+        e.add_feature("LM0", [1.0])
+
+
+def test_created_entry_uses_moses_layout():
+    e = NBestEntry.create(7, "a b", [("LM0", [-1.5]), ("TranslationModel0", [-1, -2.5])], -3.25)
+    line = e.to_line()
+    assert line == "7 ||| a b  ||| LM0= -1.5 TranslationModel0= -1 -2.5 ||| -3.25"
+    back = parse_nbest_line(line)
+    assert (back.sent_id, back.hypothesis, back.features, back.total) == (7, "a b", e.features, -3.25)
+
+
+@pytest.mark.parametrize("line, expected", [
+    ("0 ||| a ||| LM0= -1", "at least 4 fields"),
+    ("x ||| a ||| LM0= -1 ||| 2", "sentence id"),
+    ("0 ||| a ||| LM0= -1 ||| high", "total score"),
+    ("0 ||| a ||| -1 -2 ||| -3", "feature label"),
+    ("0 ||| a ||| LM0= minus ||| -3", "as a value of feature LM0"),
+])
+def test_bad_lines_name_file_and_line(tmp_path, line, expected):
+    p = tmp_path / "bad.nbest"
+    p.write_text("0 ||| ok  ||| LM0= -1 ||| -1\n" + line + "\n")
+    with pytest.raises(PhraseRescoreError) as e:
+        list(read_nbest(p))
+    assert e.value.line == 2 and e.value.path == str(p) and expected in e.value.message
+
+
+def test_ids_going_down_is_an_error(tmp_path):
+    p = tmp_path / "bad.nbest"
+    p.write_text("1 ||| a  ||| LM0= -1 ||| -1\n0 ||| b  ||| LM0= -1 ||| -1\n")
+    with pytest.raises(PhraseRescoreError, match="increasing order"):
+        list(read_nbest(p))

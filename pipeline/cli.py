@@ -71,3 +71,25 @@ def prepare_cmd(table, out_dir, vocab_size, valid_fraction, seed, src_corpus, tg
     click.echo(f"{m['lines']} lines ({m['rejected']} rejected), {m['unique_pairs']} unique pairs: "
                f"{m['train_pairs']} train / {m['valid_pairs']} valid; vocabulary {m['vocab_source']} + "
                f"{m['vocab_target']} ({m['vocab_counted_from']}) -> {out_dir}")
+
+
+# --- demo data and workflows (issue 8): make-demo-data, run -----------------------------------------
+
+@main.command("make-demo-data")
+@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Directory to write.")
+@click.option("--train", "n_train", default=10000, show_default=True, help="Training sentence pairs.")
+@click.option("--dev", "n_dev", default=500, show_default=True, help="Development (tuning) sentence pairs.")
+@click.option("--test", "n_test", default=500, show_default=True, help="Test sentence pairs.")
+@click.option("--seed", default=1, show_default=True, help="Seed; the corpus is a function of it.")
+@click.option("--noise", "noise_rate", default=0.04, show_default=True,
+              help="Share of training pairs misaligned or loosely translated.")
+def make_demo_data_cmd(out_dir, n_train, n_dev, n_test, seed, noise_rate):
+    """Generate the English-French demo corpus (train/dev/test .en/.fr)."""
+    import json
+
+    from data.demo_corpus import generate
+
+    paths = generate(out_dir, n_train=n_train, n_dev=n_dev, n_test=n_test, seed=seed, noise_rate=noise_rate)
+    noise = json.loads(paths["manifest"].read_text(encoding="utf-8"))["noise_counts"]
+    click.echo(f"{n_train} train / {n_dev} dev / {n_test} test pairs (seed {seed}; noisy train pairs: "
+               + ", ".join(f"{k} {v}" for k, v in noise.items()) + f") -> {out_dir}")

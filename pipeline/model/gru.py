@@ -62,9 +62,9 @@ class GRUCell(nn.Module):
             for k in range(3):
                 block = self.U[k * H:(k + 1) * H]
                 if orthogonal:
-                    g = torch.randn(H, H, generator=generator, dtype=torch.float64)
-                    u, _, _ = torch.linalg.svd(g)
-                    block.copy_(u.to(block.dtype))
+                    g = torch.randn(H, H, generator=generator, dtype=block.dtype, device=block.device)
+                    u, _, _ = torch.linalg.svd(g)                         # (H, H) orthogonal
+                    block.copy_(u)
                 else:
                     block.normal_(0.0, std, generator=generator)
             if self.b is not None:

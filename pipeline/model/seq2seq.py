@@ -50,12 +50,12 @@ class Seq2SeqConfig:
     @classmethod
     def paper(cls, src_vocab: int, tgt_vocab: int, **kw) -> "Seq2SeqConfig":
         """The paper's model: 4 layers of 1000 cells, 1000-dim embeddings (384M with its vocabularies)."""
-        return cls(src_vocab, tgt_vocab, emb_dim=1000, hidden_dim=1000, num_layers=4, **kw)
+        return cls(src_vocab, tgt_vocab, **{"emb_dim": 1000, "hidden_dim": 1000, "num_layers": 4, **kw})
 
     @classmethod
     def small(cls, src_vocab: int, tgt_vocab: int, **kw) -> "Seq2SeqConfig":
         """A CPU-sized preset: 2 layers of 256 cells, 128-dim embeddings."""
-        return cls(src_vocab, tgt_vocab, emb_dim=128, hidden_dim=256, num_layers=2, **kw)
+        return cls(src_vocab, tgt_vocab, **{"emb_dim": 128, "hidden_dim": 256, "num_layers": 2, **kw})
 
     @classmethod
     def preset(cls, name: str, src_vocab: int, tgt_vocab: int, **kw) -> "Seq2SeqConfig":

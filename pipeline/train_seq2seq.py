@@ -1,0 +1,275 @@
+"""Training Seq2Seq on sentence pairs, the recipe of Sutskever et al. (2014), Sec. 3.4.
+
+* Teacher forcing: the decoder reads the true previous word; the loss is the summed cross-entropy of
+  every target token (``<eos>`` included), i.e. -log p(T | S), averaged over the batch's sentences.
+* Plain SGD without momentum, learning rate 0.7; from epoch 5 it is halved every half epoch; 7.5 epochs.
+  (The first halving falls AT epoch 5.0, so the last half epoch runs at 0.7 / 2**5 = 0.022.)
+* Parameters uniform in [-0.08, 0.08]; the batch-averaged gradient is clipped to global L2 norm 5.
+* Batches of 128 sentences of similar length (source + target), in random order; ``length_grouped=False``
+  gives random batches, the baseline of the paper's 2x speed-up (``benchmarks/seq2seq_report.py`` measures ours).
+* Validation perplexity exp(NLL / target tokens) every half epoch; ``last.pt`` after every validation and
+  every ``save_every`` steps, ``best.pt`` at the lowest validation perplexity.
+* Resumable: every epoch's batches are a function of (seed, epoch), and SGD has no state beyond the
+  learning rate, which is a function of progress; ``last.pt`` stores (epoch, batch) and the weights, so a
+  resumed run continues with exactly the batches an uninterrupted one would have drawn.
+"""
+from __future__ import annotations
+
+import collections
+import json
+import math
+import os
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from .batching import length_batches, pad_batch
+from .errors import PhraseRescoreError
+from .model.seq2seq import Seq2Seq, Seq2SeqConfig
+from .model.seq2seq_checkpoint import load_checkpoint, save_checkpoint
+from .progress import bar
+from .sentences import encode_eos, read_parallel
+from .vocab import Vocabularies, build_vocab
+
+
+@dataclass
+class TrainSeq2SeqConfig:
+    """Options of ``phrase-rescore train-seq2seq`` (defaults are the paper's recipe; the model preset is ``small``).
+
+    :param src, tgt: tokenized parallel training text, one sentence per line.
+    :param out_dir: where ``best.pt``, ``last.pt``, ``vocab.json`` and ``train_log.jsonl`` go.
+    :param valid_src, valid_tgt: validation pairs; when absent, ``valid_size`` training pairs are held out.
+    :param vocab: an existing vocabulary JSON to share (e.g. the phrase model's); else built from the data.
+    :param src_vocab_size, tgt_vocab_size: shortlist sizes when building (paper: 160k / 80k).
+    :param preset: ``paper`` (4 x 1000, emb 1000) or ``small``; emb_dim/hidden_dim/num_layers override it.
+    :param reverse: reverse the source (paper); False trains the forward baseline.
+    """
+
+    src: str
+    tgt: str
+    out_dir: str
+    valid_src: str | None = None
+    valid_tgt: str | None = None
+    valid_size: int = 500
+    vocab: str | None = None
+    src_vocab_size: int = 160_000
+    tgt_vocab_size: int = 80_000
+    preset: str = "small"
+    emb_dim: int | None = None
+    hidden_dim: int | None = None
+    num_layers: int | None = None
+    reverse: bool = True
+    init_range: float = 0.08
+    lr: float = 0.7
+    decay_start: float = 5.0
+    decay_every: float = 0.5
+    decay_factor: float = 0.5
+    epochs: float = 7.5
+    batch_size: int = 128
+    clip_norm: float = 5.0
+    length_grouped: bool = True
+    valid_every: float = 0.5
+    save_every: int = 1000
+    seed: int = 1
+    device: str | None = None
+    resume: bool = True
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def learning_rate(cfg: TrainSeq2SeqConfig, progress: float) -> float:
+    """The learning rate at ``progress`` epochs: ``lr`` until ``decay_start``, then multiplied by
+    ``decay_factor`` at ``decay_start`` and every ``decay_every`` epochs after it."""
+    if progress < cfg.decay_start:
+        return cfg.lr
+    halvings = int(math.floor((progress - cfg.decay_start) / cfg.decay_every + 1e-9)) + 1
+    return cfg.lr * cfg.decay_factor ** halvings
+
+
+def epoch_batches(src_len: np.ndarray, tgt_len: np.ndarray, batch_size: int, seed: int, epoch: int,
+                  length_grouped: bool) -> list[np.ndarray]:
+    """The batches of one epoch as index arrays, a function of (seed, epoch) only.
+
+    Length-grouped: a random permutation, stably sorted by (source + target length) and cut into runs of
+    ``batch_size`` (so ties are broken at random and groups differ between epochs), in random order.
+    Random: consecutive runs of ``batch_size`` of a random permutation.
+    """
+    rng = np.random.default_rng([seed, epoch])
+    perm = rng.permutation(len(src_len))
+    if not length_grouped:
+        return [perm[i:i + batch_size] for i in range(0, len(perm), batch_size)]
+    lengths = np.stack([src_len[perm], tgt_len[perm]], axis=1)
+    groups = length_batches(lengths, max_tokens=np.iinfo(np.int64).max // 4, max_batch=batch_size,
+                            seed=int(rng.integers(2 ** 31)))
+    return [perm[g] for g in groups]
+
+
+def _encode_pairs(vocabs: Vocabularies, src, tgt):
+    s = [encode_eos(vocabs.source, x) for x in src]
+    t = [encode_eos(vocabs.target, y) for y in tgt]
+    return s, t
+
+
+@torch.no_grad()
+def evaluate_perplexity(model: Seq2Seq, src: list[np.ndarray], tgt: list[np.ndarray], batch_size: int = 128) -> float:
+    """exp(total -log p(target token) / target tokens), ``<eos>`` tokens counted, teacher-forced."""
+    if not src:
+        return float("nan")
+    was_training = model.training
+    model.eval()
+    nll, n_tok = 0.0, 0
+    order = np.argsort([len(x) + len(y) for x, y in zip(src, tgt)], kind="stable")
+    for i in range(0, len(order), batch_size):
+        idx = order[i:i + batch_size]
+        s, sm = pad_batch([src[j] for j in idx], device=model.device)
+        t, tm = pad_batch([tgt[j] for j in idx], device=model.device)
+        nll -= float(model(s, sm, t, tm).sum())
+        n_tok += int(tm.sum())
+    model.train(was_training)
+    return math.exp(nll / n_tok)
+
+
+@dataclass
+class TrainSummary:
+    steps: int
+    epochs: float
+    best_valid_ppl: float
+    last_valid_ppl: float
+    seconds: float
+    target_tokens_per_s: float
+    out_dir: str
+    resumed_from: float | None = None
+    history: list = field(default_factory=list)
+
+
+def _vocabularies(cfg: TrainSeq2SeqConfig, src, tgt) -> Vocabularies:
+    if cfg.vocab:
+        return Vocabularies.load(cfg.vocab)
+    cs, ct = collections.Counter(), collections.Counter()
+    for x in src:
+        cs.update(x)
+    for y in tgt:
+        ct.update(y)
+    return Vocabularies(build_vocab(cs, cfg.src_vocab_size), build_vocab(ct, cfg.tgt_vocab_size))
+
+
+def _model_config(cfg: TrainSeq2SeqConfig, vocabs: Vocabularies) -> Seq2SeqConfig:
+    over = {k: getattr(cfg, k) for k in ("emb_dim", "hidden_dim", "num_layers") if getattr(cfg, k) is not None}
+    return Seq2SeqConfig.preset(cfg.preset, len(vocabs.source), len(vocabs.target), reverse=cfg.reverse,
+                                init_range=cfg.init_range, **over)
+
+
+def train(cfg: TrainSeq2SeqConfig) -> TrainSummary:
+    """Train (or resume) a Seq2Seq model; writes ``best.pt``, ``last.pt``, ``vocab.json``, ``train_log.jsonl``."""
+    t_start = time.perf_counter()
+    for name, v in (("batch_size", cfg.batch_size), ("epochs", cfg.epochs), ("lr", cfg.lr)):
+        if not v > 0:
+            raise PhraseRescoreError(f"{name} must be positive, got {v}")
+    out = Path(cfg.out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    device = torch.device(cfg.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+
+    src, tgt = read_parallel(cfg.src, cfg.tgt)
+    if cfg.valid_src or cfg.valid_tgt:
+        if not (cfg.valid_src and cfg.valid_tgt):
+            raise PhraseRescoreError("give both --valid-src and --valid-tgt, or neither")
+        vsrc, vtgt = read_parallel(cfg.valid_src, cfg.valid_tgt)
+    else:  # hold out a fixed random subset of the training pairs
+        k = min(cfg.valid_size, len(src) // 10)
+        held = set(np.random.default_rng([cfg.seed, 10**6]).permutation(len(src))[:k].tolist())
+        vsrc = [x for i, x in enumerate(src) if i in held]
+        vtgt = [y for i, y in enumerate(tgt) if i in held]
+        src = [x for i, x in enumerate(src) if i not in held]
+        tgt = [y for i, y in enumerate(tgt) if i not in held]
+    if not src:
+        raise PhraseRescoreError("no training pairs", cfg.src)
+
+    last_path, best_path = out / "last.pt", out / "best.pt"
+    resumed_from = None
+    state: dict = {"epoch": 0, "batch": 0, "step": 0, "best_valid_ppl": math.inf, "history": []}
+    if cfg.resume and last_path.exists():
+        ck = load_checkpoint(last_path, device)
+        model, vocabs = ck.model, ck.vocabs
+        if model.cfg != _model_config(cfg, vocabs):
+            raise PhraseRescoreError(f"cannot resume: the checkpoint's model {model.cfg} differs from the "
+                                     f"requested one (use another --out-dir or --no-resume)", last_path)
+        state.update(ck.train_state)
+        resumed_from = state["epoch"] + state.get("progress_in_epoch", 0.0)
+    else:
+        vocabs = _vocabularies(cfg, src, tgt)
+        torch.manual_seed(cfg.seed)
+        model = Seq2Seq(_model_config(cfg, vocabs)).to(device)  # uniform init inside, seeded here
+    vocabs.save(out / "vocab.json")
+    tr_src, tr_tgt = _encode_pairs(vocabs, src, tgt)
+    va_src, va_tgt = _encode_pairs(vocabs, vsrc, vtgt)
+    src_len = np.array([len(x) for x in tr_src])
+    tgt_len = np.array([len(y) for y in tr_tgt])
+
+    opt = torch.optim.SGD(model.parameters(), lr=cfg.lr, momentum=0.0)  # plain SGD: no state to save
+    params = [p for p in model.parameters()]
+    log = open(out / "train_log.jsonl", "a", encoding="utf-8")
+
+    def save(path, epoch, batch, n_batches):
+        st = dict(state, epoch=epoch, batch=batch, progress_in_epoch=batch / n_batches, train_config=cfg.to_dict())
+        save_checkpoint(path, model, vocabs, st)
+
+    model.train()
+    tokens_seen, t_train = 0, 0.0
+    last_ppl = state["history"][-1]["valid_ppl"] if state["history"] else float("nan")
+    n_epochs = math.ceil(cfg.epochs)
+    try:
+        for epoch in range(state["epoch"], n_epochs):
+            batches = epoch_batches(src_len, tgt_len, cfg.batch_size, cfg.seed, epoch, cfg.length_grouped)
+            n_b = len(batches)
+            stop_at = n_b if epoch + 1 <= cfg.epochs else int(round((cfg.epochs - epoch) * n_b))
+            valid_at = {min(n_b, int(round(f * n_b))) for f in np.arange(cfg.valid_every, 1.0 + 1e-9, cfg.valid_every)}
+            valid_at.add(stop_at)
+            first = state["batch"] if epoch == state["epoch"] else 0
+            with bar(total=stop_at, initial=first, desc=f"epoch {epoch + 1}", unit="batch") as pb:
+                for b in range(first, stop_at):
+                    progress = epoch + b / n_b
+                    lr = learning_rate(cfg, progress)
+                    for g in opt.param_groups:
+                        g["lr"] = lr
+                    idx = batches[b]
+                    t0 = time.perf_counter()
+                    s, sm = pad_batch([tr_src[i] for i in idx], device=device)  # (B, S)
+                    t, tm = pad_batch([tr_tgt[i] for i in idx], device=device)  # (B, T)
+                    loss = -model(s, sm, t, tm).sum() / len(idx)  # -log p(T|S), averaged over sentences
+                    opt.zero_grad(set_to_none=True)
+                    loss.backward()
+                    gnorm = float(torch.nn.utils.clip_grad_norm_(params, cfg.clip_norm))
+                    opt.step()
+                    t_train += time.perf_counter() - t0
+                    n_tok = int(tm.sum())
+                    tokens_seen += n_tok
+                    state["step"] += 1
+                    loss_v = float(loss.detach())
+                    pb.set_postfix(loss=f"{loss_v:.3f}", ppl=f"{math.exp(loss_v * len(idx) / n_tok):.2f}",
+                                   lr=f"{lr:.3g}", gnorm=f"{gnorm:.2f}", refresh=False)
+                    pb.update(1)
+                    if b + 1 in valid_at:
+                        last_ppl = evaluate_perplexity(model, va_src, va_tgt)
+                        rec = {"epoch": round(epoch + (b + 1) / n_b, 4), "step": state["step"], "lr": lr,
+                               "train_loss": loss_v, "valid_ppl": last_ppl}
+                        state["history"].append(rec)
+                        log.write(json.dumps(rec) + "\n")
+                        log.flush()
+                        if last_ppl < state["best_valid_ppl"] or not math.isfinite(state["best_valid_ppl"]):
+                            state["best_valid_ppl"] = last_ppl
+                            save(best_path, epoch, b + 1, n_b)
+                        save(last_path, epoch, b + 1, n_b)
+                    elif cfg.save_every and state["step"] % cfg.save_every == 0:
+                        save(last_path, epoch, b + 1, n_b)
+            # the end of an epoch, or where a fractional last epoch stops
+            state["epoch"], state["batch"] = (epoch + 1, 0) if stop_at == n_b else (epoch, stop_at)
+            save(last_path, state["epoch"], state["batch"], n_b)
+    finally:
+        log.close()
+    done = min(cfg.epochs, float(n_epochs))
+    return TrainSummary(state["step"], done, state["best_valid_ppl"], last_ppl, time.perf_counter() - t_start,
+                        tokens_seen / t_train if t_train else 0.0, os.fspath(out), resumed_from, state["history"])

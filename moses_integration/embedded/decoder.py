@@ -1,0 +1,257 @@
+"""The embedded phrase-based decoder: moses.ini in, 1-best and Moses-format n-best lists out.
+
+The model score of every translation is Moses's log-linear score ``w . h`` with ``h`` valued as Moses
+values it (see :mod:`.features`), so weights tuned with either decoder work with the other.
+
+Library use::
+
+    dec = Decoder.from_ini("moses.ini", DecoderConfig(stack_size=100), sentences=tokenized)
+    result = dec.translate(tokenized[0], nbest=100)
+    result.best.text, result.best.features, result.best.total
+
+File use (what ``evaluate --backend embedded`` calls)::
+
+    decode_file("moses.ini", "dev.tok.fr", "dev.out", nbest_path="dev.nbest", nbest_size=100, threads=2)
+
+Known differences from Moses: scores are summed in float64 (Moses: float32, so totals agree to about
+1e-5); hypotheses in a stack are expanded best first (Moses: hash order), which only matters when
+pruning is tight; ``max-trans-opt-per-coverage`` (default 5000) is not applied since ``table-limit``
+(default 20) is always smaller; ties in table-limit pruning are broken by file order.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import multiprocessing
+import os
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+import numpy as np
+
+from pipeline.errors import PhraseRescoreError
+from pipeline.fileio import atomic_open, open_text_read
+from pipeline.progress import bar
+
+from .features import UNKNOWN_SCORE, SystemSpec, format_moses_float, load_system_spec
+from .search import Hypothesis, SearchParams, kbest_paths, path_of, search
+from .translation_options import LanguageModel, OptionTable, PhraseTable, source_phrases
+
+
+@dataclass
+class DecoderConfig:
+    """Decoder settings; ``None`` means "what the moses.ini says, else Moses's default".
+
+    :ivar stack_size: hypotheses kept per stack (Moses ``-stack``, default 200); smaller is faster and makes
+        more search errors.
+    :ivar beam_threshold: discard hypotheses worse than ``best * beam_threshold`` in probability
+        (Moses ``-beam-threshold``, default 1e-5).
+    :ivar distortion_limit: maximum jump in source words (``[distortion-limit]``, default 6; -1: unlimited,
+        0: monotone).
+    :ivar table_limit: targets kept per source phrase (the phrase table's ``table-limit=``, default 20).
+    :ivar max_phrase_length: longest source phrase looked up (Moses default 20).
+    :ivar nbest_distinct: n-best lists without repeated translations (Moses ``-n-best-list FILE N distinct``).
+    :ivar nbest_factor: with ``nbest_distinct``, look at most ``N * nbest_factor`` paths (Moses ``-nbest-factor``).
+    """
+
+    stack_size: int | None = None
+    beam_threshold: float | None = None
+    distortion_limit: int | None = None
+    table_limit: int | None = None
+    max_phrase_length: int | None = None
+    nbest_distinct: bool = True
+    nbest_factor: int = 20
+
+    def resolved(self, spec: SystemSpec) -> "DecoderConfig":
+        """A copy with every ``None`` replaced by the moses.ini value or Moses's default; checked."""
+        o = spec.ini_options
+
+        def pick(v, key, default, conv):
+            if v is not None:
+                return v
+            if key in o:
+                try:
+                    return conv(o[key])
+                except ValueError:
+                    raise PhraseRescoreError(f"[{key}] expected a number, got {o[key]!r}", spec.ini_path) from None
+            return default
+
+        c = dataclasses.replace(
+            self,
+            stack_size=pick(self.stack_size, "stack", 200, int),
+            beam_threshold=pick(self.beam_threshold, "beam-threshold", 1e-5, float),
+            distortion_limit=spec.distortion_limit if self.distortion_limit is None else self.distortion_limit,
+            table_limit=spec.table_limit if self.table_limit is None else self.table_limit,
+            max_phrase_length=pick(self.max_phrase_length, "max-phrase-length", 20, int))
+        if c.stack_size < 1:
+            raise PhraseRescoreError(f"stack size must be at least 1, got {c.stack_size}")
+        if not 0 <= c.beam_threshold < 1:
+            raise PhraseRescoreError(f"beam threshold must be in [0, 1), got {c.beam_threshold}")
+        if c.max_phrase_length < 1 or c.nbest_factor < 1:
+            raise PhraseRescoreError("max_phrase_length and nbest_factor must be at least 1")
+        return c
+
+
+@dataclass
+class Candidate:
+    """One translation with its feature vector (full, in :class:`SystemSpec` order) and model score."""
+
+    text: str
+    features: np.ndarray
+    total: float
+
+
+@dataclass
+class Translation:
+    """The result for one sentence: the 1-best and (when asked) the n-best list, best first."""
+
+    best: Candidate
+    nbest: list[Candidate]
+
+
+class Decoder:
+    """A loaded system: phrase table (filtered to an input), LM and weights. Reusable across sentences."""
+
+    def __init__(self, spec: SystemSpec, config: DecoderConfig | None = None,
+                 sentences: Iterable[Sequence[str]] | None = None, progress: bool = True):
+        """Load the models of ``spec``; with ``sentences``, only the phrase-table entries they can use."""
+        self.spec = spec
+        self.config = (config or DecoderConfig()).resolved(spec)
+        keep = None if sentences is None else source_phrases(sentences, self.config.max_phrase_length)
+        self.lm = LanguageModel(spec.lm_path)
+        self.table = PhraseTable(spec, keep, progress=progress)
+        self.set_weights(spec.weights)
+
+    @classmethod
+    def from_ini(cls, ini_path: str | os.PathLike, config: DecoderConfig | None = None,
+                 sentences: Iterable[Sequence[str]] | None = None, progress: bool = True) -> "Decoder":
+        """Read a moses.ini (see :func:`~.features.load_system_spec`) and load its models."""
+        return cls(load_system_spec(ini_path), config, sentences, progress)
+
+    @property
+    def weights(self) -> np.ndarray:
+        return self.options.weights
+
+    def set_weights(self, weights: Sequence[float]) -> None:
+        """Use new weights (full vector, :class:`SystemSpec` order); re-applies table-limit pruning."""
+        w = np.asarray(weights, dtype=np.float64)
+        if w.shape != (self.spec.dim,):
+            raise PhraseRescoreError(f"expected {self.spec.dim} weights, got {w.shape}")
+        self.options = OptionTable(self.table, self.lm, self.spec, w, self.config.table_limit)
+        self.params = SearchParams(self.config.stack_size, self.config.beam_threshold,
+                                   self.config.distortion_limit, self.config.max_phrase_length)
+
+    def features_of(self, steps: Sequence[Hypothesis]) -> np.ndarray:
+        """The feature vector of a path, computed step by step as Moses accumulates it."""
+        ix = self.options.index
+        h = np.zeros(self.spec.dim)
+        for s in steps:
+            o = s.opt
+            if o.unknown:
+                if ix.unknown is not None:
+                    h[ix.unknown] += UNKNOWN_SCORE
+            else:
+                h[ix.tm] += o.tm
+            h[ix.lm] += s.lm
+            if ix.distortion is not None:
+                h[ix.distortion] -= s.dist
+            if ix.word_penalty is not None:
+                h[ix.word_penalty] -= len(o.words)
+            if ix.phrase_penalty is not None:
+                h[ix.phrase_penalty] += 1
+        return h
+
+    def translate(self, words: Sequence[str], nbest: int = 0) -> Translation:
+        """Translate one tokenized sentence; ``nbest`` > 0 also returns up to that many candidates."""
+        params = dataclasses.replace(self.params, keep_arcs=nbest > 0)
+        final = search(list(words), self.options, params)
+        best_h = final[0]
+        steps = path_of(best_h)
+        best = Candidate(" ".join(w for s in steps for w in s.opt.words), self.features_of(steps), best_h.score)
+        out: list[Candidate] = []
+        if nbest > 0:
+            seen = set()
+            limit = nbest * self.config.nbest_factor if self.config.nbest_distinct else nbest
+            for score, path in kbest_paths(final, limit):
+                text = " ".join(w for s in path for w in s.opt.words)
+                if self.config.nbest_distinct:
+                    if text in seen:
+                        continue
+                    seen.add(text)
+                out.append(Candidate(text, self.features_of(path), score))
+                if len(out) >= nbest:
+                    break
+        return Translation(best, out)
+
+    def translate_all(self, sentences: Sequence[Sequence[str]], nbest: int = 0, threads: int = 1,
+                      desc: str = "decoding") -> list[Translation]:
+        """Translate many sentences, in input order, in ``threads`` processes (fork)."""
+        results: list[Translation] = []
+        with bar(total=len(sentences), desc=desc, unit="sent") as pb:
+            if threads <= 1 or len(sentences) < 2:
+                for s in sentences:
+                    results.append(self.translate(s, nbest))
+                    pb.update(1)
+                return results
+            global _WORKER
+            _WORKER = (self, nbest)
+            ctx = multiprocessing.get_context("fork")
+            chunk = max(1, min(16, len(sentences) // (threads * 4) or 1))
+            try:
+                with ctx.Pool(threads) as pool:
+                    for r in pool.imap(_work, sentences, chunksize=chunk):
+                        results.append(r)
+                        pb.update(1)
+            finally:
+                _WORKER = None
+        return results
+
+    def nbest_lines(self, sent_id: int, cands: Sequence[Candidate]) -> list[str]:
+        """Moses's n-best lines (``Manager::OutputNBest``): ``id ||| words  ||| Name= v ... ||| total``."""
+        return [f"{sent_id} ||| {c.text}  ||| {self.spec.format_features(c.features)} ||| "
+                f"{format_moses_float(c.total)}" for c in cands]
+
+
+_WORKER: tuple[Decoder, int] | None = None
+
+
+def _work(words):
+    dec, nbest = _WORKER
+    return dec.translate(words, nbest)
+
+
+def read_sentences(path: str | os.PathLike) -> list[list[str]]:
+    """Tokenized input, one sentence per line, split on whitespace."""
+    try:
+        with open_text_read(path) as f:
+            return [line.split() for line in f]
+    except UnicodeDecodeError as e:
+        raise PhraseRescoreError(f"expected UTF-8 text: {e}", path) from None
+
+
+def decode_file(ini_path, input_path, output_path, nbest_path=None, nbest_size: int = 0, threads: int = 1,
+                **options) -> None:
+    """Translate ``input_path`` (tokenized, one sentence a line) with the system in ``ini_path``.
+
+    Writes the 1-best translations to ``output_path`` (one per input line, same order) and, when
+    ``nbest_path`` and ``nbest_size`` are given, a distinct n-best list in Moses's format. Both are written
+    atomically. ``options`` are :class:`DecoderConfig` fields (e.g. ``stack_size=50``).
+    """
+    fields = {f.name for f in dataclasses.fields(DecoderConfig)}
+    bad = sorted(set(options) - fields)
+    if bad:
+        raise PhraseRescoreError(f"unknown decoder option(s) {', '.join(bad)}; expected some of "
+                                 f"{', '.join(sorted(fields))}")
+    if nbest_path is not None and nbest_size < 1:
+        raise PhraseRescoreError(f"an n-best list needs nbest_size >= 1, got {nbest_size}")
+    sentences = read_sentences(input_path)
+    dec = Decoder.from_ini(ini_path, DecoderConfig(**options), sentences)
+    results = dec.translate_all(sentences, nbest_size if nbest_path is not None else 0, threads)
+    with atomic_open(output_path, "w") as out:
+        for r in results:
+            out.write(r.best.text + "\n")
+    if nbest_path is not None:
+        with atomic_open(nbest_path, "w") as out:
+            for i, r in enumerate(results):
+                for line in dec.nbest_lines(i, r.nbest):
+                    out.write(line + "\n")

@@ -1,0 +1,300 @@
+"""Stack decoding over coverage sets (Moses's ``SearchNormal``) and n-best extraction from its lattice.
+
+Hypotheses with the same number of covered source words share a stack. A stack is pruned lazily as
+Moses's ``HypothesisStackNormal`` does: a hypothesis whose total score (score so far + future-cost
+estimate of the uncovered spans) is below ``best + ln(beam_threshold)`` or below the score of the
+stack's last kept hypothesis after a prune is discarded; once a stack holds ``2 * stack_size`` it is
+pruned to ``stack_size``, and again before it is expanded. Two hypotheses with the same coverage, LM
+state and last covered source position are recombined: the better one stays, the other becomes an arc
+of it (kept for n-best lists, as Moses keeps ``m_arcList``).
+
+Reordering follows ``SearchNormal::ProcessOneHypothesis``: a phrase may start at most
+``distortion_limit`` words away from where the previous one ended, and a phrase that does not start at
+the first gap must end close enough for the first gap to be reachable afterwards.
+
+N-best lists are the k best paths through the lattice of kept hypotheses and their arcs (lazy k-best,
+Huang & Chiang 2005, Algorithm 3): two paths that recombined share their suffix scores, so a path's
+score is its prefix's score plus the increments of the later steps.
+"""
+from __future__ import annotations
+
+import heapq
+import math
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from .features import LN10
+from .translation_options import OptionTable, TranslationOption
+
+
+@dataclass
+class SearchParams:
+    """Search limits (see :class:`~moses_integration.embedded.decoder.DecoderConfig`)."""
+
+    stack_size: int = 200
+    beam_threshold: float = 1e-5
+    distortion_limit: int = 6
+    max_phrase_length: int = 20
+    keep_arcs: bool = False
+
+
+class Hypothesis:
+    """A partial translation: the last phrase applied to ``prev``."""
+
+    __slots__ = ("score", "total", "cov", "ncov", "lm_state", "last_end", "prev", "opt", "lm", "dist", "arcs",
+                 "kbest", "cand")
+
+    def __init__(self, score, total, cov, ncov, lm_state, last_end, prev, opt, lm, dist):
+        self.score = score          # model score so far (weighted sum of the features)
+        self.total = score if total is None else total  # score + future-cost estimate
+        self.cov = cov              # covered source words, bit i for word i
+        self.ncov = ncov
+        self.lm_state = lm_state
+        self.last_end = last_end    # last source position of the last phrase (-1: none yet)
+        self.prev = prev
+        self.opt = opt              # TranslationOption applied (None for the empty hypothesis)
+        self.lm = lm                # ln LM score added by this step (incl. </s> at the end)
+        self.dist = dist            # distortion distance of this step (>= 0)
+        self.arcs = None            # recombined, worse hypotheses with the same state
+        self.kbest = None           # lazy k-best: derivations found so far
+        self.cand = None            # lazy k-best: candidate heap
+
+
+class _Stack:
+    """A hypothesis stack with Moses's lazy pruning and recombination (``HypothesisStackNormal``)."""
+
+    __slots__ = ("hyps", "best", "worst", "max_size", "beam", "keep_arcs")
+
+    def __init__(self, max_size: int, beam: float, keep_arcs: bool):
+        self.hyps: dict = {}
+        self.best = -math.inf
+        self.worst = -math.inf
+        self.max_size = max_size
+        self.beam = beam            # ln(beam_threshold), <= 0
+        self.keep_arcs = keep_arcs
+
+    def add_prune(self, h: Hypothesis) -> None:
+        if h.total < self.worst:
+            return
+        key = (h.cov, h.lm_state, h.last_end)
+        old = self.hyps.get(key)
+        if old is None:
+            self._add(key, h)
+            return
+        if h.total > old.total:
+            if self.keep_arcs:
+                h.arcs = [old] + (old.arcs or [])
+                old.arcs = None
+            self._add(key, h)
+        elif self.keep_arcs:
+            if old.arcs is None:
+                old.arcs = [h]
+            else:
+                old.arcs.append(h)
+
+    def _add(self, key, h: Hypothesis) -> None:
+        self.hyps[key] = h
+        if h.total > self.best:
+            self.best = h.total
+            if self.best + self.beam > self.worst:
+                self.worst = self.best + self.beam
+        if len(self.hyps) > 2 * self.max_size - 1:
+            self.prune(self.max_size)
+
+    def prune(self, n: int) -> None:
+        if len(self.hyps) <= n:
+            return
+        items = sorted(self.hyps.items(), key=lambda kv: -kv[1].total)
+        limit = self.best + self.beam
+        kept = {}
+        for key, h in items:
+            if len(kept) >= n or not h.total > limit:
+                break
+            kept[key] = h
+            if len(kept) == n:
+                self.worst = h.total
+        self.hyps = kept
+
+    def sorted(self) -> list[Hypothesis]:
+        return sorted(self.hyps.values(), key=lambda h: -h.total)
+
+
+def _future(fc: np.ndarray, cov: int, n: int, cache: dict) -> float:
+    """Future-cost estimate of the uncovered gaps of ``cov`` (sum over maximal gaps)."""
+    v = cache.get(cov)
+    if v is not None:
+        return v
+    total = 0.0
+    i = 0
+    while i < n:
+        if cov >> i & 1:
+            i += 1
+            continue
+        j = i
+        while j < n and not (cov >> j & 1):
+            j += 1
+        total += fc[i, j]
+        i = j
+    cache[cov] = total
+    return total
+
+
+def search(words: Sequence[str], table: OptionTable, params: SearchParams) -> list[Hypothesis]:
+    """Decode one tokenized sentence.
+
+    :return: the hypotheses of the last stack (all source words covered), best first. Empty input gives
+        the empty hypothesis alone (Moses prints an empty line for it).
+    """
+    n = len(words)
+    lm = table.lm
+    model = lm.model
+    State = lm.kenlm.State
+    opts, fc = table.collect(words, params.max_phrase_length)
+    beam = math.log(params.beam_threshold) if params.beam_threshold > 0 else -math.inf
+    stacks = [_Stack(params.stack_size, beam, params.keep_arcs) for _ in range(n + 1)]
+    start_state = lm.begin_state()
+    init = Hypothesis(0.0, None, 0, 0, start_state, -1, None, None, 0.0, 0)
+    if n == 0:
+        return [init]
+    stacks[0].add_prune(init)
+    full = (1 << n) - 1
+    maxd = params.distortion_limit
+    w_lm_ln = table.w_lm * LN10
+    w_lm = table.w_lm
+    w_d = table.w_d
+    fcache: dict[int, float] = {}
+    lm_cache: dict = {}      # (state, words) -> (log10 sum, new state)
+    end_cache: dict = {}     # state -> log10 P(</s> | state)
+    span_mask = [[((1 << (k + 1)) - 1) << i for k in range(len(opts[i]))] for i in range(n)]
+
+    for stack in stacks[:-1]:
+        stack.prune(params.stack_size)
+        for h in stack.sorted():
+            cov = h.cov
+            first_gap = (~cov & (cov + 1)).bit_length() - 1
+            prev_end = h.last_end
+            hstate = h.lm_state
+            for start in range(first_gap, n):
+                if cov >> start & 1:
+                    continue
+                d = start if prev_end < 0 else abs(prev_end - start + 1)
+                if maxd >= 0 and d > maxd:
+                    continue
+                row = opts[start]
+                masks = span_mask[start]
+                for k in range(len(row)):
+                    end = start + k
+                    if cov >> end & 1:
+                        break
+                    lst = row[k]
+                    if not lst:
+                        continue
+                    if maxd >= 0 and start != first_gap and end - first_gap + 1 > maxd:
+                        continue
+                    newcov = cov | masks[k]
+                    done = newcov == full
+                    fut = 0.0 if done else _future(fc, newcov, n, fcache)
+                    base = h.score + w_d * -d
+                    ncov = h.ncov + k + 1
+                    target = stacks[ncov]
+                    for o in lst:
+                        key = (hstate, o.words)
+                        hit = lm_cache.get(key)
+                        if hit is None:
+                            a = hstate
+                            s10 = 0.0
+                            for w in o.words:
+                                b = State()
+                                s10 += model.BaseScore(a, w, b)
+                                a = b
+                            hit = (s10, a)
+                            lm_cache[key] = hit
+                        s10, nstate = hit
+                        if done:
+                            e = end_cache.get(nstate)
+                            if e is None:
+                                e = model.BaseScore(nstate, "</s>", State())
+                                end_cache[nstate] = e
+                            s10 += e
+                        score = base + o.static + w_lm_ln * s10
+                        total = score + fut
+                        if total < target.worst:
+                            continue
+                        target.add_prune(Hypothesis(score, total, newcov, ncov, nstate, end, h, o, s10 * LN10, d))
+    final = stacks[n]
+    final.prune(params.stack_size)
+    return final.sorted()
+
+
+# ---------------------------------------------------------------------------------------------------
+# Paths and n-best lists
+
+
+def path_of(h: Hypothesis) -> list[Hypothesis]:
+    """The steps of the path ending in ``h``, first step first (the empty hypothesis left out)."""
+    out = []
+    while h is not None and h.opt is not None:
+        out.append(h)
+        h = h.prev
+    out.reverse()
+    return out
+
+
+def _derivation(node: Hypothesis, k: int):
+    """The k-th best derivation (0-based) of ``node``'s equivalence class, or None.
+
+    A node is a kept hypothesis; its incoming edges are itself and its arcs, each from the edge's own
+    ``prev`` node. A derivation is ``(score, edge, j)``: ``edge`` then the j-th derivation of ``edge.prev``.
+    """
+    if node.kbest is None:
+        if node.opt is None:          # the empty hypothesis: one derivation, score 0
+            node.kbest = [(0.0, None, 0)]
+            node.cand = []
+        else:
+            node.kbest = []
+            node.cand = []
+            for e in [node] + (node.arcs or []):
+                heapq.heappush(node.cand, (-e.score, id(e), e, 0))
+    kb = node.kbest
+    while len(kb) <= k and node.cand:
+        negs, _, e, j = heapq.heappop(node.cand)
+        kb.append((-negs, e, j))
+        p = e.prev
+        nxt = _derivation(p, j + 1)
+        if nxt is not None:
+            inc = e.score - p.score   # the step's increment; the same for every derivation of p
+            heapq.heappush(node.cand, (-(nxt[0] + inc), id(e), e, j + 1))
+    return kb[k] if k < len(kb) else None
+
+
+def _unroll(edge: Hypothesis, j: int) -> list[Hypothesis]:
+    steps = []
+    while edge is not None and edge.opt is not None:
+        steps.append(edge)
+        d = _derivation(edge.prev, j)
+        _, edge, j = d
+    steps.reverse()
+    return steps
+
+
+def kbest_paths(final: list[Hypothesis], limit: int):
+    """Yield ``(score, steps)`` for paths in decreasing score order, at most ``limit`` of them.
+
+    ``final`` are the kept hypotheses of the last stack (recombination arcs are followed everywhere).
+    """
+    heap = []
+    for f in final:
+        d = _derivation(f, 0)
+        if d is not None:
+            heapq.heappush(heap, (-d[0], id(f), f, 0))
+    count = 0
+    while heap and count < limit:
+        negs, _, f, j = heapq.heappop(heap)
+        _, edge, jj = f.kbest[j]
+        yield -negs, _unroll(edge, jj)
+        count += 1
+        nxt = _derivation(f, j + 1)
+        if nxt is not None:
+            heapq.heappush(heap, (-nxt[0], id(f), f, j + 1))

@@ -1,0 +1,216 @@
+"""Translation options: the phrase table in memory, table-limit pruning, and future-cost estimates.
+
+Moses (``PhraseDictionaryMemory`` + ``TranslationOptionCollection``) does, per source span:
+
+1. look the span's words up in the phrase table, keeping the ``table-limit`` best targets by their
+   *future score* ``= w . h(isolation) + w_lm * lm_estimate`` (``TargetPhrase::EvaluateInIsolation``), where
+   the LM part is the phrase scored alone: later words with their in-phrase context, the first
+   ``order-1`` words with the shorter context they have (their score is the ``estimate``);
+2. give every source word with no one-word option an unknown-word option copying the word through;
+3. build the future-cost matrix: the best option score of each span, then for longer spans the best
+   split into two adjacent spans (``SquareMatrix`` / ``CalcFutureScore``).
+
+The table is loaded once, filtered to the source phrases of the input (Moses's filter-model-given-input),
+and re-pruned whenever the weights change (MERT) without reading the file again.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+import numpy as np
+
+from pipeline.errors import PhraseRescoreError
+from pipeline.phrase_table import read_phrase_table
+from pipeline.progress import bar
+
+from .features import LN10, UNKNOWN_SCORE, SystemSpec, floor_log
+
+
+class TranslationOption:
+    """One target phrase for one source span (immutable once built)."""
+
+    __slots__ = ("start", "end", "words", "tm", "unknown", "static", "future", "lm_est")
+
+    def __init__(self, start: int, end: int, words: tuple[str, ...], tm: tuple[float, ...], unknown: bool,
+                 static: float, future: float, lm_est: float):
+        self.start = start          # first source position covered
+        self.end = end              # last source position covered (inclusive)
+        self.words = words          # target words
+        self.tm = tm                # ln-floored phrase-table scores (empty for an unknown word)
+        self.unknown = unknown      # True for a copied-through unknown word
+        self.static = static        # weighted score of the context-free features (TM, WP, PP, UWP)
+        self.future = future        # static + w_lm * LM score of the phrase alone (the future-cost estimate)
+        self.lm_est = lm_est        # ln LM score of the phrase alone
+
+
+class LanguageModel:
+    """KenLM through its Python module, with the two things the decoder asks of it cached."""
+
+    def __init__(self, path: str):
+        import kenlm  # imported here so that loading this module needs no kenlm
+
+        try:
+            self.model = kenlm.Model(path)
+        except (OSError, RuntimeError) as e:
+            raise PhraseRescoreError(f"cannot load the language model: {e}", path) from None
+        self.kenlm = kenlm
+        self.order = self.model.order
+        self._isolation: dict[tuple[str, ...], float] = {}
+
+    def begin_state(self):
+        """The state after ``<s>`` (``BeginSentenceState``)."""
+        s = self.kenlm.State()
+        self.model.BeginSentenceWrite(s)
+        return s
+
+    def isolation_ln(self, words: tuple[str, ...]) -> float:
+        """ln probability of ``words`` scored alone (no ``<s>``): the LM part of a phrase's future score."""
+        v = self._isolation.get(words)
+        if v is None:
+            m = self.model
+            a, b = self.kenlm.State(), self.kenlm.State()
+            m.NullContextWrite(a)
+            total = 0.0
+            for w in words:
+                total += m.BaseScore(a, w, b)
+                a, b = b, a
+            v = total * LN10
+            self._isolation[words] = v
+        return v
+
+
+def source_phrases(sentences: Iterable[Sequence[str]], max_len: int) -> set[str]:
+    """Every source n-gram (n <= max_len) of the input, space-joined: what the table is filtered to."""
+    out: set[str] = set()
+    for words in sentences:
+        n = len(words)
+        for i in range(n):
+            for j in range(i + 1, min(n, i + max_len) + 1):
+                out.add(" ".join(words[i:j]))
+    return out
+
+
+class PhraseTable:
+    """The phrase-table entries needed for an input, with the ln-floored scores of each target."""
+
+    def __init__(self, spec: SystemSpec, keep: set[str] | None, progress: bool = True):
+        """Load ``spec.phrase_table``, keeping only source phrases in ``keep`` (all when None)."""
+        self.path = spec.phrase_table
+        self.entries: dict[str, list[tuple[tuple[str, ...], tuple[float, ...]]]] = {}
+        self.max_source_len = 0
+        n_scores = spec.num_tm_features
+        reader = read_phrase_table(self.path)
+        it = bar(reader, desc="loading phrase table", unit="line") if progress else reader
+        for e in it:
+            if keep is not None and e.source not in keep:
+                continue
+            if len(e.scores) != n_scores:
+                raise PhraseRescoreError(f"expected {n_scores} scores (num-features in {spec.ini_path}), "
+                                         f"found {len(e.scores)}", self.path, e.line_no)
+            self.entries.setdefault(e.source, []).append(
+                (tuple(e.target.split()), tuple(floor_log(p) for p in e.scores)))
+            self.max_source_len = max(self.max_source_len, e.source.count(" ") + 1)
+
+
+@dataclass
+class WeightIndex:
+    """Where each feature sits in the full vector, and its weight (for the inner loops)."""
+
+    tm: slice
+    lm: int
+    distortion: int | None
+    word_penalty: int | None
+    phrase_penalty: int | None
+    unknown: int | None
+
+    @classmethod
+    def from_spec(cls, spec: SystemSpec) -> "WeightIndex":
+        def idx(t):
+            return spec.index(t) if spec.has(t) else None
+
+        o = spec.index("PhraseDictionaryMemory")
+        return cls(slice(o, o + spec.num_tm_features), spec.index("KENLM"), idx("Distortion"),
+                   idx("WordPenalty"), idx("PhrasePenalty"), idx("UnknownWordPenalty"))
+
+
+def _w(weights: np.ndarray, i: int | None) -> float:
+    return 0.0 if i is None else float(weights[i])
+
+
+class OptionTable:
+    """The pruned, scored translation options of every source phrase under one weight vector."""
+
+    def __init__(self, table: PhraseTable, lm: LanguageModel, spec: SystemSpec, weights: np.ndarray,
+                 table_limit: int):
+        self.lm = lm
+        self.index = WeightIndex.from_spec(spec)
+        self.weights = np.asarray(weights, dtype=np.float64)
+        ix = self.index
+        w_tm = self.weights[ix.tm]
+        self.w_lm = float(self.weights[ix.lm])
+        self.w_d = _w(self.weights, ix.distortion)
+        self.w_wp = _w(self.weights, ix.word_penalty)
+        self.w_pp = _w(self.weights, ix.phrase_penalty)
+        self.w_unk = _w(self.weights, ix.unknown)
+        self.has_wp = ix.word_penalty is not None
+        self.has_pp = ix.phrase_penalty is not None
+        self.table_limit = table_limit
+        self.max_source_len = table.max_source_len
+        # source phrase -> [(words, tm, static, future, lm_est)], best future first, at most table_limit
+        self.pruned: dict[str, list[tuple]] = {}
+        for src, targets in table.entries.items():
+            scored = []
+            for words, tm in targets:
+                static = float(np.dot(w_tm, tm)) + self.w_wp * -len(words) + self.w_pp
+                lm_est = lm.isolation_ln(words)
+                scored.append((static + self.w_lm * lm_est, static, words, tm, lm_est))
+            # Moses: NthElement(tableLimit) on the future score, ties in any order; we keep file order for ties
+            scored.sort(key=lambda t: -t[0])
+            if table_limit > 0:
+                scored = scored[:table_limit]
+            self.pruned[src] = [(words, tm, static, fut, lm_est) for fut, static, words, tm, lm_est in scored]
+
+    def unknown_option(self, pos: int, word: str) -> TranslationOption:
+        """The copy-through option Moses creates for a source word with no one-word translation."""
+        words = (word,)
+        static = self.w_unk * UNKNOWN_SCORE + self.w_wp * -1 + self.w_pp
+        lm_est = self.lm.isolation_ln(words)
+        return TranslationOption(pos, pos, words, (), True, static, static + self.w_lm * lm_est, lm_est)
+
+    def collect(self, words: Sequence[str], max_phrase_length: int
+                ) -> tuple[list[list[list[TranslationOption]]], np.ndarray]:
+        """Options per span and the future-cost matrix for one sentence.
+
+        :return: ``(opts, fc)`` with ``opts[i][k]`` the options of span ``[i, i+k]`` and ``fc`` an
+            (n+1, n+1) array, ``fc[i, j]`` the best estimate for covering ``[i, j)``.
+        """
+        n = len(words)
+        maxlen = min(max_phrase_length, max(self.max_source_len, 1))
+        opts: list[list[list[TranslationOption]]] = []
+        for i in range(n):
+            row = []
+            for k in range(min(maxlen, n - i)):
+                src = " ".join(words[i:i + k + 1])
+                cands = self.pruned.get(src, ())
+                row.append([TranslationOption(i, i + k, w, tm, False, st, fu, le) for w, tm, st, fu, le in cands])
+            if not row[0]:
+                row[0] = [self.unknown_option(i, words[i])]
+            opts.append(row)
+        # future-cost matrix (SquareMatrix): fc[i, j] covers source words i .. j-1
+        fc = np.full((n + 1, n + 1), -np.inf)
+        for i in range(n):
+            for k, lst in enumerate(opts[i]):
+                if lst:
+                    fc[i, i + k + 1] = max(o.future for o in lst)
+        for length in range(2, n + 1):
+            for i in range(0, n - length + 1):
+                j = i + length
+                best = fc[i, j]
+                for m in range(i + 1, j):
+                    s = fc[i, m] + fc[m, j]
+                    if s > best:
+                        best = s
+                fc[i, j] = best
+        return opts, fc

@@ -93,3 +93,123 @@ def make_demo_data_cmd(out_dir, n_train, n_dev, n_test, seed, noise_rate):
     noise = json.loads(paths["manifest"].read_text(encoding="utf-8"))["noise_counts"]
     click.echo(f"{n_train} train / {n_dev} dev / {n_test} test pairs (seed {seed}; noisy train pairs: "
                + ", ".join(f"{k} {v}" for k, v in noise.items()) + f") -> {out_dir}")
+
+
+# --- Moses integration (issue 5): moses-ini, tune, evaluate -----------------------------------------
+
+def _floats(text):
+    """'0.2,-0.1' -> (0.2, -0.1); None stays None."""
+    if text is None:
+        return None
+    try:
+        return tuple(float(x) for x in text.replace(",", " ").split())
+    except ValueError:
+        raise click.BadParameter(f"expected numbers separated by commas, got {text!r}") from None
+
+
+@main.command("moses-ini")
+@click.argument("old_ini", type=click.Path(exists=True, dir_okay=False))
+@click.option("--table", required=True, type=click.Path(exists=True, dir_okay=False), help="The rescored phrase table.")
+@click.option("--out", required=True, type=click.Path(dir_okay=False), help="The new moses.ini to write.")
+@click.option("--feature", help="Phrase dictionary to repoint (default: the only one, else TranslationModel0).")
+@click.option("--weights", help="Initial weights of the added columns, comma-separated (default: 0.2 each, "
+                                "train-model.perl's value for phrase-table scores).")
+@click.option("--binarized-prefix", type=click.Path(dir_okay=False),
+              help="PhraseDictionaryCompact: processPhraseTableMin -out prefix (default: the table's name without .gz).")
+@click.option("--no-binarize", is_flag=True, help="PhraseDictionaryCompact: only print the processPhraseTableMin command.")
+@click.option("--threads", default=1, show_default=True, help="processPhraseTableMin -threads.")
+@click.option("--moses-home", envvar="MOSES_HOME", help="Moses installation root (default: $MOSES_HOME, or moses on PATH).")
+def moses_ini_cmd(old_ini, table, out, feature, weights, binarized_prefix, no_binarize, threads, moses_home):
+    """Point a moses.ini at the rescored table: more num-features, matching weights."""
+    from pathlib import Path
+
+    from moses_integration.rewrite import RewriteConfig, rewrite_moses_ini
+
+    res = rewrite_moses_ini(RewriteConfig(Path(old_ini), Path(table), Path(out), feature=feature,
+                                          weights=_floats(weights),
+                                          binarized_prefix=Path(binarized_prefix) if binarized_prefix else None,
+                                          binarize=not no_binarize, threads=threads, moses_home=moses_home))
+    click.echo(res.summary())
+
+
+@main.command("tune")
+@click.argument("ini", type=click.Path(exists=True, dir_okay=False))
+@click.option("--backend", type=click.Choice(["moses", "embedded"]), default="moses", show_default=True,
+              help="moses: a real Moses's mert-moses.pl (MOSES_HOME); embedded: the project's decoder and MERT.")
+@click.option("--dev-src", required=True, type=click.Path(exists=True, dir_okay=False), help="Tokenized dev source.")
+@click.option("--dev-ref", required=True, type=click.Path(exists=True, dir_okay=False), help="Tokenized dev reference.")
+@click.option("--workdir", required=True, type=click.Path(file_okay=False), help="Working directory (log, mert-work/).")
+@click.option("--out", type=click.Path(dir_okay=False), help="Tuned moses.ini (default WORKDIR/moses.tuned.ini).")
+@click.option("--nbest", default=100, show_default=True, help="n-best list size per iteration.")
+@click.option("--maximum-iterations", default=25, show_default=True, help="Most MERT iterations.")
+@click.option("--threads", default=1, show_default=True,
+              help="moses: mert-moses.pl --threads (the optimizer); embedded: decoder processes.")
+@click.option("--decoder-flags", default="", help="moses: passed as mert-moses.pl --decoder-flags, e.g. '-threads 8'.")
+@click.option("--batch-mira", is_flag=True, help="moses: tune with batch MIRA instead of MERT.")
+@click.option("--return-best-dev", is_flag=True, help="Keep the weights of the best dev iteration, not the last.")
+@click.option("--predictable-seeds", is_flag=True, help="moses: deterministic random restarts.")
+@click.option("--seed", default=1, show_default=True, help="embedded: MERT's random seed.")
+@click.option("--moses-home", envvar="MOSES_HOME", help="Moses installation root (default: $MOSES_HOME, or moses on PATH).")
+def tune_cmd(ini, backend, dev_src, dev_ref, workdir, out, nbest, maximum_iterations, threads, decoder_flags,
+             batch_mira, return_best_dev, predictable_seeds, seed, moses_home):
+    """Tune the weights of a moses.ini on a dev set (mert-moses.pl or the embedded MERT)."""
+    from pathlib import Path
+
+    from moses_integration.tuning import TuneConfig, tune
+
+    tuned = tune(TuneConfig(backend=backend, ini=Path(ini), dev_src=Path(dev_src), dev_ref=Path(dev_ref),
+                            workdir=Path(workdir), out=Path(out) if out else None, nbest=nbest,
+                            max_iterations=maximum_iterations, threads=threads, decoder_flags=decoder_flags,
+                            batch_mira=batch_mira, return_best_dev=return_best_dev,
+                            predictable_seeds=predictable_seeds, seed=seed, moses_home=moses_home),
+                 echo=lambda line: click.echo(line, err=True))
+    click.echo(f"tuned moses.ini: {tuned}")
+
+
+def _named_paths(values, what):
+    out = {}
+    for v in values:
+        name, eq, path = v.partition("=")
+        if not eq or not name or not path:
+            raise click.BadParameter(f"expected NAME=PATH, got {v!r}", param_hint=what)
+        if name in out:
+            raise click.BadParameter(f"{name!r} given twice", param_hint=what)
+        out[name] = path
+    return out
+
+
+@main.command("evaluate")
+@click.option("--system", "systems", multiple=True, required=True, metavar="NAME=INI",
+              help="A configuration to evaluate; repeat; the first is the baseline (e.g. baseline=tuned.base.ini).")
+@click.option("--model", "models", multiple=True, metavar="NAME=MODEL", help="The model behind a configuration (hashed).")
+@click.option("--test-src", required=True, type=click.Path(exists=True, dir_okay=False), help="Tokenized test source.")
+@click.option("--test-ref", required=True, type=click.Path(exists=True, dir_okay=False), help="Raw (untokenized) test reference.")
+@click.option("--dev-src", type=click.Path(exists=True, dir_okay=False), help="Tokenized dev source.")
+@click.option("--dev-ref", type=click.Path(exists=True, dir_okay=False), help="Raw dev reference.")
+@click.option("--workdir", required=True, type=click.Path(file_okay=False), help="Where outputs and the report go.")
+@click.option("--backend", type=click.Choice(["moses", "embedded"]), default="moses", show_default=True)
+@click.option("--detok-lang", default="en", show_default=True, help="Target language for detokenization; 'none' to skip.")
+@click.option("--bootstrap", default=1000, show_default=True, help="Paired bootstrap resamples (sacrebleu --paired-bs-n).")
+@click.option("--seed", default=12345, show_default=True, help="Bootstrap seed (sacrebleu's default).")
+@click.option("--threads", default=1, show_default=True, help="Decoder threads.")
+@click.option("--moses-home", envvar="MOSES_HOME", help="Moses installation root (default: $MOSES_HOME, or moses on PATH).")
+def evaluate_cmd(systems, models, test_src, test_ref, dev_src, dev_ref, workdir, backend, detok_lang, bootstrap,
+                 seed, threads, moses_home):
+    """Decode, score (sacrebleu BLEU/chrF, paired bootstrap) and write Table 1 as Markdown and CSV."""
+    from pathlib import Path
+
+    from moses_integration.report import EvaluateConfig, SystemSpec, evaluate
+
+    named = _named_paths(systems, "--system")
+    mods = _named_paths(models, "--model")
+    unknown = set(mods) - set(named)
+    if unknown:
+        raise click.BadParameter(f"--model for unknown configuration(s): {', '.join(sorted(unknown))}")
+    specs = [SystemSpec(n, Path(p), Path(mods[n]) if n in mods else None) for n, p in named.items()]
+    df = evaluate(EvaluateConfig(systems=specs, test_src=Path(test_src), test_ref=Path(test_ref),
+                                 workdir=Path(workdir), dev_src=Path(dev_src) if dev_src else None,
+                                 dev_ref=Path(dev_ref) if dev_ref else None, backend=backend, moses_home=moses_home,
+                                 detok_lang=None if detok_lang.lower() == "none" else detok_lang,
+                                 bootstrap_samples=bootstrap, seed=seed, threads=threads))
+    click.echo(Path(df.attrs["markdown"]).read_text(encoding="utf-8"))
+    click.echo(f"wrote {df.attrs['markdown']} and {df.attrs['csv']}")

@@ -1,0 +1,259 @@
+"""``phrase-rescore evaluate``: decode dev/test with each configuration, score with sacrebleu, and write Table 1.
+
+For every configuration (the first is the baseline) and split, the tokenized source is decoded with the
+chosen backend, the output is detokenized (sacremoses, the target language's rules) and scored against
+the raw references with sacrebleu's BLEU and chrF (default settings, so the numbers and signatures are
+the ones ``sacrebleu`` prints). Each configuration is compared with the baseline by sacrebleu's own
+paired bootstrap resampling (``sacrebleu.significance.PairedTest``, ``test_type="bs"``, the same seed
+and sample count as ``sacrebleu --paired-bs``). The report is the paper's Table 1: configuration × dev/test
+BLEU, the difference to the baseline and its p-value, as Markdown and CSV, with the sha256 of each
+moses.ini and model and the sacrebleu signatures.
+
+Decoding is resumable: an output whose stamp (hashes of the ini, its model and the input) matches is reused.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator, Sequence
+
+import pandas as pd
+
+from pipeline.errors import PhraseRescoreError
+from pipeline.fileio import atomic_open, sha256_file
+
+from .backend import Backend, get_backend
+
+METRICS = ("BLEU", "chrF2")
+DEFAULT_BOOTSTRAP = 1000       # sacrebleu --paired-bs-n default
+DEFAULT_SEED = 12345           # sacrebleu's default SACREBLEU_SEED
+
+
+@dataclass
+class SystemSpec:
+    """One configuration: a display name, its moses.ini, and optionally the model that scored its table."""
+
+    name: str
+    ini: Path
+    model: Path | None = None
+
+
+@dataclass
+class EvaluateConfig:
+    """Options of ``evaluate``.
+
+    :ivar systems: configurations; the first is the baseline the others are compared with.
+    :ivar test_src: tokenized test source; ``test_ref``: raw (untokenized) test reference.
+    :ivar dev_src, dev_ref: the same for the dev set (optional; Table 1 has a dev column).
+    :ivar detok_lang: target language for sacremoses detokenization; None to score the output as it is.
+    """
+
+    systems: list[SystemSpec]
+    test_src: Path
+    test_ref: Path
+    workdir: Path
+    dev_src: Path | None = None
+    dev_ref: Path | None = None
+    backend: str = "moses"
+    moses_home: str | None = None
+    detok_lang: str | None = "en"
+    bootstrap_samples: int = DEFAULT_BOOTSTRAP
+    seed: int = DEFAULT_SEED
+    threads: int = 1
+    out_md: Path | None = None
+    out_csv: Path | None = None
+
+
+@dataclass
+class SplitScores:
+    """Scores of one split for every system, in system order."""
+
+    bleu: list[float]
+    chrf: list[float]
+    p_bleu: list[float | None]
+    p_chrf: list[float | None]
+    signatures: dict[str, str] = field(default_factory=dict)
+
+
+def read_lines(path: str | os.PathLike) -> list[str]:
+    """Lines of a UTF-8 text file without their newlines (a final newline does not add an empty line)."""
+    try:
+        with open(path, encoding="utf-8", newline="\n") as f:
+            return f.read().splitlines()
+    except FileNotFoundError:
+        raise PhraseRescoreError("file not found", path) from None
+    except UnicodeDecodeError as e:
+        raise PhraseRescoreError(f"expected UTF-8 text: {e}", path) from None
+
+
+@contextlib.contextmanager
+def _sacrebleu_seed(seed: int) -> Iterator[None]:
+    # PairedTest reads its seed from SACREBLEU_SEED at construction, as the sacrebleu CLI does.
+    old = os.environ.get("SACREBLEU_SEED")
+    os.environ["SACREBLEU_SEED"] = str(seed)
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop("SACREBLEU_SEED", None)
+        else:
+            os.environ["SACREBLEU_SEED"] = old
+
+
+def score_systems(named_hyps: Sequence[tuple[str, Sequence[str]]], refs: Sequence[str],
+                  n_samples: int = DEFAULT_BOOTSTRAP, seed: int = DEFAULT_SEED) -> SplitScores:
+    """BLEU and chrF of each system, and paired-bootstrap p-values of each against the first (the baseline).
+
+    Uses sacrebleu's own metrics and ``PairedTest``; the numbers equal
+    ``sacrebleu REF -i BASE SYS... -m bleu chrf --paired-bs --paired-bs-n N`` with ``SACREBLEU_SEED=seed``.
+    """
+    from sacrebleu.metrics import BLEU, CHRF
+    from sacrebleu.significance import PairedTest
+
+    for name, hyps in named_hyps:
+        if len(hyps) != len(refs):
+            raise PhraseRescoreError(f"system {name!r} has {len(hyps)} lines but the reference has {len(refs)}")
+    if len(named_hyps) == 1:
+        bleu, chrf = BLEU(), CHRF()
+        b = bleu.corpus_score(list(named_hyps[0][1]), [list(refs)])
+        c = chrf.corpus_score(list(named_hyps[0][1]), [list(refs)])
+        return SplitScores([b.score], [c.score], [None], [None],
+                           {"BLEU": str(bleu.get_signature()), "chrF2": str(chrf.get_signature())})
+    with _sacrebleu_seed(seed):
+        test = PairedTest([(n, list(h)) for n, h in named_hyps], {"BLEU": BLEU(), "chrF": CHRF()},
+                          [list(refs)], test_type="bs", n_samples=n_samples)
+        sigs, scores = test()
+    out = SplitScores([r.score for r in scores["BLEU"]], [r.score for r in scores["chrF2"]],
+                      [r.p_value for r in scores["BLEU"]], [r.p_value for r in scores["chrF2"]],
+                      {k: str(v) for k, v in sigs.items()})
+    return out
+
+
+def detokenize_lines(lines: Sequence[str], lang: str | None) -> list[str]:
+    """Moses detokenization (sacremoses) of each line; unchanged when ``lang`` is None."""
+    if lang is None:
+        return list(lines)
+    from sacremoses import MosesDetokenizer
+
+    md = MosesDetokenizer(lang=lang)
+    return [md.detokenize(line.split()) for line in lines]
+
+
+def _stamp(ini: Path, model: Path | None, src: Path) -> dict:
+    return {"ini_sha256": sha256_file(ini), "model_sha256": sha256_file(model) if model else None,
+            "input_sha256": sha256_file(src)}
+
+
+def decode_split(backend: Backend, spec: SystemSpec, src: Path, out: Path, threads: int = 1) -> Path:
+    """Decode ``src`` with ``spec.ini`` into ``out`` unless a matching earlier output exists (resume)."""
+    stamp_path = out.with_name(out.name + ".stamp.json")
+    stamp = _stamp(Path(spec.ini), spec.model, Path(src))
+    if out.is_file() and stamp_path.is_file():
+        try:
+            if json.loads(stamp_path.read_text()) == stamp:
+                return out
+        except json.JSONDecodeError:
+            pass
+    backend.decode(spec.ini, src, out, threads=threads)
+    with atomic_open(stamp_path, "wb") as f:
+        f.write(json.dumps(stamp, indent=1).encode())
+    return out
+
+
+def build_table(names: Sequence[str], test: SplitScores, dev: SplitScores | None,
+                hashes: Sequence[dict]) -> pd.DataFrame:
+    """Table 1 as a DataFrame: one row per configuration."""
+    rows = []
+    for i, name in enumerate(names):
+        row = {"configuration": name}
+        for split, sc in (("dev", dev), ("test", test)):
+            if sc is None:
+                continue
+            row[f"{split}_bleu"] = round(sc.bleu[i], 2)
+            row[f"{split}_delta"] = round(sc.bleu[i] - sc.bleu[0], 2)
+            row[f"{split}_p"] = sc.p_bleu[i]
+            row[f"{split}_chrf"] = round(sc.chrf[i], 2)
+        row.update(hashes[i])
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def to_markdown(df: pd.DataFrame, test: SplitScores, dev: SplitScores | None) -> str:
+    """The Markdown report: the table (BLEU, Δ to the baseline, p-value), then hashes and signatures."""
+    def p(x):
+        return "–" if x is None or pd.isna(x) else f"{x:.4f}"
+
+    head = ["Configuration"]
+    if dev is not None:
+        head += ["Dev BLEU", "Δ dev", "p (dev)"]
+    head += ["Test BLEU", "Δ test", "p (test)", "Test chrF"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "|".join(["---"] + ["---:"] * (len(head) - 1)) + "|"]
+    for _, r in df.iterrows():
+        cells = [str(r["configuration"])]
+        if dev is not None:
+            cells += [f"{r['dev_bleu']:.2f}", f"{r['dev_delta']:+.2f}", p(r["dev_p"])]
+        cells += [f"{r['test_bleu']:.2f}", f"{r['test_delta']:+.2f}", p(r["test_p"]), f"{r['test_chrf']:.2f}"]
+        lines.append("| " + " | ".join(cells) + " |")
+    lines += ["", "p: paired bootstrap resampling against the first row (sacrebleu).", "",
+              "| Configuration | moses.ini sha256 | model sha256 |", "|---|---|---|"]
+    for _, r in df.iterrows():
+        lines.append(f"| {r['configuration']} | `{r['ini_sha256']}` | `{r['model_sha256'] or '–'}` |")
+    lines += ["", "Signatures:"]
+    for split, sc in (("dev", dev), ("test", test)):
+        if sc is not None:
+            for k, v in sc.signatures.items():
+                lines.append(f"- {split} {k}: `{v}`")
+    return "\n".join(lines) + "\n"
+
+
+def evaluate(cfg: EvaluateConfig) -> pd.DataFrame:
+    """Decode, detokenize, score and write Table 1 (Markdown and CSV); return the table."""
+    if not cfg.systems:
+        raise PhraseRescoreError("no configuration to evaluate: give at least the baseline moses.ini")
+    names = [s.name for s in cfg.systems]
+    if len(set(names)) != len(names):
+        raise PhraseRescoreError(f"configuration names must differ: {names}")
+    for s in cfg.systems:
+        for p in (s.ini, s.model):
+            if p is not None and not Path(p).is_file():
+                raise PhraseRescoreError("file not found", p)
+    if (cfg.dev_src is None) != (cfg.dev_ref is None):
+        raise PhraseRescoreError("give both --dev-src and --dev-ref, or neither")
+    backend = get_backend(cfg.backend, cfg.moses_home)
+    work = Path(cfg.workdir)
+    work.mkdir(parents=True, exist_ok=True)
+
+    def run_split(split: str, src: Path, ref: Path) -> SplitScores:
+        refs = read_lines(ref)
+        n_src = len(read_lines(src))
+        if n_src != len(refs):
+            raise PhraseRescoreError(f"{split} source has {n_src} lines but its reference has {len(refs)}", ref)
+        named = []
+        for s in cfg.systems:
+            out = decode_split(backend, s, Path(src), work / f"{split}.{_safe(s.name)}.tok", cfg.threads)
+            hyps = detokenize_lines(read_lines(out), cfg.detok_lang)
+            with atomic_open(work / f"{split}.{_safe(s.name)}.detok", "wb") as f:
+                f.write("".join(h + "\n" for h in hyps).encode("utf-8"))
+            named.append((s.name, hyps))
+        return score_systems(named, refs, cfg.bootstrap_samples, cfg.seed)
+
+    dev = run_split("dev", cfg.dev_src, cfg.dev_ref) if cfg.dev_src is not None else None
+    test = run_split("test", cfg.test_src, cfg.test_ref)
+    hashes = [{"ini_sha256": sha256_file(s.ini), "model_sha256": sha256_file(s.model) if s.model else None}
+              for s in cfg.systems]
+    df = build_table(names, test, dev, hashes)
+    out_md = Path(cfg.out_md) if cfg.out_md else work / "table1.md"
+    out_csv = Path(cfg.out_csv) if cfg.out_csv else work / "table1.csv"
+    with atomic_open(out_md, "wb") as f:
+        f.write(to_markdown(df, test, dev).encode("utf-8"))
+    with atomic_open(out_csv, "wb") as f:
+        f.write(df.to_csv(index=False).encode("utf-8"))
+    df.attrs["markdown"], df.attrs["csv"] = str(out_md), str(out_csv)
+    return df
+
+
+def _safe(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_+." else "_" for c in name)

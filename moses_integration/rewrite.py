@@ -1,0 +1,181 @@
+"""``phrase-rescore moses-ini``: point a moses.ini at the rescored phrase table.
+
+The phrase dictionary's ``path`` becomes the new table, ``num-features`` grows by the number of score
+columns the new table actually has beyond the old count (read from its first line, not assumed), and
+the same number of initial weights is appended to its ``[weight]`` line, so features and weights always
+agree (Moses stops with "Mismatch in number of features and number of weights" otherwise). Every other
+line of the file is kept byte for byte.
+
+Initial weights of the added columns default to :data:`DEFAULT_NEW_WEIGHT` (0.2 each, the value
+``train-model.perl`` gives every phrase-table score); tuning replaces them.
+
+A ``PhraseDictionaryCompact`` reads a binarized table (``.minphr``), so the new text table must be
+binarized with ``processPhraseTableMin -in NEW -out PREFIX -nscores N -threads T`` (it writes
+``PREFIX.minphr``). With a Moses installation that has the tool, this is run and the ini points at the
+result; without one, the command is reported for the user to run and the ini already points at
+``PREFIX.minphr``.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+from pipeline.errors import PhraseRescoreError
+from pipeline.phrase_table import num_scores
+
+from .moses_ini import read_moses_ini
+from .moses_install import find_moses
+
+DEFAULT_NEW_WEIGHT = 0.2
+MINPHR = ".minphr"
+
+
+@dataclass
+class RewriteConfig:
+    """Options of ``moses-ini``.
+
+    :ivar old_ini: the moses.ini to start from (train-model.perl's or a tuned one).
+    :ivar table: the rescored phrase table (text, plain or gz).
+    :ivar out: where to write the new moses.ini.
+    :ivar feature: which phrase dictionary to repoint (its name); default: the only one, else TranslationModel0.
+    :ivar weights: initial weights for the added columns; default :data:`DEFAULT_NEW_WEIGHT` for each.
+    :ivar binarized_prefix: for PhraseDictionaryCompact, the ``-out`` prefix (default: the table's name
+        without .gz); the ini points at ``PREFIX.minphr``.
+    :ivar binarize: for PhraseDictionaryCompact, run processPhraseTableMin when Moses has it (False: only report).
+    :ivar threads: ``-threads`` for processPhraseTableMin.
+    :ivar moses_home: a Moses root; default ``$MOSES_HOME`` or ``moses`` on PATH.
+    """
+
+    old_ini: Path
+    table: Path
+    out: Path
+    feature: str | None = None
+    weights: tuple[float, ...] | None = None
+    binarized_prefix: Path | None = None
+    binarize: bool = True
+    threads: int = 1
+    moses_home: str | None = None
+
+
+@dataclass
+class RewriteResult:
+    """What ``moses-ini`` did."""
+
+    out: Path
+    feature: str
+    old_count: int
+    new_count: int
+    added_weights: list[float]
+    table_path_in_ini: str
+    binarize_argv: list[str] | None = None
+    binarized: bool = False
+    notes: list[str] = field(default_factory=list)
+
+    def summary(self) -> str:
+        lines = [f"wrote {self.out}: {self.feature} num-features {self.old_count} -> {self.new_count}, "
+                 f"path={self.table_path_in_ini}, added weights {' '.join(map(str, self.added_weights))}"]
+        return "\n".join(lines + self.notes)
+
+
+def process_phrase_table_min_argv(binary: str | os.PathLike, table: str | os.PathLike, out_prefix: str | os.PathLike,
+                                  nscores: int, threads: int = 1) -> list[str]:
+    """The argv that binarizes a text phrase table for PhraseDictionaryCompact (writes ``out_prefix.minphr``)."""
+    return [os.fspath(binary), "-in", os.fspath(table), "-out", os.fspath(out_prefix),
+            "-nscores", str(int(nscores)), "-threads", str(int(threads))]
+
+
+def default_binarized_prefix(table: Path) -> Path:
+    """``/x/phrase-table.rnn.gz`` → ``/x/phrase-table.rnn`` (processPhraseTableMin adds ``.minphr``)."""
+    name = table.name
+    for suffix in (".gz", ".txt"):
+        if name.endswith(suffix):
+            name = name[: -len(suffix)]
+    return table.with_name(name)
+
+
+def _pick_feature(ini, wanted: str | None):
+    pds = ini.phrase_dictionaries()
+    if wanted is not None:
+        f = ini.feature(wanted)
+        if not f.is_phrase_dictionary:
+            raise PhraseRescoreError(f"feature {wanted} is a {f.type}, not a phrase dictionary", ini.path, f.line_no)
+        return f
+    if not pds:
+        raise PhraseRescoreError("no phrase dictionary (PhraseDictionary* line) in [feature]", ini.path)
+    if len(pds) == 1:
+        return pds[0]
+    for f in pds:
+        if f.name == "TranslationModel0":
+            return f
+    raise PhraseRescoreError(f"several phrase dictionaries ({', '.join(f.name for f in pds)}): "
+                             "say which one with --feature", ini.path)
+
+
+def rewrite_moses_ini(cfg: RewriteConfig) -> RewriteResult:
+    """Write ``cfg.out``: ``cfg.old_ini`` with its phrase dictionary pointed at ``cfg.table`` (see module doc)."""
+    ini = read_moses_ini(cfg.old_ini)
+    feat = _pick_feature(ini, cfg.feature)
+    old_count = feat.num_features
+    if old_count is None:
+        raise PhraseRescoreError(f"{feat.name} has no num-features=...; expected the count of its table's scores",
+                                 cfg.old_ini, feat.line_no)
+    old_weights = ini.weights_for(feat.name)
+    if len(old_weights) != old_count:
+        raise PhraseRescoreError(f"{feat.name} has num-features={old_count} but {len(old_weights)} weights already",
+                                 cfg.old_ini, feat.line_no)
+    table = Path(cfg.table).resolve()
+    new_count = num_scores(table)
+    if new_count < old_count:
+        raise PhraseRescoreError(f"the table has {new_count} score columns, fewer than the {old_count} of {feat.name}; "
+                                 "expected the rescored table (the original columns plus the new ones)", table, 1)
+    added = new_count - old_count
+    if cfg.weights is not None:
+        if len(cfg.weights) != added:
+            raise PhraseRescoreError(f"--weights gives {len(cfg.weights)} values but the table adds {added} column(s) "
+                                     f"({old_count} -> {new_count})", table)
+        new_w = [float(w) for w in cfg.weights]
+    else:
+        new_w = [DEFAULT_NEW_WEIGHT] * added
+
+    result = RewriteResult(Path(cfg.out), feat.name, old_count, new_count, new_w, "")
+    if feat.type == "PhraseDictionaryCompact":
+        prefix = Path(cfg.binarized_prefix).resolve() if cfg.binarized_prefix else default_binarized_prefix(table)
+        install = find_moses(cfg.moses_home)
+        tool = install.tool("processPhraseTableMin") if install else None
+        argv = process_phrase_table_min_argv(tool or "processPhraseTableMin", table, prefix, new_count, cfg.threads)
+        result.binarize_argv = argv
+        result.notes.append(f"{feat.name} is a PhraseDictionaryCompact: the new table must be binarized "
+                            f"(sorted as Moses sorts it, LC_ALL=C) with: {' '.join(argv)}")
+        if tool is not None and cfg.binarize:
+            _run_binarizer(argv, prefix)
+            result.binarized = True
+            result.notes.append(f"binarized into {prefix}{MINPHR}")
+        else:
+            result.notes.append("Moses's processPhraseTableMin was not found (set MOSES_HOME): run the command above "
+                                "before decoding" if tool is None else "not run (--no-binarize): run it before decoding")
+        table_in_ini = f"{prefix}{MINPHR}"
+    else:
+        table_in_ini = os.fspath(table)
+
+    feat.set("path", table_in_ini)
+    feat.set("num-features", str(new_count))
+    ini.mark_feature_changed(feat)
+    ini.set_weights(feat.name, list(old_weights) + new_w)
+    ini.check_weights_match()
+    ini.write(cfg.out)
+    result.table_path_in_ini = table_in_ini
+    return result
+
+
+def _run_binarizer(argv: Sequence[str], prefix: Path) -> None:
+    log = Path(f"{prefix}.processPhraseTableMin.log")
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "wb") as lf:
+        rc = subprocess.run(list(argv), stdout=lf, stderr=subprocess.STDOUT).returncode
+    if rc != 0:
+        raise PhraseRescoreError(f"processPhraseTableMin exited with status {rc}; its output is in {log}")
+    if not Path(f"{prefix}{MINPHR}").is_file():
+        raise PhraseRescoreError(f"processPhraseTableMin succeeded but {prefix}{MINPHR} is missing; see {log}")

@@ -1,0 +1,207 @@
+"""Tuning hooks for a real Moses, driven end to end against a stand-in installation; moses-ini rewrite; argv."""
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from _moses_standin import add_process_phrase_table_min, make_standin_moses
+from moses_integration.backend import MosesBackend, get_backend
+from moses_integration.moses_ini import read_moses_ini
+from moses_integration.moses_install import find_moses, require_moses
+from moses_integration.rewrite import RewriteConfig, process_phrase_table_min_argv, rewrite_moses_ini
+from moses_integration.tune_moses import MosesTuneConfig, mert_moses_argv, run_logged, tune_moses
+from pipeline.cli import main
+from pipeline.errors import PhraseRescoreError
+
+FIX = Path(__file__).parent / "fixtures" / "moses"
+
+TABLE6 = ("das Haus ||| the house ||| 0.8 0.6 0.7 0.5 0.0123 1 ||| 0-0 1-1 ||| 10 12 8 ||| |||\n"
+          "das Haus ||| the home ||| 0.1 0.2 0.1 0.2 0.0011 2.718282 ||| 0-0 1-1 ||| 2 12 2 ||| |||\n")
+
+
+@pytest.fixture
+def table6(tmp_path):
+    p = tmp_path / "phrase-table.rnn.gz"
+    with gzip.open(p, "wt", encoding="utf-8") as f:
+        f.write(TABLE6)
+    return p
+
+
+@pytest.fixture
+def moses_home(tmp_path, monkeypatch):
+    root = make_standin_moses(tmp_path / "mosesdecoder")
+    monkeypatch.setenv("MOSES_HOME", str(root))
+    return root
+
+
+def _expected_rescored(table_path: Path) -> str:
+    return (FIX / "rescored.moses.ini").read_text().replace("/home/smt/work/rescore/phrase-table.rnn.gz",
+                                                            str(table_path.resolve()))
+
+
+def test_rewrite_4_scores_become_6_reordering_untouched(tmp_path, table6):
+    out = tmp_path / "new.ini"
+    res = rewrite_moses_ini(RewriteConfig(FIX / "train-model.moses.ini", table6, out))
+    assert out.read_text() == _expected_rescored(table6)
+    assert (res.feature, res.old_count, res.new_count, res.added_weights) == ("TranslationModel0", 4, 6, [0.2, 0.2])
+    new = read_moses_ini(out)
+    old = read_moses_ini(FIX / "train-model.moses.ini")
+    lr_new, lr_old = new.feature("LexicalReordering0"), old.feature("LexicalReordering0")
+    assert (lr_new.args, new.weights_for("LexicalReordering0")) == (lr_old.args, old.weights_for("LexicalReordering0"))
+
+
+def test_rewrite_with_given_weights_and_wrong_count(tmp_path, table6):
+    out = tmp_path / "new.ini"
+    rewrite_moses_ini(RewriteConfig(FIX / "train-model.moses.ini", table6, out, weights=(0.5, -0.25)))
+    assert read_moses_ini(out).weights_for("TranslationModel0") == [0.2, 0.2, 0.2, 0.2, 0.5, -0.25]
+    with pytest.raises(PhraseRescoreError, match="gives 3 values but the table adds 2"):
+        rewrite_moses_ini(RewriteConfig(FIX / "train-model.moses.ini", table6, tmp_path / "x.ini", weights=(1, 2, 3)))
+    assert not (tmp_path / "x.ini").exists()
+
+
+def test_rewrite_refuses_a_table_with_fewer_columns(tmp_path):
+    t = tmp_path / "pt"
+    t.write_text("a ||| b ||| 0.5 0.5 0.5 ||| 0-0\n")
+    with pytest.raises(PhraseRescoreError, match="3 score columns, fewer than the 4"):
+        rewrite_moses_ini(RewriteConfig(FIX / "train-model.moses.ini", t, tmp_path / "x.ini"))
+
+
+def test_compact_table_is_binarized_with_process_phrase_table_min(tmp_path, table6, moses_home):
+    compact = tmp_path / "compact.ini"
+    compact.write_text((FIX / "train-model.moses.ini").read_text().replace(
+        "PhraseDictionaryMemory name=TranslationModel0", "PhraseDictionaryCompact name=TranslationModel0"))
+    # without the tool: told what to run, not run
+    res = rewrite_moses_ini(RewriteConfig(compact, table6, tmp_path / "a.ini", threads=4))
+    prefix = str(table6.resolve())[:-3]
+    assert res.binarize_argv == ["processPhraseTableMin", "-in", str(table6.resolve()), "-out", prefix,
+                                 "-nscores", "6", "-threads", "4"]
+    assert not res.binarized and "must be binarized" in res.summary()
+    assert read_moses_ini(tmp_path / "a.ini").feature("TranslationModel0").get("path") == prefix + ".minphr"
+    # with the tool: run, and the ini points at its output
+    add_process_phrase_table_min(moses_home)
+    res = rewrite_moses_ini(RewriteConfig(compact, table6, tmp_path / "b.ini", threads=4))
+    assert res.binarized and res.binarize_argv[0] == str(moses_home / "bin" / "processPhraseTableMin")
+    assert Path(prefix + ".minphr").read_text() == "minphr stand-in\n"
+    tm = read_moses_ini(tmp_path / "b.ini").feature("TranslationModel0")
+    assert (tm.type, tm.num_features, tm.get("path")) == ("PhraseDictionaryCompact", 6, prefix + ".minphr")
+
+
+def test_process_phrase_table_min_argv():
+    assert process_phrase_table_min_argv("/m/bin/processPhraseTableMin", "/t/pt.gz", "/t/pt", 6, 8) == [
+        "/m/bin/processPhraseTableMin", "-in", "/t/pt.gz", "-out", "/t/pt", "-nscores", "6", "-threads", "8"]
+
+
+def test_mert_moses_argv_exact(tmp_path, moses_home):
+    install = require_moses()
+    cfg = MosesTuneConfig(ini=Path("/m/moses.ini"), dev_src=Path("/d/dev.fr"), dev_ref=Path("/d/dev.en"),
+                          workdir=Path("/w"), nbest=200, max_iterations=10, threads=4,
+                          decoder_flags=" -threads 8 -s 500 ", batch_mira=True, return_best_dev=True,
+                          predictable_seeds=True)
+    root = str(moses_home.resolve())
+    assert mert_moses_argv(cfg, install) == [
+        f"{root}/scripts/training/mert-moses.pl", "/d/dev.fr", "/d/dev.en", f"{root}/bin/moses", "/m/moses.ini",
+        f"--mertdir={root}/bin", "--working-dir=/w/mert-work", "--nbest=200", "--maximum-iterations=10",
+        "--threads=4", "--decoder-flags=-threads 8 -s 500", "--batch-mira", "--return-best-dev",
+        "--predictable-seeds"]
+    plain = MosesTuneConfig(ini=Path("/m/moses.ini"), dev_src=Path("/d/dev.fr"), dev_ref=Path("/d/dev.en"),
+                            workdir=Path("/w"))
+    assert mert_moses_argv(plain, install)[5:] == [f"--mertdir={root}/bin", "--working-dir=/w/mert-work",
+                                                   "--nbest=100", "--maximum-iterations=25", "--threads=1"]
+
+
+def _dev(tmp_path):
+    src, ref = tmp_path / "dev.fr", tmp_path / "dev.en"
+    src.write_text("das haus\nes ist klein\n")
+    ref.write_text("the house\nit is small\n")
+    return src, ref
+
+
+def test_tune_backend_moses_end_to_end_through_the_cli(tmp_path, table6, moses_home):
+    src, ref = _dev(tmp_path)
+    ini = tmp_path / "rescored.ini"
+    rewrite_moses_ini(RewriteConfig(FIX / "train-model.moses.ini", table6, ini))
+    work = tmp_path / "tune"
+    r = CliRunner().invoke(main, ["tune", "--backend", "moses", str(ini), "--dev-src", str(src), "--dev-ref", str(ref),
+                                  "--workdir", str(work), "--nbest", "50", "--maximum-iterations", "3",
+                                  "--decoder-flags", "-threads 2", "--predictable-seeds"])
+    assert r.exit_code == 0, r.output
+    tuned = work / "moses.tuned.ini"
+    assert str(tuned) in r.output
+    # the stand-in received exactly the argv we build, and ran in the working directory layout mert-moses.pl uses
+    got_argv = json.loads((work / "mert-work" / "standin-argv.json").read_text())
+    want = mert_moses_argv(MosesTuneConfig(ini=ini, dev_src=src, dev_ref=ref, workdir=work, nbest=50,
+                                           max_iterations=3, decoder_flags="-threads 2", predictable_seeds=True),
+                           require_moses())
+    assert got_argv == want
+    assert (work / "mert-work" / "run1.best50.out").is_file() and (work / "mert-work" / "weights.txt").is_file()
+    log = (work / "mert-moses.log").read_text()
+    assert "Executing:" in log and "Saved:" in log
+    t = read_moses_ini(tuned)
+    t.check_weights_match()
+    assert t.feature("TranslationModel0").num_features == 6
+    assert len(t.weights_for("TranslationModel0")) == 6
+    assert t.weights_for("TranslationModel0") != [0.2] * 6
+    assert tuned.read_bytes() == (work / "mert-work" / "moses.ini").read_bytes()
+
+
+def test_failing_mert_moses_gives_clear_error_and_keeps_log(tmp_path, table6, moses_home, monkeypatch):
+    src, ref = _dev(tmp_path)
+    monkeypatch.setenv("STANDIN_FAIL", "1")
+    work = tmp_path / "tune"
+    with pytest.raises(PhraseRescoreError) as e:
+        tune_moses(MosesTuneConfig(ini=FIX / "train-model.moses.ini", dev_src=src, dev_ref=ref, workdir=work),
+                   echo=lambda s: None)
+    msg = str(e.value)
+    assert "mert-moses.pl failed with exit status 2" in msg and str(work / "mert-moses.log") in msg
+    assert "ERROR: Failed to run" in msg
+    log = (work / "mert-moses.log").read_text()
+    assert "ERROR: Failed to run" in log and "# exit status: 2" in log
+
+
+def test_run_logged_program_missing(tmp_path):
+    with pytest.raises(PhraseRescoreError, match="could not run"):
+        run_logged([str(tmp_path / "nope")], tmp_path / "l.log", echo=lambda s: None)
+
+
+def test_no_moses_names_moses_home_and_embedded(tmp_path, monkeypatch):
+    monkeypatch.delenv("MOSES_HOME", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert find_moses() is None
+    with pytest.raises(PhraseRescoreError) as e:
+        get_backend("moses")
+    assert "MOSES_HOME" in str(e.value) and "--backend embedded" in str(e.value)
+    r = CliRunner().invoke(main, ["tune", "--backend", "moses", str(FIX / "train-model.moses.ini"),
+                                  "--dev-src", str(FIX / "moses.nbest"), "--dev-ref", str(FIX / "moses.nbest"),
+                                  "--workdir", str(tmp_path / "w")])
+    assert r.exit_code == 1 and "MOSES_HOME" in r.output and "--backend embedded" in r.output
+
+
+def test_incomplete_moses_home_lists_what_is_missing(tmp_path, monkeypatch):
+    (tmp_path / "m" / "bin").mkdir(parents=True)
+    monkeypatch.setenv("MOSES_HOME", str(tmp_path / "m"))
+    with pytest.raises(PhraseRescoreError, match="missing bin/moses, bin/mert, bin/extractor, scripts/training/mert"):
+        find_moses()
+
+
+def test_moses_found_on_path(tmp_path, monkeypatch):
+    root = make_standin_moses(tmp_path / "inst")
+    monkeypatch.delenv("MOSES_HOME", raising=False)
+    monkeypatch.setenv("PATH", str(root / "bin"))
+    assert find_moses().root == root.resolve()
+
+
+def test_moses_backend_decodes_with_argv_list(tmp_path, moses_home):
+    be = get_backend("moses")
+    assert isinstance(be, MosesBackend)
+    inp = tmp_path / "in.txt"
+    inp.write_text("a b\nc\n")
+    be.decode(FIX / "train-model.moses.ini", inp, tmp_path / "out.txt", nbest_path=tmp_path / "out.nbest", nbest=5)
+    assert (tmp_path / "out.txt").read_text() == "a b\nc\n"
+    assert be.argv("x.ini", "n.out", 5, 2)[1:] == ["-f", "x.ini", "-threads", "2", "-n-best-list", "n.out", "5",
+                                                   "distinct"]
+    from moses_integration.nbest import read_nbest
+    assert [e.sent_id for e in read_nbest(tmp_path / "out.nbest")] == [0, 0, 1, 1]

@@ -1,0 +1,285 @@
+"""Lexical translation tables and Moses phrase-table scoring (``score`` + ``consolidate``), vectorized.
+
+Word translation tables (train-model.perl ``get_lexical``): every alignment point (f, e) counts once
+for the pair; every unaligned target word e counts as (NULL, e) and every unaligned source word f as
+(f, NULL). ``w(e|f) = c(f, e) / c(f)`` (file ``lex.f2e``: ``e f w``) and ``w(f|e) = c(f, e) / c(e)``
+(``lex.e2f``: ``f e w``), written with ``%.7f`` and used at that precision, as Moses's scorer reads
+them back from those files. A corpus word spelt ``NULL`` is indistinguishable from NULL, as in Moses.
+
+Phrase scores, per distinct phrase pair (s, t) with extraction count c(s, t):
+
+- ``p(s|t) = c(s,t) / c(t)`` and ``p(t|s) = c(s,t) / c(s)`` (single-precision, as Moses's ``float``),
+- ``lex(t|s) = prod_j [ mean_{i aligned to j} w(t_j|s_i) ]``, ``w(t_j|NULL)`` for an unaligned t_j,
+  and ``lex(s|t)`` the same with the roles swapped; the alignment used is the pair's most frequent
+  one, ties going to the greater alignment as ``std::vector<std::set>`` compares them
+  (``ExtractionPhrasePair::FindBestAlignmentTargetToSource``).
+
+Each line is written as Moses's ``consolidate`` writes it::
+
+    src ||| tgt ||| p(s|t) lex(s|t) p(t|s) lex(t|s) ||| 0-0 1-2 ||| c(t) c(s) c(s,t) ||| |||
+
+numbers printed like a C++ ``ostream`` (``%g``, six significant digits), the alignment ordered by
+target then source position, lines sorted by ``"src ||| tgt |||"`` in byte order (``LC_ALL=C sort``
+of Moses's extract file). Everything is pandas/pyarrow column arithmetic in chunks of pairs.
+"""
+from __future__ import annotations
+
+import os
+from collections import Counter
+from dataclasses import asdict, dataclass
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from pipeline import progress
+from pipeline.fileio import atomic_open
+
+NULL = "NULL"
+
+
+@dataclass
+class LexicalTable:
+    """One direction of word translation probabilities, ``w(out | given)``, as sorted integer keys.
+
+    ``given_vocab`` / ``out_vocab`` list the words (incl. NULL); ``keys = given_id * len(out_vocab) + out_id``
+    sorted ascending with ``probs`` aligned to them.
+    """
+
+    given_vocab: list[str]
+    out_vocab: list[str]
+    keys: np.ndarray   # (K,) int64, sorted
+    probs: np.ndarray  # (K,) float64
+
+    def lookup(self, given_ids: np.ndarray, out_ids: np.ndarray) -> np.ndarray:
+        """``w(out|given)`` for arrays of ids; 1.0 where the pair is unknown (Moses's permissiveLookup)."""
+        q = given_ids.astype(np.int64) * len(self.out_vocab) + out_ids.astype(np.int64)
+        idx = np.searchsorted(self.keys, q)
+        idx_c = np.minimum(idx, len(self.keys) - 1)
+        found = (idx < len(self.keys)) & (self.keys[idx_c] == q) & (given_ids >= 0) & (out_ids >= 0)
+        return np.where(found, self.probs[idx_c], 1.0)
+
+    def prob(self, given: str, out: str) -> float:
+        """One probability by words (tests, debugging)."""
+        gi = {w: i for i, w in enumerate(self.given_vocab)}.get(given, -1)
+        oi = {w: i for i, w in enumerate(self.out_vocab)}.get(out, -1)
+        return float(self.lookup(np.array([gi]), np.array([oi]))[0])
+
+
+@dataclass
+class LexicalTables:
+    """Both directions: ``t_given_s`` (Moses's lex.f2e) and ``s_given_t`` (lex.e2f)."""
+
+    t_given_s: LexicalTable
+    s_given_t: LexicalTable
+    pair_counts: Counter  # (source word, target word) -> count, NULL included
+
+    def write(self, f2e_path: str | os.PathLike, e2f_path: str | os.PathLike) -> None:
+        """Write Moses's ``lex.f2e`` (``e f w(e|f)``) and ``lex.e2f`` (``f e w(f|e)``), sorted for stability."""
+        _write_lex_file(f2e_path, self.t_given_s, out_first=True)
+        _write_lex_file(e2f_path, self.s_given_t, out_first=True)
+
+
+def _write_lex_file(path, table: LexicalTable, out_first: bool) -> None:
+    """One table as Moses's lex file: ``out given w`` lines (sorted by given word, then out word)."""
+    n_out = len(table.out_vocab)
+    given = table.keys // n_out
+    out = table.keys % n_out
+    with atomic_open(path, "w") as f:
+        for g, o, p in zip(given.tolist(), out.tolist(), table.probs.tolist()):
+            gw, ow = table.given_vocab[g], table.out_vocab[o]
+            f.write(f"{ow} {gw} {p:.7f}\n" if out_first else f"{gw} {ow} {p:.7f}\n")
+
+
+def lexical_tables(src: Sequence[Sequence[str]], tgt: Sequence[Sequence[str]],
+                   alignments: Sequence[Sequence[tuple[int, int]]]) -> LexicalTables:
+    """Estimate both word translation tables from an aligned corpus, as train-model.perl's get_lexical."""
+    pairs: Counter = Counter()
+    for s, t, pts in zip(src, tgt, alignments):
+        s_al = [False] * len(s)
+        t_al = [False] * len(t)
+        for i, j in pts:
+            s_al[i] = True
+            t_al[j] = True
+        pairs.update((s[i], t[j]) for i, j in pts)
+        pairs.update((NULL, t[j]) for j in range(len(t)) if not t_al[j])
+        pairs.update((s[i], NULL) for i in range(len(s)) if not s_al[i])
+    total_s: Counter = Counter()
+    total_t: Counter = Counter()
+    for (sw, tw), c in pairs.items():
+        total_s[sw] += c
+        total_t[tw] += c
+    s_vocab = sorted(total_s)
+    t_vocab = sorted(total_t)
+    s_id = {w: i for i, w in enumerate(s_vocab)}
+    t_id = {w: i for i, w in enumerate(t_vocab)}
+    items = list(pairs.items())
+    si = np.fromiter((s_id[sw] for (sw, _), _ in items), dtype=np.int64, count=len(items))
+    ti = np.fromiter((t_id[tw] for (_, tw), _ in items), dtype=np.int64, count=len(items))
+    # probabilities rounded exactly as Perl's printf "%.7f" (the files Moses's scorer reads)
+    p_t_s = np.array([float(f"{c / total_s[sw]:.7f}") for (sw, _), c in items], dtype=np.float64)
+    p_s_t = np.array([float(f"{c / total_t[tw]:.7f}") for (_, tw), c in items], dtype=np.float64)
+
+    def table(given_ids, given_vocab, out_ids, out_vocab, probs) -> LexicalTable:
+        keys = given_ids * len(out_vocab) + out_ids
+        order = np.argsort(keys, kind="stable")
+        return LexicalTable(given_vocab, out_vocab, keys[order], probs[order])
+
+    return LexicalTables(t_given_s=table(si, s_vocab, ti, t_vocab, p_t_s),
+                         s_given_t=table(ti, t_vocab, si, s_vocab, p_s_t),
+                         pair_counts=pairs)
+
+
+# ----------------------------------------------------------------------------------------------
+# Scoring
+
+
+def _alignment_sort_key(align: str) -> tuple:
+    """Key ordering alignments of one phrase pair as Moses's ``std::vector<std::set<size_t>>`` compare.
+
+    Target positions past the last aligned one are left off; for two alignments of the same target
+    phrase this keeps the order (a missing trailing set compares like an empty one).
+    """
+    by_t: dict[int, list[int]] = {}
+    for tok in align.split():
+        s, t = tok.split("-")
+        by_t.setdefault(int(t), []).append(int(s))
+    if not by_t:
+        return ()
+    return tuple(tuple(sorted(by_t.get(j, ()))) for j in range(max(by_t) + 1))
+
+
+def best_alignments(counts: pd.DataFrame) -> pd.DataFrame:
+    """One row per distinct (src, tgt): total count and the most frequent alignment (ties: the greatest).
+
+    :param counts: columns src, tgt, align, count (one row per distinct triple).
+    :returns: columns src, tgt, align, count.
+    """
+    uniq = pd.unique(counts["align"])
+    ranked = sorted(uniq, key=_alignment_sort_key)
+    rank = pd.Series(np.arange(len(ranked), dtype=np.int64), index=pd.Index(ranked))
+    df = counts.assign(_rank=rank.reindex(counts["align"]).to_numpy())
+    total = df.groupby(["src", "tgt"], sort=False, observed=True)["count"].sum()
+    best = (df.sort_values(["count", "_rank"], ascending=[False, False], kind="stable")
+              .drop_duplicates(["src", "tgt"], keep="first"))
+    best = best.drop(columns=["_rank", "count"]).merge(total.reset_index(), on=["src", "tgt"], how="left")
+    return best
+
+
+def _tokens(arr: pa.Array) -> tuple[pa.Array, np.ndarray]:
+    """Split phrases on spaces: (flat tokens, offsets (N+1,) into them)."""
+    lists = pc.split_pattern(arr, " ")
+    lens = pc.list_value_length(lists).to_numpy(zero_copy_only=False).astype(np.int64)
+    offsets = np.zeros(len(lens) + 1, dtype=np.int64)
+    np.cumsum(lens, out=offsets[1:])
+    return pc.list_flatten(lists), offsets
+
+
+def _lex_weights(out_ids: np.ndarray, out_off: np.ndarray, given_ids: np.ndarray, given_off: np.ndarray,
+                 pt_pair: np.ndarray, pt_out: np.ndarray, pt_given: np.ndarray,
+                 table: LexicalTable, null_id: int) -> np.ndarray:
+    """lex(out|given) per phrase pair: product over out words of the mean w over aligned given words.
+
+    out_ids (T,), out_off (N+1,): the "out" side's flat word ids and phrase offsets; same for "given".
+    pt_pair, pt_out, pt_given (A,): alignment points as (pair index, out position, given position).
+    """
+    flat_out = out_off[pt_pair] + pt_out                     # (A,) index into out_ids
+    w = table.lookup(given_ids[given_off[pt_pair] + pt_given], out_ids[flat_out])
+    n_tok = len(out_ids)
+    sums = np.bincount(flat_out, weights=w, minlength=n_tok)
+    cnts = np.bincount(flat_out, minlength=n_tok)
+    null_w = table.lookup(np.full(n_tok, null_id, dtype=np.int64), out_ids)
+    per_tok = np.where(cnts > 0, sums / np.maximum(cnts, 1), null_w)
+    return np.multiply.reduceat(per_tok, out_off[:-1])
+
+
+def _fmt(x: float) -> str:
+    return f"{x:.6g}"
+
+
+@dataclass
+class PhraseTableStats:
+    """The shape of a written phrase table."""
+
+    lines: int
+    distinct_sources: int
+    distinct_targets: int
+    mean_targets_per_source: float
+    mean_source_length: float
+    mean_target_length: float
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def score_phrase_table(counts: pd.DataFrame, lex: LexicalTables, path: str | os.PathLike,
+                       chunk_size: int = 500_000, compresslevel: int = 6) -> PhraseTableStats:
+    """Score counted phrase pairs and write the Moses phrase table (gzip when ``path`` ends in .gz).
+
+    :param counts: columns src, tgt, align, count as from :func:`.extract.count_phrase_pairs`.
+    :param lex: word translation tables from :func:`lexical_tables`.
+    :returns: the table's shape.
+    """
+    pairs = best_alignments(counts)
+    c_s = pairs.groupby("src", sort=False, observed=True)["count"].transform("sum").to_numpy(np.float64)
+    c_t = pairs.groupby("tgt", sort=False, observed=True)["count"].transform("sum").to_numpy(np.float64)
+    c_st = pairs["count"].to_numpy(np.float64)
+    src = pa.array(pairs["src"].to_numpy(dtype=object), type=pa.string())
+    tgt = pa.array(pairs["tgt"].to_numpy(dtype=object), type=pa.string())
+    align = pa.array(pairs["align"].to_numpy(dtype=object), type=pa.string())
+    del pairs
+    # Moses sorts extract lines "src ||| tgt ||| align" bytewise: the key needs the trailing " |||"
+    # ("a ||| b c |||" sorts before "a ||| b |||" because 'c' < '|').
+    key = pc.binary_join_element_wise(src, pa.scalar(" ||| "), tgt, pa.scalar(" |||"), "")
+    order = pc.sort_indices(key).to_numpy()
+    del key
+    src, tgt, align = src.take(order), tgt.take(order), align.take(order)
+    c_s, c_t, c_st = c_s[order], c_t[order], c_st[order]
+    n = len(c_st)
+
+    t_vocab = pa.array(lex.t_given_s.out_vocab, type=pa.string())
+    s_vocab = pa.array(lex.t_given_s.given_vocab, type=pa.string())
+    s_null = lex.t_given_s.given_vocab.index(NULL) if NULL in lex.t_given_s.given_vocab else -1
+    t_null = lex.s_given_t.given_vocab.index(NULL) if NULL in lex.s_given_t.given_vocab else -1
+
+    src_len_total = 0
+    tgt_len_total = 0
+    with atomic_open(path, "wb", compresslevel=compresslevel) as out, \
+            progress.bar(total=n, desc="score", unit="pair") as bar:
+        for lo in range(0, n, chunk_size):
+            hi = min(lo + chunk_size, n)
+            s_chunk, t_chunk, a_chunk = src.slice(lo, hi - lo), tgt.slice(lo, hi - lo), align.slice(lo, hi - lo)
+            s_tok, s_off = _tokens(s_chunk)
+            t_tok, t_off = _tokens(t_chunk)
+            s_ids = pc.index_in(s_tok, value_set=s_vocab).fill_null(-1).to_numpy().astype(np.int64)
+            t_ids = pc.index_in(t_tok, value_set=t_vocab).fill_null(-1).to_numpy().astype(np.int64)
+            a_lists = pc.split_pattern(a_chunk, " ")
+            pt_pair = pc.list_parent_indices(a_lists).to_numpy().astype(np.int64)
+            st = pc.list_flatten(pc.split_pattern(pc.list_flatten(a_lists), "-"))
+            st = st.cast(pa.int64()).to_numpy()
+            pt_s, pt_t = st[0::2], st[1::2]
+            lex_t_s = _lex_weights(t_ids, t_off, s_ids, s_off, pt_pair, pt_t, pt_s, lex.t_given_s, s_null)
+            lex_s_t = _lex_weights(s_ids, s_off, t_ids, t_off, pt_pair, pt_s, pt_t, lex.s_given_t, t_null)
+            cs, ct, cst = c_s[lo:hi], c_t[lo:hi], c_st[lo:hi]
+            p_s_t = (cst.astype(np.float32) / ct.astype(np.float32)).astype(np.float64)
+            p_t_s = (cst.astype(np.float32) / cs.astype(np.float32)).astype(np.float64)
+            src_len_total += int(np.diff(s_off).sum())
+            tgt_len_total += int(np.diff(t_off).sum())
+            lines = [
+                f"{s} ||| {t} ||| {_fmt(a)} {_fmt(b)} {_fmt(c)} {_fmt(d)} ||| {al} ||| "
+                f"{_fmt(e)} {_fmt(f)} {_fmt(g)} ||| |||\n"
+                for s, t, a, b, c, d, al, e, f, g in zip(
+                    s_chunk.to_pylist(), t_chunk.to_pylist(), p_s_t.tolist(), lex_s_t.tolist(),
+                    p_t_s.tolist(), lex_t_s.tolist(), a_chunk.to_pylist(), ct.tolist(), cs.tolist(), cst.tolist())
+            ]
+            out.write("".join(lines).encode("utf-8"))
+            bar.update(hi - lo)
+
+    n_src = len(pc.unique(src))
+    return PhraseTableStats(
+        lines=n, distinct_sources=n_src, distinct_targets=len(pc.unique(tgt)),
+        mean_targets_per_source=(n / n_src) if n_src else 0.0,
+        mean_source_length=(src_len_total / n) if n else 0.0,
+        mean_target_length=(tgt_len_total / n) if n else 0.0)

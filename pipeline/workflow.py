@@ -1,0 +1,473 @@
+"""The workflow runner: declarative TOML workflows of stages, each skipped when its outputs are current.
+
+A *stage definition* (:class:`StageDef`) names the artifacts it consumes and the artifacts it produces
+(files or directories inside its own directory ``WORKDIR/<stage>/``), its parameters with defaults, and
+the function that runs it. A workflow file picks stages and sets parameters::
+
+    [workflow]
+    name = "demo"
+    stages = ["demo-data", "build-smt", "prepare", "train", "score", "moses-ini", "tune", "evaluate"]
+
+    [inputs]              # artifacts the user brings: name = path (relative to the current directory)
+    # phrase_table = "model/phrase-table.gz"
+
+    [common]              # a value for every selected stage that has this parameter
+    backend = "embedded"
+
+    [train]               # parameters of the stages of one section
+    preset = "small"
+
+The artifacts wire the stages into a graph: every artifact a stage consumes is produced by exactly one
+selected stage or given in ``[inputs]``. Stages run in dependency order. After a stage runs, the runner
+writes ``WORKDIR/<stage>/stage-manifest.json`` (atomically, last) with its parameters, the SHA-256 of
+every input and output and the tool version. A stage is *current*, and skipped, when that manifest
+matches the parameters, the tool version and the inputs' hashes now, and every output still exists with
+its recorded hash. So a rerun after a crash or a change redoes only the stages affected: a changed
+parameter or a damaged output reruns that stage, and its dependants rerun only if its outputs changed.
+``--from STAGE`` forces STAGE and everything downstream of it to run.
+
+Before a stage runs its old manifest is removed, so an interrupted stage is never taken for current;
+its directory is kept, so stages that can resume (training, scoring) continue from what they left.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10: the same parser as the tomli package
+    import tomli as tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping
+
+from . import __version__
+from .errors import PhraseRescoreError
+from .fileio import atomic_open, sha256_file
+
+MANIFEST = "stage-manifest.json"
+MANIFEST_VERSION = 1
+RESERVED_SECTIONS = ("workflow", "inputs", "common")
+WORKFLOW_KEYS = ("name", "description", "stages")
+
+
+@dataclass(frozen=True)
+class StageDef:
+    """A stage the runner can run.
+
+    :ivar name: unique stage name ("train", "tune-rnn").
+    :ivar section: the workflow-file section holding its parameters (several stages may share one:
+        the three tune stages all read ``[tune]``); selecting the section selects all of them.
+    :ivar run: ``run(ctx: StageContext) -> dict | None``; writes every produced artifact at
+        ``ctx.output(name)``; the returned dict (JSON-able) is kept in the manifest as the stage's summary.
+    :ivar params: every parameter the stage accepts, with its default.
+    :ivar consumes: artifact names it reads (through ``ctx.input(name)``).
+    :ivar produces: artifact name -> path relative to the stage's directory (a file or a directory).
+    :ivar optional: consumed artifacts it can do without (``ctx.input`` then returns None).
+    :ivar doc: one line for listings.
+    """
+
+    name: str
+    section: str
+    run: Callable[["StageContext"], dict | None]
+    params: Mapping[str, Any] = field(default_factory=dict)
+    consumes: tuple[str, ...] = ()
+    produces: Mapping[str, str] = field(default_factory=dict)
+    optional: frozenset[str] = frozenset()
+    doc: str = ""
+
+
+class Registry:
+    """The stage definitions a workflow may use, in pipeline order."""
+
+    def __init__(self, stages: Iterable[StageDef] = ()):
+        self.stages: dict[str, StageDef] = {}
+        for s in stages:
+            self.add(s)
+
+    def add(self, stage: StageDef) -> None:
+        assert stage.name not in self.stages, stage.name
+        assert stage.name not in RESERVED_SECTIONS and stage.section not in RESERVED_SECTIONS, stage.name
+        self.stages[stage.name] = stage
+
+    def sections(self) -> dict[str, list[StageDef]]:
+        out: dict[str, list[StageDef]] = {}
+        for s in self.stages.values():
+            out.setdefault(s.section, []).append(s)
+        return out
+
+    def section_params(self, section: str) -> dict[str, Any]:
+        """The union of the parameters (with defaults) of a section's stages."""
+        out: dict[str, Any] = {}
+        for s in self.sections()[section]:
+            out.update(s.params)
+        return out
+
+
+@dataclass
+class Workflow:
+    """A parsed workflow file (with ``--set`` overrides applied)."""
+
+    name: str
+    stages: list[str]  # selected stage names, in registry (pipeline) order
+    params: dict[str, dict[str, Any]]  # stage name -> its full parameter dict (defaults + file + --set)
+    inputs: dict[str, Path]  # artifact -> user-given path
+    path: Path | None = None
+
+
+@dataclass
+class StageContext:
+    """What a running stage sees: its parameters, its inputs, where to write, and the workflow."""
+
+    stage: StageDef
+    params: dict[str, Any]
+    dir: Path
+    inputs: dict[str, Path | None]
+    workdir: Path
+
+    def input(self, artifact: str) -> Path | None:
+        """The path of a consumed artifact (None for an absent optional one)."""
+        return self.inputs[artifact]
+
+    def output(self, artifact: str) -> Path:
+        """Where to write a produced artifact (its parent directory exists)."""
+        p = self.dir / self.stage.produces[artifact]
+        p.parent.mkdir(parents=True, exist_ok=True)
+        return p
+
+
+@dataclass
+class StageResult:
+    name: str
+    status: str  # "ran" or "skipped"
+    reason: str  # why it ran ("no manifest", "parameters changed", "forced by --from", ...)
+    wall_s: float
+    summary: dict | None = None
+
+
+# ----------------------------------------------------------------------------- parsing
+
+def _parse_value(text: str) -> Any:
+    """A --set value: a TOML value when it parses as one (3, 0.5, true, "x", [1, 2]), else the raw string."""
+    try:
+        return tomllib.loads(f"v = {text}")["v"]
+    except tomllib.TOMLDecodeError:
+        return text
+
+
+def _valid(items: Iterable[str]) -> str:
+    return ", ".join(sorted(set(items)))
+
+
+def apply_set(data: dict, assignment: str) -> None:
+    """Apply one ``section.key=value`` override to the raw workflow dict."""
+    key, eq, value = assignment.partition("=")
+    section, dot, name = key.strip().partition(".")
+    if not eq or not dot or not section or not name:
+        raise PhraseRescoreError(f"--set {assignment!r}: expected SECTION.KEY=VALUE (e.g. train.max_steps=200)")
+    data.setdefault(section, {})
+    if not isinstance(data[section], dict):
+        raise PhraseRescoreError(f"--set {assignment!r}: [{section}] is not a table")
+    data[section][name] = _parse_value(value.strip())
+
+
+def load_workflow(path: str | os.PathLike | None, registry: Registry, overrides: Iterable[str] = (),
+                  data: dict | None = None) -> Workflow:
+    """Read and check a workflow file (or an already-parsed ``data`` dict) against ``registry``.
+
+    :param overrides: ``section.key=value`` strings applied over the file (``--set``).
+    :raises PhraseRescoreError: unknown section, stage or key (listing the valid ones), a bad value type,
+        no stages.
+    """
+    where = None if path is None else Path(path)
+    if data is None:
+        assert where is not None
+        try:
+            with open(where, "rb") as f:
+                data = tomllib.load(f)
+        except FileNotFoundError:
+            raise PhraseRescoreError("workflow file not found", where) from None
+        except tomllib.TOMLDecodeError as e:
+            raise PhraseRescoreError(f"not a valid TOML file: {e}", where) from None
+    data = json.loads(json.dumps(data))  # a deep copy with plain JSON types
+    for o in overrides:
+        apply_set(data, o)
+    sections = registry.sections()
+    for sec, body in data.items():
+        if sec not in sections and sec not in RESERVED_SECTIONS:
+            raise PhraseRescoreError(f"unknown section [{sec}]; valid sections: "
+                                     f"{_valid(list(sections) + list(RESERVED_SECTIONS))}", where)
+        if not isinstance(body, dict):
+            raise PhraseRescoreError(f"[{sec}] must be a table of key = value", where)
+    wf = data.get("workflow", {})
+    for k in wf:
+        if k not in WORKFLOW_KEYS:
+            raise PhraseRescoreError(f"unknown key {k!r} in [workflow]; valid keys: {_valid(WORKFLOW_KEYS)}", where)
+    names = wf.get("stages")
+    if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
+        raise PhraseRescoreError("[workflow] stages must be a non-empty list of stage or section names; "
+                                 f"valid names: {_valid(list(registry.stages) + list(sections))}", where)
+    selected: set[str] = set()
+    for n in names:
+        if n in registry.stages:
+            selected.add(n)
+        elif n in sections:
+            selected.update(s.name for s in sections[n])
+        else:
+            raise PhraseRescoreError(f"unknown stage {n!r} in [workflow] stages; valid stages: "
+                                     f"{_valid(list(registry.stages) + list(sections))}", where)
+    stages = [s for s in registry.stages if s in selected]
+    used_sections = {registry.stages[s].section for s in stages}
+    for sec in data:
+        if sec in sections and sec not in used_sections:
+            raise PhraseRescoreError(f"[{sec}] sets parameters of a stage that is not in [workflow] stages "
+                                     f"({_valid(names)})", where)
+    common = data.get("common", {})
+    for k in common:
+        if not any(k in registry.stages[s].params for s in stages):
+            raise PhraseRescoreError(f"unknown key {k!r} in [common]: no selected stage has it; valid keys: "
+                                     f"{_valid({p for s in stages for p in registry.stages[s].params})}", where)
+    params: dict[str, dict[str, Any]] = {}
+    for s in stages:
+        d = registry.stages[s]
+        p = dict(d.params)
+        p.update({k: v for k, v in common.items() if k in d.params})
+        given = data.get(d.section, {})
+        valid = registry.section_params(d.section)
+        for k, v in given.items():
+            if k not in valid:
+                raise PhraseRescoreError(f"unknown key {k!r} in [{d.section}]; valid keys: {_valid(valid)}", where)
+            if k in d.params:
+                p[k] = v
+        for k, v in p.items():
+            default = d.params[k]
+            if default is not None and v is not None and not _same_type(default, v):
+                raise PhraseRescoreError(f"[{d.section}] {k} = {v!r}: expected a {type(default).__name__} "
+                                         f"like the default {default!r}", where)
+            if isinstance(default, float) and isinstance(v, int) and not isinstance(v, bool):
+                p[k] = float(v)
+        params[s] = p
+    inputs: dict[str, Path] = {}
+    for k, v in data.get("inputs", {}).items():
+        if not isinstance(v, str) or not v:
+            raise PhraseRescoreError(f"[inputs] {k} must be a path (a string)", where)
+        inputs[k] = Path(v).expanduser()
+    return Workflow(name=str(wf.get("name", where.stem if where else "workflow")), stages=stages,
+                    params=params, inputs=inputs, path=where)
+
+
+def _same_type(default: Any, value: Any) -> bool:
+    if isinstance(default, bool) or isinstance(value, bool):
+        return isinstance(default, bool) and isinstance(value, bool)
+    if isinstance(default, float):
+        return isinstance(value, (int, float))
+    return isinstance(value, type(default))
+
+
+# ----------------------------------------------------------------------------- planning
+
+@dataclass
+class Plan:
+    """Stages in run order, where each consumed artifact comes from, and each stage's dependants."""
+
+    order: list[str]
+    source: dict[str, str]  # artifact -> producing stage name, or "inputs"
+    inputs_of: dict[str, dict[str, str | None]]  # stage -> consumed artifact -> producer (None: absent optional)
+
+
+def plan(workflow: Workflow, registry: Registry) -> Plan:
+    """Wire the selected stages by their artifacts and order them; errors for gaps, clashes and cycles."""
+    producer: dict[str, str] = {}
+    for s in workflow.stages:
+        for a in registry.stages[s].produces:
+            if a in producer:
+                raise PhraseRescoreError(f"artifact {a!r} is produced by both {producer[a]} and {s}; "
+                                         "select only one of them")
+            if a in workflow.inputs:
+                raise PhraseRescoreError(f"artifact {a!r} is given in [inputs] and also produced by stage {s}; "
+                                         f"remove one (drop {s} from [workflow] stages, or the [inputs] line)")
+            producer[a] = s
+    known = set(producer) | {a for d in registry.stages.values() for a in (*d.consumes, *d.produces)}
+    for a in workflow.inputs:
+        if a not in known:
+            raise PhraseRescoreError(f"unknown artifact {a!r} in [inputs]; valid names: {_valid(known)}")
+    source = {**{a: "inputs" for a in workflow.inputs}, **producer}
+    inputs_of: dict[str, dict[str, str | None]] = {}
+    for s in workflow.stages:
+        d = registry.stages[s]
+        inputs_of[s] = {}
+        for a in d.consumes:
+            if a in source:
+                inputs_of[s][a] = source[a]
+            elif a in d.optional:
+                inputs_of[s][a] = None
+            else:
+                makers = [x.name for x in registry.stages.values() if a in x.produces]
+                raise PhraseRescoreError(
+                    f"missing input: stage {s} needs {a!r}; give it in [inputs] ({a} = \"PATH\")"
+                    + (f" or add the stage that makes it ({', '.join(makers)})" if makers else ""))
+    # Kahn's algorithm in registry order; what is left over lies on a cycle
+    deps = {s: {p for p in inputs_of[s].values() if p not in (None, "inputs")} for s in workflow.stages}
+    order: list[str] = []
+    done: set[str] = set()
+    pending = list(workflow.stages)
+    while pending:
+        ready = [s for s in pending if deps[s] <= done]
+        if not ready:
+            raise PhraseRescoreError(f"the stages form a cycle: {' -> '.join(_find_cycle(deps, pending))}")
+        for s in ready:
+            order.append(s)
+            done.add(s)
+        pending = [s for s in pending if s not in done]
+    return Plan(order, source, inputs_of)
+
+
+def _find_cycle(deps: dict[str, set[str]], nodes: list[str]) -> list[str]:
+    start = nodes[0]
+    path, seen = [start], {start: 0}
+    cur = start
+    while True:
+        cur = sorted(d for d in deps[cur] if d in nodes)[0]
+        if cur in seen:
+            return path[seen[cur]:] + [cur]
+        seen[cur] = len(path)
+        path.append(cur)
+
+
+def downstream(p: Plan, start: str) -> set[str]:
+    """``start`` and every stage that depends on it, directly or not."""
+    out = {start}
+    for s in p.order:
+        if any(prod in out for prod in p.inputs_of[s].values()):
+            out.add(s)
+    return out
+
+
+# ----------------------------------------------------------------------------- hashing and manifests
+
+def hash_path(path: Path) -> str:
+    """SHA-256 of a file, or of a directory's files (relative names and contents, in sorted order)."""
+    if path.is_file():
+        return sha256_file(path)
+    if path.is_dir():
+        h = hashlib.sha256()
+        for f in sorted(p for p in path.rglob("*") if p.is_file()):
+            h.update(f.relative_to(path).as_posix().encode("utf-8") + b"\0" + sha256_file(f).encode() + b"\n")
+        return "dir:" + h.hexdigest()
+    raise FileNotFoundError(path)
+
+
+def read_manifest(stage_dir: Path) -> dict | None:
+    """The stage's manifest, or None when absent or unreadable."""
+    try:
+        return json.loads((stage_dir / MANIFEST).read_text(encoding="utf-8"))
+    except (FileNotFoundError, ValueError, UnicodeDecodeError):
+        return None
+
+
+def _stale_reason(m: dict | None, params: dict, input_hashes: dict, stage: StageDef, stage_dir: Path) -> str:
+    """Why the stage must run ("" when it is current)."""
+    if m is None:
+        return "no manifest"
+    if m.get("manifest_version") != MANIFEST_VERSION or m.get("tool_version") != __version__:
+        return "tool version changed"
+    if m.get("params") != params:
+        changed = sorted(k for k in set(params) | set(m.get("params", {}))
+                         if params.get(k) != m.get("params", {}).get(k))
+        return "parameters changed: " + ", ".join(changed)
+    if m.get("inputs") != input_hashes:
+        changed = sorted(k for k in set(input_hashes) | set(m.get("inputs", {}))
+                         if input_hashes.get(k) != m.get("inputs", {}).get(k))
+        return "inputs changed: " + ", ".join(changed)
+    outs = m.get("outputs", {})
+    for a, rel in stage.produces.items():
+        p = stage_dir / rel
+        if a not in outs or not p.exists():
+            return f"output {a} missing"
+        if hash_path(p) != outs[a]:
+            return f"output {a} changed since it was written"
+    return ""
+
+
+# ----------------------------------------------------------------------------- running
+
+def run_workflow(workflow: Workflow, registry: Registry, workdir: str | os.PathLike,
+                 from_stage: str | None = None, echo: Callable[[str], None] | None = print) -> list[StageResult]:
+    """Run the workflow's stages in ``workdir``, skipping those whose outputs are current.
+
+    :param from_stage: a stage or section name: it and everything downstream run even when current.
+    :param echo: where one-line progress messages go (None: nowhere).
+    :returns: one :class:`StageResult` per stage, in run order. ``workdir/run-log.json`` keeps them too.
+    """
+    say = echo or (lambda _msg: None)
+    p = plan(workflow, registry)
+    work = Path(workdir).resolve()
+    forced: set[str] = set()
+    if from_stage is not None:
+        starts = [s for s in p.order if s == from_stage or registry.stages[s].section == from_stage]
+        if not starts:
+            raise PhraseRescoreError(f"--from {from_stage!r}: not a stage of this workflow; valid: "
+                                     f"{_valid(set(p.order) | {registry.stages[s].section for s in p.order})}")
+        for s in starts:
+            forced |= downstream(p, s)
+    for a, path in workflow.inputs.items():
+        if not path.exists():
+            users = [s for s in p.order if a in p.inputs_of[s]]
+            raise PhraseRescoreError(f"input {a} not found (given in [inputs]; needed by {', '.join(users) or 'no stage'})",
+                                     path)
+    work.mkdir(parents=True, exist_ok=True)
+    user_hashes = {a: hash_path(path) for a, path in workflow.inputs.items()}
+    output_hashes: dict[str, str] = {}
+    results: list[StageResult] = []
+    for name in p.order:
+        d = registry.stages[name]
+        params = json.loads(json.dumps(workflow.params[name]))
+        stage_dir = work / name
+        in_paths: dict[str, Path | None] = {}
+        in_hashes: dict[str, str | None] = {}
+        for a, src in p.inputs_of[name].items():
+            if src is None:
+                in_paths[a], in_hashes[a] = None, None
+            elif src == "inputs":
+                in_paths[a], in_hashes[a] = workflow.inputs[a].resolve(), user_hashes[a]
+            else:
+                in_paths[a] = work / src / registry.stages[src].produces[a]
+                in_hashes[a] = output_hashes[a]
+        m = read_manifest(stage_dir)
+        reason = "forced by --from" if name in forced else _stale_reason(m, params, in_hashes, d, stage_dir)
+        if not reason:
+            output_hashes.update(m["outputs"])
+            results.append(StageResult(name, "skipped", "current", 0.0, m.get("summary")))
+            say(f"[{name}] current, skipped")
+            continue
+        say(f"[{name}] running ({reason})")
+        stage_dir.mkdir(parents=True, exist_ok=True)
+        (stage_dir / MANIFEST).unlink(missing_ok=True)
+        t0 = time.time()
+        summary = d.run(StageContext(d, params, stage_dir, in_paths, work))
+        wall = time.time() - t0
+        outs: dict[str, str] = {}
+        for a, rel in d.produces.items():
+            path = stage_dir / rel
+            if not path.exists():
+                raise PhraseRescoreError(f"stage {name} finished without writing its output {a}", path)
+            outs[a] = hash_path(path)
+        manifest = {"manifest_version": MANIFEST_VERSION, "stage": name, "tool_version": __version__,
+                    "params": params, "inputs": in_hashes,
+                    "input_paths": {a: None if q is None else os.fspath(q) for a, q in in_paths.items()},
+                    "outputs": outs, "summary": summary, "wall_s": round(wall, 3),
+                    "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+        with atomic_open(stage_dir / MANIFEST, "w") as f:
+            json.dump(manifest, f, indent=2, sort_keys=True)
+            f.write("\n")
+        output_hashes.update(outs)
+        results.append(StageResult(name, "ran", reason, wall, summary))
+        say(f"[{name}] done in {wall:.1f}s")
+    with atomic_open(work / "run-log.json", "w") as f:
+        json.dump({"workflow": workflow.name, "file": None if workflow.path is None else os.fspath(workflow.path),
+                   "stages": [r.__dict__ for r in results]}, f, indent=2)
+        f.write("\n")
+    return results

@@ -205,3 +205,15 @@ def test_moses_backend_decodes_with_argv_list(tmp_path, moses_home):
                                                    "distinct"]
     from moses_integration.nbest import read_nbest
     assert [e.sent_id for e in read_nbest(tmp_path / "out.nbest")] == [0, 0, 1, 1]
+
+
+def test_moses_ini_cli(tmp_path, table6):
+    out = tmp_path / "new.ini"
+    r = CliRunner().invoke(main, ["moses-ini", str(FIX / "train-model.moses.ini"), "--table", str(table6),
+                                  "--out", str(out), "--weights", "0.3,-0.1"])
+    assert r.exit_code == 0, r.output
+    assert "num-features 4 -> 6" in r.output
+    assert read_moses_ini(out).weights_for("TranslationModel0") == [0.2, 0.2, 0.2, 0.2, 0.3, -0.1]
+    r = CliRunner().invoke(main, ["moses-ini", str(FIX / "old-format.moses.ini"), "--table", str(table6),
+                                  "--out", str(tmp_path / "o.ini")])
+    assert r.exit_code == 1 and "old-format.moses.ini:17: [ttable-file] is the old moses.ini format" in r.output

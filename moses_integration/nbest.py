@@ -35,20 +35,23 @@ def format_value(x: float) -> str:
 def parse_features(text: str, path=None, line_no=None) -> list[tuple[str, list[float]]]:
     """``"A= 1 2 B= 3"`` → ``[("A", [1.0, 2.0]), ("B", [3.0])]``; a label is a token ending in ``=``."""
     feats: list[tuple[str, list[float]]] = []
-    for tok in text.split():
-        if tok.endswith("="):
-            if len(tok) == 1:
-                raise PhraseRescoreError("expected a feature name before '='", path, line_no)
-            feats.append((tok[:-1], []))
-            continue
-        if not feats:
-            raise PhraseRescoreError(f"expected a feature label 'Name=' before the value {tok!r} "
-                                     "(n-best lists without feature labels are not supported)", path, line_no)
-        try:
-            feats[-1][1].append(float(tok))
-        except ValueError:
-            raise PhraseRescoreError(f"expected a number as a value of feature {feats[-1][0]}, got {tok!r}",
-                                     path, line_no) from None
+    values: list[float] | None = None
+    tok = ""
+    try:
+        for tok in text.split():
+            if tok[-1] == "=":
+                if len(tok) == 1:
+                    raise PhraseRescoreError("expected a feature name before '='", path, line_no)
+                values = []
+                feats.append((tok[:-1], values))
+            else:
+                values.append(float(tok))  # AttributeError when no label came first
+    except AttributeError:
+        raise PhraseRescoreError(f"expected a feature label 'Name=' before the value {tok!r} "
+                                 "(n-best lists without feature labels are not supported)", path, line_no) from None
+    except ValueError:
+        raise PhraseRescoreError(f"expected a number as a value of feature {feats[-1][0]}, got {tok!r}",
+                                 path, line_no) from None
     return feats
 
 
@@ -206,6 +209,8 @@ class NBestWriter:
         self._f: IO[bytes] | None = None
         self._last = -1
         self.count = 0
+        self._buf: list[bytes] = []
+        self._buf_bytes = 0
 
     def __enter__(self) -> "NBestWriter":
         self._cm = atomic_open(self.path, "wb")
@@ -213,7 +218,14 @@ class NBestWriter:
         return self
 
     def __exit__(self, *exc):
+        if exc[0] is None:
+            self._flush()
         return self._cm.__exit__(*exc)
+
+    def _flush(self) -> None:
+        # one write per ~1 MB: a gzip stream compresses per write call, so per-line writes cost 3x
+        self._f.write(b"".join(self._buf))
+        self._buf, self._buf_bytes = [], 0
 
     def write(self, entry: NBestEntry) -> None:
         """Append one hypothesis."""
@@ -221,8 +233,12 @@ class NBestWriter:
             raise PhraseRescoreError(f"writing sentence id {entry.sent_id} after {self._last}: n-best lists are "
                                      "grouped by sentence id in increasing order", self.path)
         self._last = entry.sent_id
-        self._f.write(entry.to_line().encode("utf-8") + b"\n")
+        data = entry.to_line().encode("utf-8") + b"\n"
+        self._buf.append(data)
+        self._buf_bytes += len(data)
         self.count += 1
+        if self._buf_bytes >= 1 << 20:
+            self._flush()
 
 
 def add_feature_to_nbest(in_path: str | os.PathLike, out_path: str | os.PathLike, name: str,

@@ -19,9 +19,8 @@ from .tune_moses import MosesTuneConfig, tune_moses
 
 @dataclass
 class TuneConfig:
-    """Options of ``tune``; ``backend`` picks who runs it. Moses-only options are ignored by ``embedded``
-    (``decoder_flags``, ``batch_mira``); ``seed`` is used by ``embedded`` and, for ``moses``, only through
-    ``predictable_seeds``."""
+    """Options of ``tune``; ``backend`` picks who runs it. Moses-only options (``decoder_flags``, ``batch_mira``)
+    are refused with ``embedded``; ``seed`` is used by ``embedded`` (mert-moses.pl has only ``predictable_seeds``)."""
 
     backend: str
     ini: Path
@@ -50,13 +49,18 @@ def tune(cfg: TuneConfig, echo: Callable[[str], None] | None = None) -> Path:
             moses_home=cfg.moses_home), echo=echo)
         return res.tuned_ini
     if cfg.backend == "embedded":
+        unsupported = [flag for flag, on in (("--decoder-flags", bool(cfg.decoder_flags.strip())),
+                                             ("--batch-mira", cfg.batch_mira)) if on]
+        if unsupported:
+            raise PhraseRescoreError(f"{' and '.join(unsupported)} only apply to --backend moses "
+                                     "(the embedded backend always runs MERT, seeded by --seed)")
         try:
             from .embedded.tune import EmbeddedTuneConfig, tune_embedded
         except ImportError as e:
             raise PhraseRescoreError(f"the embedded tuner is not available in this installation ({e}); "
                                      "use --backend moses with MOSES_HOME set") from None
         tuned = Path(tune_embedded(EmbeddedTuneConfig(
-            ini=Path(cfg.ini), dev_src=Path(cfg.dev_src), dev_ref=Path(cfg.dev_ref), workdir=Path(cfg.workdir),
+            ini=str(cfg.ini), dev_src=str(cfg.dev_src), dev_ref=str(cfg.dev_ref), workdir=str(cfg.workdir),
             nbest=cfg.nbest, max_iterations=cfg.max_iterations, seed=cfg.seed,
             return_best_dev=cfg.return_best_dev, threads=cfg.threads)))
         if cfg.out is not None and Path(cfg.out).resolve() != tuned.resolve():

@@ -163,3 +163,14 @@ def test_evaluate_cli_with_standin_moses(tmp_path, monkeypatch):
     r = CliRunner().invoke(main, ["evaluate", "--system", "x", "--test-src", str(src), "--test-ref", str(ref),
                                   "--workdir", str(tmp_path / "ev2")])
     assert r.exit_code != 0 and "expected NAME=PATH" in r.output
+
+
+def test_evaluate_with_embedded_backend(tmp_path):
+    from _tiny_smt import make_tiny_system
+
+    s = make_tiny_system(tmp_path / "sys")
+    df = evaluate(EvaluateConfig(systems=[SystemSpec("Baseline", s["ini"])], test_src=s["src"], test_ref=s["ref"],
+                                 workdir=tmp_path / "ev", backend="embedded", detok_lang=None))
+    hyps = read_lines(tmp_path / "ev" / "test.Baseline.tok")
+    assert len(hyps) == 3
+    assert df["test_bleu"].iloc[0] == round(score_systems([("b", hyps)], read_lines(s["ref"])).bleu[0], 2)

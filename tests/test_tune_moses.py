@@ -217,3 +217,25 @@ def test_moses_ini_cli(tmp_path, table6):
     r = CliRunner().invoke(main, ["moses-ini", str(FIX / "old-format.moses.ini"), "--table", str(table6),
                                   "--out", str(tmp_path / "o.ini")])
     assert r.exit_code == 1 and "old-format.moses.ini:17: [ttable-file] is the old moses.ini format" in r.output
+
+
+def test_tune_backend_embedded_dispatch(tmp_path):
+    from _tiny_smt import make_tiny_system
+
+    s = make_tiny_system(tmp_path / "sys")
+    out = tmp_path / "tuned.ini"
+    r = CliRunner().invoke(main, ["tune", "--backend", "embedded", str(s["ini"]), "--dev-src", str(s["src"]),
+                                  "--dev-ref", str(s["ref"]), "--workdir", str(tmp_path / "w"), "--out", str(out),
+                                  "--nbest", "5", "--maximum-iterations", "2", "--seed", "3"])
+    assert r.exit_code == 0, r.output
+    assert f"tuned moses.ini: {out}" in r.output
+    t = read_moses_ini(out)
+    t.check_weights_match()
+    assert [f.name for f in t.features] == [f.name for f in read_moses_ini(s["ini"]).features]
+
+
+def test_moses_only_options_are_refused_with_embedded(tmp_path):
+    r = CliRunner().invoke(main, ["tune", "--backend", "embedded", str(FIX / "train-model.moses.ini"),
+                                  "--dev-src", str(FIX / "moses.nbest"), "--dev-ref", str(FIX / "moses.nbest"),
+                                  "--workdir", str(tmp_path / "w"), "--batch-mira"])
+    assert r.exit_code == 1 and "--batch-mira only apply to --backend moses" in r.output

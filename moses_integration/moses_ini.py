@@ -334,11 +334,15 @@ def _parse_feature(content: str, path: str | None, line_no: int) -> FeatureLine:
     if "=" in toks[0]:
         raise PhraseRescoreError(f"expected a feature function type first (e.g. 'KENLM name=LM0 ...'), got {toks[0]!r}",
                                  path, line_no)
+    seen: set[str] = set()
     for tok in toks[1:]:
         key, eq, value = tok.partition("=")
-        if not eq or not key:
+        if not eq or not key or not value:
             raise PhraseRescoreError(f"expected key=value after the feature type {toks[0]}, got {tok!r} "
                                      "(Moses: 'Incorrect format for feature function arg')", path, line_no)
+        if key in seen:
+            raise PhraseRescoreError(f"{key}= is given twice (Moses: 'Duplicate key in line')", path, line_no)
+        seen.add(key)
         feat.args.append((key, value))
     n = feat.get("num-features")
     if n is not None and not (n.isdigit()):

@@ -103,6 +103,8 @@ def test_old_format_refused_with_conversion_advice():
 @pytest.mark.parametrize("text, line, expected", [
     ("[feature]\nKENLM name=LM0 order\n", 2, "expected key=value"),
     ("[feature]\nname=LM0\n", 2, "expected a feature function type first"),
+    ("[feature]\nKENLM name=LM0 path=\n", 2, "expected key=value"),
+    ("[feature]\nKENLM name=LM0 order=3 order=5\n", 2, "order= is given twice"),
     ("[feature]\nPhraseDictionaryMemory num-features=four\n", 2, "non-negative integer for num-features"),
     ("[feature]\nWordPenalty\nWordPenalty name=WordPenalty0\n", 3, "already used on line 2"),
     ("[weight]\nLM0 0.5\n", 2, "expected 'FeatureName= w1 w2 ...'"),

@@ -17,7 +17,7 @@ The current format (what ``train-model.perl`` step 9 and ``mert-moses.pl`` write
 Parsing follows ``Moses::Parameter::ReadConfigFile``: ``#`` starts a comment anywhere on a line,
 lines are trimmed, ``[name]`` opens a section, other non-blank lines are values of the current
 section. A feature line is ``Type key=value ...`` (``FeatureFunction::ParseLine``); a feature without
-``name=`` is called ``Type`` + its index among features of that type (``Distortion0``, ``WordPenalty0``).
+``name=`` is called ``Type`` + the number of earlier unnamed features of that type (``Distortion0``).
 A weight line's first token is the feature name followed by ``=`` (``Parameter::CreateWeightsMap``).
 
 Every line is kept as read: writing an unmodified file gives back the same bytes; an edited
@@ -67,7 +67,8 @@ class FeatureLine:
 
     :ivar type: the feature function class, e.g. ``PhraseDictionaryMemory``, ``KENLM``, ``Distortion``.
     :ivar args: ``(key, value)`` pairs in file order (values never contain whitespace in Moses).
-    :ivar name: ``name=`` when given, else Moses's default ``type`` + index among features of that type.
+    :ivar name: ``name=`` when given, else Moses's default: ``type`` + the number of earlier features of that type
+        without ``name=`` (``FeatureFunction::ParseLine``).
     :ivar line_no: 1-based line number in the file (0 for a feature added in memory).
     """
 
@@ -239,7 +240,8 @@ class MosesIni:
         """
         feat = FeatureLine(type_, list(args))
         explicit = feat.get("name")
-        feat.name = explicit if explicit is not None else f"{type_}{sum(f.type == type_ for f in self.features)}"
+        unnamed = sum(f.type == type_ and f.get("name") is None for f in self.features)
+        feat.name = explicit if explicit is not None else f"{type_}{unnamed}"
         if any(f.name == feat.name for f in self.features):
             raise PhraseRescoreError(f"a feature named {feat.name!r} already exists", self.path)
         self._append_value("feature", _Line("", "feature", "", "value", feature=feat, dirty=True))
@@ -402,10 +404,11 @@ def parse_moses_ini(text: str, path: str | os.PathLike | None = None) -> MosesIn
             feat = _parse_feature(content, path, line_no)
             explicit = feat.get("name")
             if explicit is None:
+                # FeatureFunction::ParseLine: index = how many unnamed features of this type came before
                 feat.name = f"{feat.type}{type_counts.get(feat.type, 0)}"
+                type_counts[feat.type] = type_counts.get(feat.type, 0) + 1
             else:
                 feat.name = explicit
-            type_counts[feat.type] = type_counts.get(feat.type, 0) + 1
             if feat.name in feature_lines:
                 raise PhraseRescoreError(f"feature name {feat.name!r} is already used on line {feature_lines[feat.name]}",
                                          path, line_no)

@@ -1,0 +1,231 @@
+"""Rescoring a phrase-based system's n-best list with a neural model (Sutskever et al. 2014, Sec. 3.6).
+
+For every hypothesis of a Moses n-best list the model's log p(hyp | src) is added as a named feature
+(``Seq2Seq0= -12.3``), each source sentence being encoded ONCE for all its hypotheses. The list is then
+re-ranked either by the paper's even average ``0.5 * log p(hyp|src) + 0.5 * SMT total score`` or by a
+weighted sum of all features with weights from a moses.ini (e.g. tuned by MERT with the new feature).
+Outputs: the n-best list with the feature added (every hypothesis in its original place, every other byte
+of its line unchanged, the decoder's total score left alone) and the re-ranked 1-best, one line per source
+sentence (empty where the decoder produced no hypothesis). Sentences are streamed a chunk at a time.
+
+The scorer is either a Seq2Seq checkpoint (or several: an ensemble, log-probabilities averaged) or the
+phrase-level RNN Encoder-Decoder of Cho et al. applied to whole sentences, for comparison.
+"""
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from typing import Protocol, Sequence
+
+import numpy as np
+import torch
+
+from moses_integration.nbest import NBestEntry, NBestWriter, read_nbest_groups
+
+from .batching import pad_batch
+from .errors import PhraseRescoreError
+from .fileio import atomic_open
+from .progress import bar
+from .sentences import encode_eos, read_sentences
+from .translate import Ensemble
+from .vocab import Vocabularies
+
+
+class SentenceScorer(Protocol):
+    """Anything that gives log p(hyp | src) for tokenized sentences."""
+
+    def score_groups(self, sources: Sequence[list[str]], hyps: Sequence[Sequence[list[str]]]) -> list[list[float]]:
+        """``hyps[i]`` are the hypotheses of ``sources[i]``; returns their log-probabilities, same layout."""
+        ...
+
+
+class _GroupedScorer:
+    """Shared batching: encode the chunk's sources once, then score hypotheses in length-sorted batches,
+    each hypothesis reading its own source's encoding by row index."""
+
+    def __init__(self, vocabs: Vocabularies, device: torch.device, hyp_batch: int = 256):
+        self.vocabs, self.device, self.hyp_batch = vocabs, device, hyp_batch
+
+    def _encode(self, src: torch.Tensor, src_mask: torch.Tensor):  # -> opaque per-source state
+        raise NotImplementedError
+
+    def _score(self, enc, rows: torch.Tensor, tgt: torch.Tensor, tgt_mask: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+    @torch.no_grad()
+    def score_groups(self, sources, hyps):
+        assert len(sources) == len(hyps), (len(sources), len(hyps))
+        out = [[0.0] * len(h) for h in hyps]
+        owners = [(i, j) for i, hs in enumerate(hyps) for j in range(len(hs))]
+        if not owners:
+            return out
+        src_ids, src_mask = pad_batch([encode_eos(self.vocabs.source, s) for s in sources], device=self.device)
+        enc = self._encode(src_ids, src_mask)  # each source once
+        tgt = [encode_eos(self.vocabs.target, hyps[i][j]) for i, j in owners]
+        order = np.argsort([len(t) for t in tgt], kind="stable")
+        for k in range(0, len(order), self.hyp_batch):
+            idx = order[k:k + self.hyp_batch]
+            ids, mask = pad_batch([tgt[n] for n in idx], device=self.device)  # (b, T)
+            rows = torch.tensor([owners[n][0] for n in idx], device=self.device)  # (b,) source row of each
+            lp = self._score(enc, rows, ids, mask).tolist()
+            for n, v in zip(idx, lp):
+                i, j = owners[n]
+                out[i][j] = v
+        return out
+
+
+class Seq2SeqScorer(_GroupedScorer):
+    """log p(hyp | src) under a Seq2Seq model or an ensemble (per-step log-probabilities averaged)."""
+
+    def __init__(self, ensemble: Ensemble, vocabs: Vocabularies, hyp_batch: int = 256):
+        super().__init__(vocabs, ensemble.device, hyp_batch)
+        self.ensemble = ensemble
+
+    def _encode(self, src, src_mask):
+        return self.ensemble.encode(src, src_mask)  # one (h, c) of (L, N, H) per model
+
+    def _score(self, enc, rows, tgt, tgt_mask):
+        return self.ensemble.score(self.ensemble.select(enc, rows), tgt, tgt_mask)
+
+
+class EncDecScorer(_GroupedScorer):
+    """log p(hyp | src) under the phrase-level RNN Encoder-Decoder (Cho et al.) applied to whole sentences."""
+
+    def __init__(self, model, vocabs: Vocabularies, hyp_batch: int = 256):
+        super().__init__(vocabs, next(model.parameters()).device, hyp_batch)
+        self.model = model.eval()
+
+    def _encode(self, src, src_mask):
+        return self.model.decoder_init(self.model.encode(src, src_mask))  # DecoderContext, rows = sources
+
+    def _score(self, enc, rows, tgt, tgt_mask):
+        return self.model.decoder(tgt, tgt_mask, enc.select(rows)).sum(1)
+
+
+def load_scorer(checkpoints: Sequence[str], device: torch.device, hyp_batch: int = 256) -> tuple[SentenceScorer, str]:
+    """A scorer for the checkpoint(s), and its kind: ``seq2seq`` (several = an ensemble) or ``encdec``."""
+    from .model.seq2seq_checkpoint import FORMAT as S2S_FORMAT
+    from .translate import load_ensemble
+
+    if not checkpoints:
+        raise PhraseRescoreError("give at least one model checkpoint")
+    try:
+        head = torch.load(checkpoints[0], map_location="cpu", weights_only=True)
+    except FileNotFoundError:
+        raise PhraseRescoreError("checkpoint not found", checkpoints[0]) from None
+    except Exception as e:
+        raise PhraseRescoreError(f"not a readable torch checkpoint ({type(e).__name__})", checkpoints[0]) from None
+    if isinstance(head, dict) and head.get("format") == S2S_FORMAT:
+        ens, vocabs = load_ensemble(list(checkpoints), device)
+        return Seq2SeqScorer(ens, vocabs, hyp_batch), "seq2seq"
+    del head
+    if len(checkpoints) != 1:
+        raise PhraseRescoreError("ensembles are supported for Seq2Seq checkpoints only", checkpoints[1])
+    try:
+        from .model import checkpoint as encdec_ck  # the phrase-level model's checkpoints (issue 3)
+    except ImportError:
+        raise PhraseRescoreError("not a Seq2Seq checkpoint, and the phrase-level model's checkpoint module is "
+                                 "not available", checkpoints[0]) from None
+    ck = encdec_ck.load_checkpoint(checkpoints[0], device=device)
+    return EncDecScorer(ck.model.to(device), ck.vocabs, hyp_batch), "encdec"
+
+
+def combined_score(entry: NBestEntry, model_logp: float, weights: dict[str, list[float]] | None) -> float:
+    """The re-ranking score: the paper's even average of the model's log-probability and the SMT total
+    score when ``weights`` is None, else the weighted sum of every feature (the new one included)."""
+    if weights is None:
+        return 0.5 * model_logp + 0.5 * entry.total
+    total = 0.0
+    for name, values in entry.features:
+        w = weights.get(name)
+        if w is None or len(w) != len(values):
+            raise PhraseRescoreError(f"the weights give {0 if w is None else len(w)} value(s) for feature {name!r}, "
+                                     f"which has {len(values)}; expected a weight for every feature of the n-best list")
+        total += sum(a * b for a, b in zip(w, values))
+    return total
+
+
+@dataclass
+class RescoreConfig:
+    """Options of ``phrase-rescore rescore-nbest``.
+
+    :param nbest: the Moses n-best list (``id ||| hyp ||| features ||| total``).
+    :param source: the tokenized source sentences it translates (line i = sentence id i).
+    :param checkpoints: Seq2Seq checkpoint(s) (several = ensemble) or one phrase-level model checkpoint.
+    :param out_nbest: the n-best list with the feature added (same order, other bytes unchanged).
+    :param out_1best: the re-ranked best hypothesis of each sentence.
+    :param feature_name: the new feature's name (default ``Seq2Seq0`` / ``RNNEncDec0`` by model kind).
+    :param weights_ini: a moses.ini whose [weight] section (with a weight for the new feature) re-ranks;
+        None = the paper's even average with the SMT total score.
+    """
+
+    nbest: str
+    source: str
+    checkpoints: list[str]
+    out_nbest: str
+    out_1best: str
+    feature_name: str | None = None
+    weights_ini: str | None = None
+    sentences_per_chunk: int = 32
+    hyp_batch: int = 256
+    device: str | None = None
+
+
+@dataclass
+class RescoreSummary:
+    sentences: int
+    hypotheses: int
+    changed_1best: int
+    feature_name: str
+    model_kind: str
+    seconds: float
+    hyps_per_s: float
+
+
+def rescore_nbest(cfg: RescoreConfig) -> RescoreSummary:
+    """Add the model's log p(hyp|src) to every hypothesis of ``cfg.nbest``; write the n-best and the re-ranked 1-best."""
+    from .translate import default_device
+
+    t0 = time.perf_counter()
+    device = default_device(cfg.device)
+    scorer, kind = load_scorer(cfg.checkpoints, device, cfg.hyp_batch)
+    name = cfg.feature_name or {"seq2seq": "Seq2Seq0", "encdec": "RNNEncDec0"}[kind]
+    weights = None
+    if cfg.weights_ini:
+        from moses_integration.moses_ini import read_moses_ini
+
+        weights = read_moses_ini(cfg.weights_ini).weights
+        if name not in weights:
+            raise PhraseRescoreError(f"no weight for the rescoring feature {name!r} in [weight]", cfg.weights_ini)
+    sources = read_sentences(cfg.source)
+    n_hyp = changed = 0
+    chunk: list[tuple[int, list[NBestEntry]]] = []
+    with NBestWriter(cfg.out_nbest) as nb, atomic_open(cfg.out_1best, "w") as one, \
+            bar(total=len(sources), desc="rescore", unit="sent") as pb:
+
+        def flush():
+            nonlocal n_hyp, changed
+            logps = scorer.score_groups([sources[i] for i, _ in chunk],
+                                        [[e.hypothesis.split() for e in g] for _, g in chunk])
+            for (_, group), lps in zip(chunk, logps):
+                best, best_score = None, None
+                for e, lp in zip(group, lps):
+                    e.add_feature(name, [lp])
+                    nb.write(e)
+                    sc = combined_score(e, lp, weights)
+                    if best_score is None or sc > best_score:  # ties keep the decoder's order
+                        best, best_score = e, sc
+                one.write((best.hypothesis if best is not None else "") + "\n")
+                changed += best is not None and best is not group[0]
+                n_hyp += len(group)
+            pb.update(len(chunk))
+            chunk.clear()
+
+        for sid, group in read_nbest_groups(cfg.nbest, num_sentences=len(sources)):
+            chunk.append((sid, group))
+            if len(chunk) >= cfg.sentences_per_chunk:
+                flush()
+        flush()
+    dt = time.perf_counter() - t0
+    return RescoreSummary(len(sources), n_hyp, changed, name, kind, dt, n_hyp / dt if dt else 0.0)

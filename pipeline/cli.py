@@ -213,3 +213,129 @@ def evaluate_cmd(systems, models, test_src, test_ref, dev_src, dev_ref, workdir,
                                  bootstrap_samples=bootstrap, seed=seed, threads=threads))
     click.echo(Path(df.attrs["markdown"]).read_text(encoding="utf-8"))
     click.echo(f"wrote {df.attrs['markdown']} and {df.attrs['csv']}")
+
+
+# --- embedded SMT toolkit (issue 6): build-smt --------------------------------------------------------
+
+def _lang_from_suffix(path: str) -> str | None:
+    """'train.en' / 'train.en.gz' -> 'en'; None when the suffix is not a language code."""
+    name = path[:-3] if path.endswith(".gz") else path
+    suffix = name.rsplit(".", 1)[-1] if "." in name else ""
+    return suffix.lower() if 2 <= len(suffix) <= 3 and suffix.isalpha() else None
+
+
+@main.command("build-smt")
+@click.argument("train_src", type=click.Path(exists=True, dir_okay=False))
+@click.argument("train_tgt", type=click.Path(exists=True, dir_okay=False))
+@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Output directory.")
+@click.option("--source-lang", help="Source language code for the tokenizer (default: TRAIN_SRC's suffix, else en).")
+@click.option("--target-lang", help="Target language code for the tokenizer (default: TRAIN_TGT's suffix, else en).")
+@click.option("--case", type=click.Choice(["lower", "truecase", "none"]), default="lower", show_default=True)
+@click.option("--escape/--no-escape", default=False, show_default=True,
+              help="tokenizer.perl's XML escaping of & | < > ' \" [ ] (off keeps the text as given).")
+@click.option("--max-sentence-length", default=80, show_default=True, help="clean-corpus-n.perl max tokens.")
+@click.option("--max-phrase-length", default=7, show_default=True)
+@click.option("--lm-order", default=5, show_default=True)
+@click.option("--eflomal-model", type=click.IntRange(1, 3), default=3, show_default=True,
+              help="1 IBM1, 2 HMM, 3 HMM+fertility.")
+def build_smt_cmd(train_src, train_tgt, out_dir, source_lang, target_lang, case, escape, max_sentence_length,
+                  max_phrase_length, lm_order, eflomal_model):
+    """Build phrase-table.gz, lm.arpa and moses.ini from raw parallel text, Moses-compatible, no Moses needed."""
+    from moses_integration.embedded.build import BuildConfig, build_smt
+
+    config = BuildConfig(source_lang=source_lang or _lang_from_suffix(train_src) or "en",
+                         target_lang=target_lang or _lang_from_suffix(train_tgt) or "en",
+                         case=case, escape=escape, max_sentence_length=max_sentence_length,
+                         max_phrase_length=max_phrase_length, lm_order=lm_order, eflomal_model=eflomal_model)
+    result = build_smt(train_src, train_tgt, out_dir, config)
+    click.echo(result.summary())
+
+
+# --- Sequence to Sequence (issue 9): train-seq2seq, translate, rescore-nbest ------------------------
+
+@main.command("train-seq2seq")
+@click.argument("src", type=click.Path(exists=True, dir_okay=False))
+@click.argument("tgt", type=click.Path(exists=True, dir_okay=False))
+@click.option("--out-dir", "-o", required=True, type=click.Path(file_okay=False), help="best.pt, last.pt, vocab.json, train_log.jsonl.")
+@click.option("--valid-src", type=click.Path(exists=True, dir_okay=False), help="Validation source (default: hold out --valid-size pairs).")
+@click.option("--valid-tgt", type=click.Path(exists=True, dir_okay=False), help="Validation target.")
+@click.option("--valid-size", default=500, show_default=True, help="Pairs held out when no validation files are given.")
+@click.option("--vocab", type=click.Path(exists=True, dir_okay=False), help="Share an existing vocabulary JSON.")
+@click.option("--src-vocab-size", default=160_000, show_default=True)
+@click.option("--tgt-vocab-size", default=80_000, show_default=True)
+@click.option("--preset", type=click.Choice(["small", "paper"]), default="small", show_default=True,
+              help="paper: 4 layers x 1000, embeddings 1000; small: 2 x 256, embeddings 128.")
+@click.option("--emb-dim", type=int, help="Override the preset's embedding size.")
+@click.option("--hidden-dim", type=int, help="Override the preset's LSTM size.")
+@click.option("--num-layers", type=int, help="Override the preset's depth.")
+@click.option("--reverse/--no-reverse", default=True, show_default=True, help="Reverse the source (the paper).")
+@click.option("--lr", default=0.7, show_default=True, help="SGD learning rate (no momentum).")
+@click.option("--decay-start", default=5.0, show_default=True, help="Epoch of the first halving.")
+@click.option("--decay-every", default=0.5, show_default=True, help="Epochs between halvings.")
+@click.option("--epochs", default=7.5, show_default=True)
+@click.option("--batch-size", default=128, show_default=True)
+@click.option("--clip-norm", default=5.0, show_default=True, help="Global L2 norm limit of the batch-averaged gradient.")
+@click.option("--init-range", default=0.08, show_default=True, help="Parameters uniform in [-r, r].")
+@click.option("--length-grouped/--random-batches", default=True, show_default=True)
+@click.option("--seed", default=1, show_default=True)
+@click.option("--device", help="torch device (default: cuda when present).")
+@click.option("--resume/--no-resume", default=True, show_default=True, help="Continue from OUT_DIR/last.pt.")
+def train_seq2seq_cmd(src, tgt, out_dir, valid_src, valid_tgt, valid_size, vocab, src_vocab_size, tgt_vocab_size,
+                      preset, emb_dim, hidden_dim, num_layers, reverse, lr, decay_start, decay_every, epochs,
+                      batch_size, clip_norm, init_range, length_grouped, seed, device, resume):
+    """Train a deep LSTM encoder-decoder (Sutskever et al. 2014) on tokenized sentence pairs SRC/TGT."""
+    from .train_seq2seq import TrainSeq2SeqConfig, train
+
+    s = train(TrainSeq2SeqConfig(
+        src=src, tgt=tgt, out_dir=out_dir, valid_src=valid_src, valid_tgt=valid_tgt, valid_size=valid_size,
+        vocab=vocab, src_vocab_size=src_vocab_size, tgt_vocab_size=tgt_vocab_size, preset=preset, emb_dim=emb_dim,
+        hidden_dim=hidden_dim, num_layers=num_layers, reverse=reverse, init_range=init_range, lr=lr,
+        decay_start=decay_start, decay_every=decay_every, epochs=epochs, batch_size=batch_size, clip_norm=clip_norm,
+        length_grouped=length_grouped, seed=seed, device=device, resume=resume))
+    click.echo(f"{s.steps} steps, {s.epochs:g} epochs in {s.seconds:.1f}s ({s.target_tokens_per_s:.0f} target tokens/s); "
+               f"validation perplexity {s.last_valid_ppl:.3f} (best {s.best_valid_ppl:.3f}); {s.out_dir}/best.pt")
+
+
+@main.command("translate")
+@click.argument("source", type=click.Path(exists=True, dir_okay=False))
+@click.option("--model", "-m", "models", multiple=True, required=True, type=click.Path(exists=True, dir_okay=False),
+              help="A Seq2Seq checkpoint; repeat for an ensemble.")
+@click.option("--output", "-o", required=True, type=click.Path(dir_okay=False), help="Translations, one per line.")
+@click.option("--beam", "-b", default=12, show_default=True, help="Beam width (1 = greedy).")
+@click.option("--length-penalty", default=0.0, show_default=True, help="Rank by logp / len**alpha (0 = raw logp, the paper).")
+@click.option("--max-len-a", default=2.0, show_default=True, help="Output budget: a * source words + b.")
+@click.option("--max-len-b", default=10, show_default=True)
+@click.option("--batch-size", default=64, show_default=True, help="Sentences decoded together.")
+@click.option("--scores", type=click.Path(dir_okay=False), help="Also write each translation's log-probability.")
+@click.option("--device", help="torch device (default: cuda when present).")
+def translate_cmd(source, models, output, beam, length_penalty, max_len_a, max_len_b, batch_size, scores, device):
+    """Translate tokenized SOURCE with beam search over one Seq2Seq model or an ensemble."""
+    from .translate import TranslateConfig, translate_file
+
+    s = translate_file(TranslateConfig(list(models), source, output, beam=beam, length_penalty=length_penalty,
+                                       max_len_a=max_len_a, max_len_b=max_len_b, batch_size=batch_size,
+                                       device=device, scores=scores))
+    click.echo(f"translated {s.sentences} sentences with {s.models} model(s) in {s.seconds:.1f}s "
+               f"({s.unk_source_tokens} unknown source tokens): {s.output}")
+
+
+@main.command("rescore-nbest")
+@click.argument("nbest", type=click.Path(exists=True, dir_okay=False))
+@click.argument("src", type=click.Path(exists=True, dir_okay=False))
+@click.option("--model", "-m", "models", multiple=True, required=True, type=click.Path(exists=True, dir_okay=False),
+              help="Seq2Seq checkpoint(s) (several = ensemble) or one phrase-level encoder-decoder checkpoint.")
+@click.option("--out-nbest", required=True, type=click.Path(dir_okay=False), help="The n-best list with the new feature.")
+@click.option("--out-1best", required=True, type=click.Path(dir_okay=False), help="The re-ranked 1-best translations.")
+@click.option("--feature-name", help="Name of the added feature (default Seq2Seq0, or RNNEncDec0).")
+@click.option("--weights", "weights_ini", type=click.Path(exists=True, dir_okay=False),
+              help="Re-rank by a moses.ini's [weight] section (with a weight for the new feature) "
+                   "instead of the paper's even average of model and SMT scores.")
+@click.option("--device", help="torch device (default: cuda when present).")
+def rescore_nbest_cmd(nbest, src, models, out_nbest, out_1best, feature_name, weights_ini, device):
+    """Add log p(hyp|src) to every hypothesis of a Moses NBEST list of SRC and re-rank it."""
+    from .rescore_nbest import RescoreConfig, rescore_nbest
+
+    s = rescore_nbest(RescoreConfig(nbest, src, list(models), out_nbest, out_1best, feature_name=feature_name,
+                                    weights_ini=weights_ini, device=device))
+    click.echo(f"rescored {s.hypotheses} hypotheses of {s.sentences} sentences with {s.model_kind} "
+               f"({s.hyps_per_s:.0f} hyp/s); feature {s.feature_name}; 1-best changed for {s.changed_1best}: {out_1best}")

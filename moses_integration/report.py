@@ -113,6 +113,8 @@ def score_systems(named_hyps: Sequence[tuple[str, Sequence[str]]], refs: Sequenc
     from sacrebleu.metrics import BLEU, CHRF
     from sacrebleu.significance import PairedTest
 
+    if seed <= 0:  # PairedTest passes a seed of 0 on as None, i.e. an unseeded, unrepeatable test
+        raise PhraseRescoreError(f"the bootstrap seed must be a positive integer, got {seed}")
     for name, hyps in named_hyps:
         if len(hyps) != len(refs):
             raise PhraseRescoreError(f"system {name!r} has {len(hyps)} lines but the reference has {len(refs)}")

@@ -95,6 +95,32 @@ def make_demo_data_cmd(out_dir, n_train, n_dev, n_test, seed, noise_rate):
                + ", ".join(f"{k} {v}" for k, v in noise.items()) + f") -> {out_dir}")
 
 
+@main.command("run")
+@click.argument("workflow_file", type=click.Path(dir_okay=False))
+@click.option("--workdir", type=click.Path(file_okay=False),
+              help="Working directory for every stage's outputs (default: runs/<workflow name>).")
+@click.option("--set", "sets", multiple=True, metavar="SECTION.KEY=VALUE",
+              help="Override a workflow value, e.g. --set train.max_steps=500 (repeatable).")
+@click.option("--from", "from_stage", metavar="STAGE", help="Rerun this stage (or section) and all after it.")
+def run_cmd(workflow_file, workdir, sets, from_stage):
+    """Run a workflow file's stages, skipping those whose outputs are current."""
+    from pathlib import Path
+
+    from .stages import default_registry
+    from .workflow import load_workflow, run_workflow
+
+    registry = default_registry()
+    wf = load_workflow(workflow_file, registry, sets)
+    work = Path(workdir) if workdir else Path("runs") / wf.name
+    results = run_workflow(wf, registry, work, from_stage=from_stage, echo=lambda m: click.echo(m, err=True))
+    ran = [r.name for r in results if r.status == "ran"]
+    click.echo(f"{wf.name}: {len(ran)} stage(s) ran, {len(results) - len(ran)} current -> {work}")
+    report = work / "evaluate" / "table1.md"
+    if "evaluate" in wf.stages and report.exists():
+        click.echo("")
+        click.echo(report.read_text(encoding="utf-8"))
+
+
 # --- Moses integration (issue 5): moses-ini, tune, evaluate -----------------------------------------
 
 def _floats(text):

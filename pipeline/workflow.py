@@ -26,14 +26,18 @@ its recorded hash. So a rerun after a crash or a change redoes only the stages a
 parameter or a damaged output reruns that stage, and its dependants rerun only if its outputs changed.
 ``--from STAGE`` forces STAGE and everything downstream of it to run.
 
-Before a stage runs its old manifest is removed, so an interrupted stage is never taken for current;
-its directory is kept, so stages that can resume (training, scoring) continue from what they left.
+Before a stage runs its old manifest is removed and ``.attempt.json`` (its parameters and input
+hashes) is written, so an interrupted stage is never taken for current. When the next run finds that
+attempt record unchanged and no manifest, the stage directory is kept and the stage is told to resume
+(``ctx.resume``: training and scoring continue from what they left); otherwise the directory is emptied
+first, so no file of an older configuration survives into a new run.
 """
 from __future__ import annotations
 
 import hashlib
 import json
 import os
+import shutil
 import time
 
 try:
@@ -49,6 +53,7 @@ from .errors import PhraseRescoreError
 from .fileio import atomic_open, sha256_file
 
 MANIFEST = "stage-manifest.json"
+ATTEMPT = ".attempt.json"
 MANIFEST_VERSION = 1
 RESERVED_SECTIONS = ("workflow", "inputs", "common")
 WORKFLOW_KEYS = ("name", "description", "stages")
@@ -127,6 +132,7 @@ class StageContext:
     dir: Path
     inputs: dict[str, Path | None]
     workdir: Path
+    resume: bool = False  # an interrupted run with these same parameters and inputs left its files in dir
 
     def input(self, artifact: str) -> Path | None:
         """The path of a consumed artifact (None for an absent optional one)."""
@@ -360,12 +366,17 @@ def hash_path(path: Path) -> str:
     raise FileNotFoundError(path)
 
 
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (FileNotFoundError, NotADirectoryError, ValueError, UnicodeDecodeError):
+        return None
+
+
 def read_manifest(stage_dir: Path) -> dict | None:
     """The stage's manifest, or None when absent or unreadable."""
-    try:
-        return json.loads((stage_dir / MANIFEST).read_text(encoding="utf-8"))
-    except (FileNotFoundError, ValueError, UnicodeDecodeError):
-        return None
+    m = _read_json(stage_dir / MANIFEST)
+    return m if isinstance(m, dict) else None
 
 
 def _stale_reason(m: dict | None, params: dict, input_hashes: dict, stage: StageDef, stage_dir: Path) -> str:
@@ -443,11 +454,16 @@ def run_workflow(workflow: Workflow, registry: Registry, workdir: str | os.PathL
             results.append(StageResult(name, "skipped", "current", 0.0, m.get("summary")))
             say(f"[{name}] current, skipped")
             continue
-        say(f"[{name}] running ({reason})")
+        attempt = {"tool_version": __version__, "params": params, "inputs": in_hashes}
+        resume = m is None and name not in forced and _read_json(stage_dir / ATTEMPT) == attempt
+        if not resume and stage_dir.exists():
+            shutil.rmtree(stage_dir)
+        say(f"[{name}] running ({'resuming an interrupted run' if resume else reason})")
         stage_dir.mkdir(parents=True, exist_ok=True)
-        (stage_dir / MANIFEST).unlink(missing_ok=True)
+        with atomic_open(stage_dir / ATTEMPT, "w") as f:
+            json.dump(attempt, f)
         t0 = time.time()
-        summary = d.run(StageContext(d, params, stage_dir, in_paths, work))
+        summary = d.run(StageContext(d, params, stage_dir, in_paths, work, resume=resume))
         wall = time.time() - t0
         outs: dict[str, str] = {}
         for a, rel in d.produces.items():

@@ -44,6 +44,8 @@ def total(ctx):
     if ctx.params["fail"]:
         (ctx.dir / "partial.txt").write_text("half done")
         raise RuntimeError("stage crashed")
+    if ctx.resume:
+        CALLS.append("sum resumed from " + (ctx.dir / "partial.txt").read_text())
     out = ctx.output("total")
     out.mkdir(exist_ok=True)
     (out / "value.txt").write_text(f"{ctx.params['label']}{sum(xs)}\n")
@@ -126,7 +128,22 @@ def test_crash_leaves_stage_stale_and_rerun_resumes_there(tmp_path):
     assert not (tmp_path / "work" / "sum" / MANIFEST).exists()
     assert (tmp_path / "work" / "sum" / "partial.txt").exists()  # the stage directory is kept for resuming
     status, calls = run(tmp_path)
-    assert calls == ["sum"] and value(tmp_path) == "26"
+    assert calls == ["sum"] and value(tmp_path) == "26"  # other parameters: a fresh start, not a resume
+    assert not (tmp_path / "work" / "sum" / "partial.txt").exists()
+    # the same parameters after a crash: the stage is told to resume from what it left
+    with pytest.raises(RuntimeError):
+        run(tmp_path, sets=["sum.fail=true"])
+
+    def fixed(ctx):  # the cause of the crash is fixed in code, parameters stay the same
+        ctx.params["fail"] = False
+        return total(ctx)
+    reg = registry()
+    reg.stages["sum"] = StageDef("sum", "sum", fixed, {"label": "", "fail": False},
+                                 consumes=("doubled", "squares", "cubes"), optional=frozenset({"cubes"}),
+                                 produces={"total": "total"})
+    CALLS.clear()
+    run_workflow(load_workflow(None, reg, ["sum.fail=true"], data=BASE), reg, tmp_path / "work", echo=None)
+    assert CALLS == ["sum", "sum resumed from half done"]
 
 
 def test_from_forces_stage_and_downstream(tmp_path):

@@ -72,7 +72,7 @@ def find_moses(moses_home: str | os.PathLike | None = None,
         root = Path(named).expanduser().resolve()
         missing = _missing(root)
         if missing:
-            which = "--moses-home" if moses_home is not None else "MOSES_HOME"
+            which = "--moses-home/MOSES_HOME" if moses_home is not None else "MOSES_HOME"
             raise PhraseRescoreError(f"{which}={root} is not a usable Moses installation: missing "
                                      f"{', '.join(missing)}; or use --backend embedded")
         return _install(root)

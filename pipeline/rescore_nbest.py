@@ -110,25 +110,27 @@ def load_scorer(checkpoints: Sequence[str], device: torch.device, hyp_batch: int
 
     if not checkpoints:
         raise PhraseRescoreError("give at least one model checkpoint")
-    try:
-        head = torch.load(checkpoints[0], map_location="cpu", weights_only=True)
-    except FileNotFoundError:
-        raise PhraseRescoreError("checkpoint not found", checkpoints[0]) from None
-    except Exception as e:
-        raise PhraseRescoreError(f"not a readable torch checkpoint ({type(e).__name__})", checkpoints[0]) from None
+    first = checkpoints[0]
+    head = None
+    if not os.path.isdir(first):  # a directory is a phrase-level training directory (its model.pt)
+        try:
+            head = torch.load(first, map_location="cpu", weights_only=True)
+        except FileNotFoundError:
+            raise PhraseRescoreError("checkpoint not found", first) from None
+        except Exception as e:
+            raise PhraseRescoreError(f"not a readable torch checkpoint ({type(e).__name__})", first) from None
     if isinstance(head, dict) and head.get("format") == S2S_FORMAT:
         ens, vocabs = load_ensemble(list(checkpoints), device)
         return Seq2SeqScorer(ens, vocabs, hyp_batch), "seq2seq"
     del head
     if len(checkpoints) != 1:
         raise PhraseRescoreError("ensembles are supported for Seq2Seq checkpoints only", checkpoints[1])
-    try:
-        from .model import checkpoint as encdec_ck  # the phrase-level model's checkpoints (issue 3)
-    except ImportError:
-        raise PhraseRescoreError("not a Seq2Seq checkpoint, and the phrase-level model's checkpoint module is "
-                                 "not available", checkpoints[0]) from None
-    ck = encdec_ck.load_checkpoint(checkpoints[0], device=device)
-    return EncDecScorer(ck.model.to(device), ck.vocabs, hyp_batch), "encdec"
+    from .model.checkpoint import load_checkpoint as load_encdec  # the phrase-level model (issue 3)
+
+    model, vocabs, _ = load_encdec(first, device=device)
+    if vocabs is None:
+        raise PhraseRescoreError("this encoder-decoder checkpoint has no vocabulary; rescoring needs one", first)
+    return EncDecScorer(model, vocabs, hyp_batch), "encdec"
 
 
 def combined_score(entry: NBestEntry, model_logp: float, weights: dict[str, list[float]] | None) -> float:

@@ -1,0 +1,159 @@
+"""n-best rescoring: the feature is log p(hyp|src), nothing else on a line changes, re-ranking is right."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from click.testing import CliRunner
+
+from moses_integration.nbest import read_nbest
+from pipeline.batching import pad_batch
+from pipeline.errors import PhraseRescoreError
+from pipeline.model.seq2seq import Seq2Seq, Seq2SeqConfig
+from pipeline.model.seq2seq_checkpoint import save_checkpoint
+from pipeline.rescore_nbest import EncDecScorer, RescoreConfig, Seq2SeqScorer, rescore_nbest
+from pipeline.translate import Ensemble
+from pipeline.vocab import Vocab, Vocabularies
+
+NBEST = Path(__file__).parent / "fixtures" / "moses" / "moses.nbest"  # ids 0, 0, 1, 3 (2 has no hypothesis)
+SOURCES = ["la maison est petite", "c' est une petite maison", "rien", "bonjour"]
+VOCABS = Vocabularies(Vocab(["<eos>", "<unk>", "la", "maison", "est", "petite", "c'", "une", "bonjour"]),
+                      Vocab(["<eos>", "<unk>", "the", "house", "is", "small", "it", "a", "hello", "little"]))
+
+
+@pytest.fixture(autouse=True)
+def quiet_one_thread(monkeypatch):
+    monkeypatch.setenv("PHRASE_RESCORE_QUIET", "1")
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+def model(seed) -> Seq2Seq:
+    torch.manual_seed(seed)
+    return Seq2Seq(Seq2SeqConfig(len(VOCABS.source), len(VOCABS.target), emb_dim=8, hidden_dim=8, num_layers=2,
+                                 init_range=0.5)).eval()
+
+
+def direct_logp(m, src: str, hyp: str) -> float:
+    """log p(hyp | src) by one teacher-forced forward pass of one pair."""
+    s = np.array(VOCABS.source.encode(src.split()) + [0])
+    t = np.array(VOCABS.target.encode(hyp.split()) + [0])
+    with torch.no_grad():
+        return float(m(*pad_batch([s]), *pad_batch([t])))
+
+
+@pytest.fixture
+def files(tmp_path):
+    (tmp_path / "src.txt").write_text("\n".join(SOURCES) + "\n")
+    save_checkpoint(tmp_path / "m.pt", model(0), VOCABS)
+    save_checkpoint(tmp_path / "m2.pt", model(1), VOCABS)
+    return tmp_path
+
+
+def test_feature_added_without_disturbing_anything_else(files):
+    out = files / "out.nbest"
+    s = rescore_nbest(RescoreConfig(str(NBEST), str(files / "src.txt"), [str(files / "m.pt")], str(out),
+                                    str(files / "1best.txt")))
+    assert (s.sentences, s.hypotheses, s.feature_name, s.model_kind) == (4, 4, "Seq2Seq0", "seq2seq")
+    before = NBEST.read_text().splitlines()
+    after = out.read_text().splitlines()
+    assert len(after) == len(before)
+    m = model(0)
+    for b, a, e in zip(before, after, read_nbest(out)):
+        fb, fa = b.split("|||"), a.split("|||")
+        assert len(fa) == len(fb)
+        assert [x for i, x in enumerate(fa) if i != 2] == [x for i, x in enumerate(fb) if i != 2]  # id, hyp, total, extra
+        assert fa[2].startswith(fb[2].rstrip(" ") + " Seq2Seq0= ")  # old features first, byte for byte
+        assert fa[2].endswith(" ")  # Moses's spacing before the next separator
+        assert e.feature_names()[-1] == "Seq2Seq0"
+        assert e.feature("Seq2Seq0")[0] == pytest.approx(direct_logp(m, SOURCES[e.sent_id], e.hypothesis), abs=1e-5)
+
+
+def test_even_average_reranking_and_missing_sentences(files):
+    one = files / "1best.txt"
+    rescore_nbest(RescoreConfig(str(NBEST), str(files / "src.txt"), [str(files / "m.pt")], str(files / "o.nbest"),
+                                str(one)))
+    lines = one.read_text().split("\n")
+    assert lines[-1] == "" and len(lines) == 5  # one line per source sentence
+    m = model(0)
+    e0 = [(h, t) for h, t in (("the house is small", -4.71301), ("the house is little", -5.04137))]
+    best0 = max(e0, key=lambda ht: 0.5 * direct_logp(m, SOURCES[0], ht[0]) + 0.5 * ht[1])[0]
+    assert lines[:4] == [best0, "it is a small house", "", "hello"]  # sentence 2 had no hypothesis
+
+
+def test_weights_from_moses_ini_decide_the_ranking(files):
+    ini = files / "moses.ini"
+    base = ("[weight]\nLexicalReordering0= 0 0 0 0 0 0\nDistortion0= 0\nLM0= 0\nWordPenalty0= {wp}\n"
+            "PhrasePenalty0= 0\nTranslationModel0= 0 0 0 0\nSeq2Seq0= 0\n")
+    for wp, expected in ((1.0, "the house is small"), (-1.0, "the house is small")):
+        ini.write_text(base.format(wp=wp))
+        rescore_nbest(RescoreConfig(str(NBEST), str(files / "src.txt"), [str(files / "m.pt")],
+                                    str(files / "o.nbest"), str(files / "1.txt"), weights_ini=str(ini)))
+        assert (files / "1.txt").read_text().split("\n")[0] == expected  # a tie keeps the decoder's order
+    ini.write_text(base.format(wp=0).replace("LM0= 0", "LM0= -1"))  # prefer the worse language model score
+    rescore_nbest(RescoreConfig(str(NBEST), str(files / "src.txt"), [str(files / "m.pt")],
+                                str(files / "o.nbest"), str(files / "1.txt"), weights_ini=str(ini)))
+    assert (files / "1.txt").read_text().split("\n")[0] == "the house is little"
+    ini.write_text(base.format(wp=0).replace("Seq2Seq0= 0\n", ""))
+    with pytest.raises(PhraseRescoreError, match="Seq2Seq0"):
+        rescore_nbest(RescoreConfig(str(NBEST), str(files / "src.txt"), [str(files / "m.pt")],
+                                    str(files / "o.nbest"), str(files / "1.txt"), weights_ini=str(ini)))
+
+
+def test_grouped_scoring_equals_pair_by_pair_for_ensembles():
+    a, b = model(0), model(1)
+    srcs = [s.split() for s in SOURCES]
+    hyps = [["the house".split(), "a house is a house".split(), []], [], ["hello".split()],
+            ["it is".split(), "zzz unknown".split()]]
+    got = Seq2SeqScorer(Ensemble([a, b]), VOCABS, hyp_batch=2).score_groups(srcs, hyps)
+    for s, hs, lps in zip(SOURCES, hyps, got):
+        assert len(lps) == len(hs)
+        for h, lp in zip(hs, lps):
+            want = 0.5 * (direct_logp(a, s, " ".join(h)) + direct_logp(b, s, " ".join(h)))
+            assert lp == pytest.approx(want, abs=1e-5)
+
+
+def test_phrase_level_encoder_decoder_scores_whole_sentences(files):
+    from pipeline.model.checkpoint import save_checkpoint as save_encdec
+    from pipeline.model.encdec import EncDecConfig, RNNEncoderDecoder
+
+    torch.manual_seed(0)
+    ed = RNNEncoderDecoder(EncDecConfig(len(VOCABS.source), len(VOCABS.target), emb_dim=6, hidden_dim=8,
+                                        maxout_units=4, rank=3)).eval()
+    srcs = [s.split() for s in SOURCES]
+    hyps = [["the house is small".split(), "the".split()], [], [], ["hello".split()]]
+    got = EncDecScorer(ed, VOCABS, hyp_batch=2).score_groups(srcs, hyps)
+    for s, hs, lps in zip(srcs, hyps, got):
+        for h, lp in zip(hs, lps):
+            si, sm = pad_batch([np.array(VOCABS.source.encode(s) + [0])])
+            ti, tm = pad_batch([np.array(VOCABS.target.encode(h) + [0])])
+            with torch.no_grad():
+                assert lp == pytest.approx(float(ed.log_prob(si, sm, ti, tm)), abs=1e-5)
+    save_encdec(files / "ed.pt", ed, VOCABS)
+    s = rescore_nbest(RescoreConfig(str(NBEST), str(files / "src.txt"), [str(files / "ed.pt")],
+                                    str(files / "o.nbest"), str(files / "1.txt")))
+    assert (s.model_kind, s.feature_name) == ("encdec", "RNNEncDec0")
+    assert [e.feature_names()[-1] for e in read_nbest(files / "o.nbest")] == ["RNNEncDec0"] * 4
+
+
+def test_nbest_ids_beyond_the_source_fail(files):
+    (files / "short.txt").write_text("a\nb\n")
+    with pytest.raises(PhraseRescoreError, match="sentence id 3 but the input has only 2"):
+        rescore_nbest(RescoreConfig(str(NBEST), str(files / "short.txt"), [str(files / "m.pt")],
+                                    str(files / "o.nbest"), str(files / "1.txt")))
+    assert not (files / "o.nbest").exists() and not (files / "1.txt").exists()  # atomic: nothing half-written
+
+
+def test_rescore_nbest_command(files):
+    from pipeline.cli import main
+
+    r = CliRunner().invoke(main, ["rescore-nbest", str(NBEST), str(files / "src.txt"), "-m", str(files / "m.pt"),
+                                  "-m", str(files / "m2.pt"), "--out-nbest", str(files / "o.nbest"),
+                                  "--out-1best", str(files / "1.txt")])
+    assert r.exit_code == 0, r.output
+    assert "rescored 4 hypotheses of 4 sentences" in r.output
+    assert len((files / "1.txt").read_text().split("\n")) == 5

@@ -16,8 +16,12 @@ from .errors import PhraseRescoreError
 class _Group(click.Group):
     """A click group that turns PhraseRescoreError into a message and a non-zero exit."""
 
-    def list_commands(self, ctx):  # keep the pipeline's order in --help, not the alphabet
-        return list(self.commands)
+    ORDER = ("run", "make-demo-data", "build-smt", "prepare", "train", "sample", "score", "moses-ini", "tune",
+             "evaluate", "train-seq2seq", "translate", "rescore-nbest")
+
+    def list_commands(self, ctx):  # the pipeline's order in --help, not the alphabet
+        rank = {name: i for i, name in enumerate(self.ORDER)}
+        return sorted(self.commands, key=lambda name: (rank.get(name, len(rank)), name))
 
     def invoke(self, ctx):
         try:

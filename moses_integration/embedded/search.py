@@ -164,6 +164,7 @@ def search(words: Sequence[str], table: OptionTable, params: SearchParams) -> li
     w_lm_ln = table.w_lm * LN10
     w_lm = table.w_lm
     w_d = table.w_d
+    lm_nonneg = w_lm >= 0
     fcache: dict[int, float] = {}
     lm_cache: dict = {}      # (state, words) -> (log10 sum, new state)
     end_cache: dict = {}     # state -> log10 P(</s> | state)
@@ -199,7 +200,10 @@ def search(words: Sequence[str], table: OptionTable, params: SearchParams) -> li
                     base = h.score + w_d * -d
                     ncov = h.ncov + k + 1
                     target = stacks[ncov]
+                    bound = target.worst - fut - base   # LM log-probs are <= 0: with w_lm >= 0 this is exact
                     for o in lst:
+                        if lm_nonneg and o.static < bound:
+                            continue
                         key = (hstate, o.words)
                         hit = lm_cache.get(key)
                         if hit is None:

@@ -1,0 +1,275 @@
+"""The ``train`` stage: fit the RNN Encoder-Decoder to prepared phrase pairs (Cho et al. 2014, 3.1).
+
+The recipe, each a :class:`TrainConfig` default: unique pairs sampled uniformly, minibatches of 64,
+Adadelta (rho 0.95, eps 1e-6), weights N(0, 0.01^2) with orthogonal recurrent matrices, the
+gradient's global norm clipped at 1.0. The loss is equation (4): the mean over the batch of
+-log p(y | x).
+
+Outputs in ``out_dir``: ``model.pt`` (best validation perplexity so far), ``last.pt`` (the latest
+state, with everything needed to resume exactly), ``train_log.csv`` (one row per validation).
+A resumed run continues with the same sampler position, optimizer state and RNG state, so it
+produces the same weights as a run that never stopped.
+"""
+from __future__ import annotations
+
+import csv
+import dataclasses
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from . import progress
+from .errors import PhraseRescoreError
+from .fileio import atomic_open, sha256_file
+from .model.checkpoint import read_checkpoint, save_checkpoint
+from .model.encdec import EncDecConfig, RNNEncoderDecoder
+from .pairs import PairSet, UniformSampler, length_batches, load_pairs, pairs_paths
+from .vocab import Vocabularies
+
+LOG_COLUMNS = ["step", "pairs_seen", "elapsed_s", "train_loss", "train_ppl", "valid_ppl", "best_valid_ppl", "lr"]
+
+
+@dataclass
+class TrainConfig:
+    """Everything that decides a training run. Sources in the comments."""
+
+    preset: str = "small"                 # model sizes: "paper" (seed 000) or "small"
+    gru: str = "paper"                    # reset gate before U (paper eq 8) or after ("cudnn")
+    bias: bool = False                    # the paper's listing has no biases
+    model_overrides: dict = field(default_factory=dict)  # e.g. {"hidden_dim": 500}
+    batch_size: int = 64                  # Cho et al. 3.1: minibatches of 64 phrase pairs
+    lr: float = 1.0                       # Adadelta proper has none; 1.0 is Zeiler's update unscaled
+    rho: float = 0.95                     # Cho et al. 3.1
+    eps: float = 1e-6                     # Cho et al. 3.1
+    clip_norm: float = 1.0                # global-norm clipping, GroundHog's default (seed 000)
+    init_std: float = 0.01                # Cho et al. 3.1: N(0, 0.01^2)
+    seed: int = 1                         # model init and the pair sampler
+    max_steps: int = 100_000              # stop after this many updates
+    time_budget_s: float | None = None    # stop after this much training time (this and earlier runs)
+    patience: int | None = 10             # stop after this many validations without improvement
+    valid_every: int = 500                # updates between validations (and checkpoints)
+    valid_max_pairs: int | None = 20_000  # validate on the first N held-out pairs
+    valid_batch_tokens: int = 16_384      # padded tokens per validation batch
+    device: str = "auto"                  # "auto": CUDA when present, else CPU
+    resume: bool = False                  # continue from out_dir/last.pt
+
+    # Fields that must not change when resuming: they decide the trajectory.
+    TRAJECTORY = ("preset", "gru", "bias", "model_overrides", "batch_size", "lr", "rho", "eps",
+                  "clip_norm", "init_std", "seed")
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        dev = torch.device(name)
+    except RuntimeError:
+        raise PhraseRescoreError(f"unknown device {name!r} (expected auto, cpu, cuda or cuda:N)") from None
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise PhraseRescoreError(f"device {name!r} requested but CUDA is not available")
+    return dev
+
+
+@torch.inference_mode()
+def evaluate(model: RNNEncoderDecoder, pairs: PairSet, device, max_pairs: int | None = None,
+             batch_tokens: int = 16_384) -> dict:
+    """Perplexity per target token (eos included) over the first ``max_pairs`` pairs.
+
+    :returns: {"nll": summed -log p, "tokens": target tokens, "pairs": pairs, "ppl": exp(nll/tokens)}.
+    """
+    n = len(pairs) if max_pairs is None else min(len(pairs), max_pairs)
+    if n == 0:
+        return {"nll": 0.0, "tokens": 0, "pairs": 0, "ppl": float("nan")}
+    was_training = model.training
+    model.eval()
+    nll, tokens = 0.0, 0
+    for idx in length_batches(pairs.lengths()[:n], batch_tokens):
+        s, sm, t, tm = pairs.batch(idx, device=device)
+        nll -= float(model.log_prob(s, sm, t, tm).double().sum())
+        tokens += int(tm.sum())
+    model.train(was_training)
+    return {"nll": nll, "tokens": tokens, "pairs": n, "ppl": math.exp(nll / tokens)}
+
+
+def unigram_perplexity(train: PairSet, valid: PairSet, vocab_size: int, max_pairs: int | None = None) -> float:
+    """Perplexity of the add-one unigram model of the training targets (eos included) on ``valid``:
+    the baseline a trained encoder-decoder must beat by far."""
+    counts = np.bincount(train.tgt.values, minlength=vocab_size).astype(np.float64) + 1.0
+    logp = np.log(counts / counts.sum())
+    n = len(valid) if max_pairs is None else min(len(valid), max_pairs)
+    ids = valid.tgt.values[:valid.tgt.offsets[n]]
+    return float(np.exp(-logp[ids].mean())) if len(ids) else float("nan")
+
+
+def _write_log(path: Path, rows: list[dict]) -> None:
+    with atomic_open(path, "w") as f:
+        w = csv.DictWriter(f, fieldnames=LOG_COLUMNS, lineterminator="\n")
+        w.writeheader()
+        w.writerows(rows)
+
+
+def train(pairs_dir, out_dir, config: TrainConfig = TrainConfig()) -> dict:
+    """Train on ``pairs_dir`` (written by ``prepare``) into ``out_dir``.
+
+    :returns: a summary: steps, stop reason, best/last validation perplexity, the unigram baseline,
+        pairs/s and the model path.
+    :raises PhraseRescoreError: missing inputs, a run already in ``out_dir`` without ``resume``, a
+        resume with different settings or data, a NaN/inf loss (``last.pt`` is left as it was).
+    """
+    paths = pairs_paths(pairs_dir)
+    for role in ("train", "valid", "vocab"):
+        if not paths[role].exists():
+            raise PhraseRescoreError(f"missing {paths[role].name} (expected a directory written by "
+                                     "`phrase-rescore prepare`)", paths[role])
+    out = Path(out_dir)
+    last_path, best_path, log_path = out / "last.pt", out / "model.pt", out / "train_log.csv"
+    if config.resume and not last_path.exists():
+        raise PhraseRescoreError("nothing to resume: no last.pt here", out)
+    if not config.resume and last_path.exists():
+        raise PhraseRescoreError("this directory already holds a training run; pass --resume to continue it "
+                                 "or choose another --out", out)
+    device = resolve_device(config.device)
+    vocabs = Vocabularies.load(paths["vocab"])
+    train_set, valid_set = load_pairs(paths["train"]), load_pairs(paths["valid"])
+    if len(train_set) == 0:
+        raise PhraseRescoreError("no training pairs", paths["train"])
+    data_hash = sha256_file(paths["train"])
+
+    try:
+        model_cfg = EncDecConfig.preset(config.preset, len(vocabs.source), len(vocabs.target), gru=config.gru,
+                                        bias=config.bias, init_std=config.init_std, **config.model_overrides)
+    except (ValueError, TypeError) as e:
+        raise PhraseRescoreError(f"bad model settings: {e}") from None
+    torch.manual_seed(config.seed)                          # the initial weights
+    model = RNNEncoderDecoder(model_cfg).to(device)
+    optimizer = torch.optim.Adadelta(model.parameters(), lr=config.lr, rho=config.rho, eps=config.eps)
+    sampler = UniformSampler(len(train_set), config.batch_size, config.seed)
+    state = {"step": 0, "pairs_seen": 0, "elapsed_s": 0.0, "best_valid_ppl": math.inf, "bad_evals": 0,
+             "log": []}
+
+    if config.resume:
+        ckpt = read_checkpoint(last_path, device)
+        ts = ckpt["train_state"]
+        if not ts:
+            raise PhraseRescoreError("last.pt holds no training state", last_path)
+        old = ts["config"]
+        changed = [k for k in TrainConfig.TRAJECTORY if old.get(k) != getattr(config, k)]
+        if changed:
+            raise PhraseRescoreError("cannot resume with different settings: " + ", ".join(
+                f"{k} was {old.get(k)!r}, now {getattr(config, k)!r}" for k in changed), last_path)
+        if ts["data_sha256"] != data_hash:
+            raise PhraseRescoreError("cannot resume: train.parquet changed since this run started", paths["train"])
+        model.load_state_dict(ckpt["state_dict"])
+        optimizer.load_state_dict(ts["optimizer"])
+        sampler.load_state_dict(ts["sampler"])
+        torch.set_rng_state(ts["torch_rng"])
+        state = {k: ts[k] for k in state}
+        state["log"] = [dict(r) for r in ts["log"]]
+
+    def train_state() -> dict:
+        return {"config": config.to_dict(), "data_sha256": data_hash, "optimizer": optimizer.state_dict(),
+                "sampler": sampler.state_dict(), "torch_rng": torch.get_rng_state(), **state}
+
+    unigram = unigram_perplexity(train_set, valid_set, len(vocabs.target), config.valid_max_pairs)
+    params = [p for p in model.parameters()]
+    model.train()
+    run_start, last_valid = time.monotonic(), math.nan
+    window_loss, window_pairs, window_tokens = 0.0, 0, 0  # since the last validation
+    start_step, stop = state["step"], None
+    bar = progress.bar(total=config.max_steps, desc="train", unit="step", initial=state["step"])
+    # With N(0, 0.01^2) weights, gradients reach the subnormal range, where x86 CPUs run 10-100x slower;
+    # flushing them to zero changes nothing measurable and is restored on exit.
+    flush_was = torch.set_flush_denormal(True)
+
+    def validate_and_save(on_schedule: bool) -> None:
+        nonlocal window_loss, window_pairs, window_tokens, last_valid
+        ev = evaluate(model, valid_set, device, config.valid_max_pairs, config.valid_batch_tokens)
+        last_valid = ev["ppl"]
+        improved = ev["pairs"] > 0 and ev["ppl"] < state["best_valid_ppl"]
+        if improved:
+            state["best_valid_ppl"] = ev["ppl"]
+            save_checkpoint(best_path, model, vocabs, None)
+        elif on_schedule:
+            state["bad_evals"] += 1
+        if improved and on_schedule:
+            state["bad_evals"] = 0
+        train_loss = window_loss / window_pairs if window_pairs else math.nan      # per pair, eq (4)
+        train_ppl = math.exp(window_loss / window_tokens) if window_tokens else math.nan
+        state["log"].append({"step": state["step"], "pairs_seen": state["pairs_seen"],
+                             "elapsed_s": round(state["elapsed_s"], 3), "train_loss": train_loss,
+                             "train_ppl": train_ppl, "valid_ppl": ev["ppl"],
+                             "best_valid_ppl": state["best_valid_ppl"], "lr": config.lr})
+        window_loss, window_pairs, window_tokens = 0.0, 0, 0
+        if not best_path.exists():  # no validation pairs: keep the latest weights as the model
+            save_checkpoint(best_path, model, vocabs, None)
+        save_checkpoint(last_path, model, vocabs, train_state())
+        _write_log(log_path, state["log"])
+        bar.set_postfix(loss=f"{train_loss:.3f}", valid_ppl=f"{ev['ppl']:.2f}", refresh=False)
+
+    try:
+        while True:
+            if state["step"] >= config.max_steps:
+                stop = "max_steps"
+            elif config.time_budget_s is not None and state["elapsed_s"] >= config.time_budget_s:
+                stop = "time_budget"
+            elif config.patience is not None and state["bad_evals"] >= config.patience:
+                stop = "patience"
+            if stop:
+                break
+            t0 = time.monotonic()
+            idx = next(sampler)
+            s, sm, t, tm = train_set.batch(idx, device=device)                 # (B, S), (B, T)
+            loss = -model.log_prob(s, sm, t, tm).mean()                        # eq (4)
+            if not torch.isfinite(loss):
+                raise PhraseRescoreError(
+                    f"training loss became {loss.item()} at step {state['step'] + 1}; stopped. The last good "
+                    f"checkpoint is kept in {last_path} (step {_saved_step(last_path)}); try a lower --lr or "
+                    "--clip-norm", out)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            norm = torch.nn.utils.clip_grad_norm_(params, config.clip_norm)
+            if not torch.isfinite(norm):
+                raise PhraseRescoreError(
+                    f"gradient norm became {float(norm)} at step {state['step'] + 1}; stopped. The last good "
+                    f"checkpoint is kept in {last_path} (step {_saved_step(last_path)})", out)
+            optimizer.step()
+            state["step"] += 1
+            state["pairs_seen"] += len(idx)
+            window_loss += loss.item() * len(idx)
+            window_pairs += len(idx)
+            window_tokens += int(tm.sum())
+            state["elapsed_s"] += time.monotonic() - t0
+            bar.update(1)
+            if state["step"] % 20 == 0:
+                bar.set_postfix(loss=f"{window_loss / window_pairs:.3f}", valid_ppl=f"{last_valid:.2f}", refresh=False)
+            if state["step"] % config.valid_every == 0:
+                validate_and_save(on_schedule=True)
+        if not state["log"] or state["log"][-1]["step"] != state["step"]:
+            validate_and_save(on_schedule=False)
+    finally:
+        bar.close()
+        if not flush_was:
+            torch.set_flush_denormal(False)
+    wall = time.monotonic() - run_start
+    steps_here = state["step"] - start_step
+    return {"out_dir": str(out), "model": str(best_path), "steps": state["step"], "stop_reason": stop,
+            "pairs_seen": state["pairs_seen"], "best_valid_ppl": state["best_valid_ppl"],
+            "last_valid_ppl": last_valid, "unigram_valid_ppl": unigram,
+            "pairs_per_s": (steps_here * config.batch_size / wall) if wall > 0 and steps_here else 0.0,
+            "device": str(device)}
+
+
+def _saved_step(path: Path):
+    if not path.exists():
+        return "none yet"
+    try:
+        return read_checkpoint(path)["train_state"]["step"]
+    except PhraseRescoreError:
+        return "unreadable"

@@ -1,0 +1,136 @@
+"""Training: learning beats the unigram baseline, exact resume, stopping rules, NaN handling, checkpoints."""
+import csv
+import random
+
+import pytest
+import torch
+
+from pipeline.errors import PhraseRescoreError
+from pipeline.model import checkpoint as ck
+from pipeline.model.encdec import RNNEncoderDecoder
+from pipeline.prepare import PrepareConfig, prepare
+from pipeline.train import LOG_COLUMNS, TrainConfig, train
+from pipeline.vocab import Vocabularies
+
+TINY = dict(emb_dim=16, hidden_dim=32, maxout_units=16, rank=16)
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)  # tiny matrices: threads only add contention
+    yield
+    torch.set_num_threads(n)
+
+
+def make_learnable_table(path, n_pairs=600, n_words=30, seed=0):
+    """Word-for-word 'translations' s_i -> t_(7i+3 mod 30), 1-4 words: learnable, far from unigram."""
+    r = random.Random(seed)
+    lines = set()
+    while len(lines) < n_pairs:
+        src = [r.randrange(n_words) for _ in range(r.randint(1, 4))]
+        tgt = [(7 * w + 3) % n_words for w in src]
+        lines.add(f"{' '.join(f's{w}' for w in src)} ||| {' '.join(f't{w}' for w in tgt)} ||| 0.1 0.2 0.3 0.4\n")
+    path.write_text("".join(sorted(lines)))
+
+
+@pytest.fixture(scope="module")
+def pairs_dir(tmp_path_factory):
+    d = tmp_path_factory.mktemp("pairs")
+    make_learnable_table(d / "table.txt")
+    prepare(d / "table.txt", d / "pairs", PrepareConfig(vocab_size=100, valid_fraction=0.1, seed=1))
+    return d / "pairs"
+
+
+def cfg(**kw):
+    base = dict(model_overrides=TINY, init_std=0.1, batch_size=32, max_steps=20, valid_every=10, seed=3)
+    return TrainConfig(**{**base, **kw})
+
+
+def test_training_drives_valid_perplexity_far_below_unigram(pairs_dir, tmp_path):
+    s = train(pairs_dir, tmp_path / "m", cfg(max_steps=600, valid_every=200))
+    assert s["steps"] == 600 and s["stop_reason"] == "max_steps"
+    assert s["unigram_valid_ppl"] > 15                       # 30 target words, near-uniform
+    assert s["best_valid_ppl"] < 0.5 * s["unigram_valid_ppl"], s
+    with open(tmp_path / "m" / "train_log.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert list(rows[0]) == LOG_COLUMNS and [int(r["step"]) for r in rows] == [200, 400, 600]
+    assert float(rows[-1]["valid_ppl"]) < float(rows[0]["valid_ppl"])
+    # the best checkpoint rebuilds itself with its vocabulary
+    model, vocabs, ckpt = ck.load_checkpoint(tmp_path / "m")
+    assert vocabs == Vocabularies.load(pairs_dir / "vocab.json") and ckpt["train_state"] is None
+    assert isinstance(model, RNNEncoderDecoder) and not model.training
+
+
+def _weights(path):
+    return torch.load(path, weights_only=True)
+
+
+def test_resume_equals_uninterrupted_run(pairs_dir, tmp_path):
+    whole = train(pairs_dir, tmp_path / "whole", cfg(max_steps=30))
+    first = train(pairs_dir, tmp_path / "split", cfg(max_steps=13))  # stops between validations
+    assert first["steps"] == 13
+    second = train(pairs_dir, tmp_path / "split", cfg(max_steps=30, resume=True))
+    assert second["steps"] == whole["steps"] == 30
+    a, b = _weights(tmp_path / "whole" / "last.pt"), _weights(tmp_path / "split" / "last.pt")
+    assert a["state_dict"].keys() == b["state_dict"].keys()
+    for k in a["state_dict"]:
+        assert torch.equal(a["state_dict"][k], b["state_dict"][k]), k
+    assert a["train_state"]["sampler"] == b["train_state"]["sampler"]
+    assert a["train_state"]["pairs_seen"] == b["train_state"]["pairs_seen"] == 30 * 32
+    for k in a["train_state"]["optimizer"]["state"]:
+        for name, t in a["train_state"]["optimizer"]["state"][k].items():
+            assert torch.equal(t, b["train_state"]["optimizer"]["state"][k][name])
+
+
+def test_stop_by_time_budget_and_patience(pairs_dir, tmp_path):
+    s = train(pairs_dir, tmp_path / "t", cfg(max_steps=10_000, time_budget_s=0.0))
+    assert s["stop_reason"] == "time_budget" and s["steps"] == 0
+    assert (tmp_path / "t" / "model.pt").exists() and (tmp_path / "t" / "last.pt").exists()
+    # lr 0: the weights never move, so no validation after the first improves on it
+    s = train(pairs_dir, tmp_path / "p", cfg(max_steps=10_000, lr=0.0, patience=2, valid_every=5))
+    assert s["stop_reason"] == "patience" and s["steps"] == 15
+
+
+def test_nan_loss_stops_and_keeps_last_good_checkpoint(pairs_dir, tmp_path, monkeypatch):
+    real = RNNEncoderDecoder.log_prob
+    calls = {"n": 0}
+
+    def poisoned(self, *a):
+        out = real(self, *a)
+        if self.training:
+            calls["n"] += 1
+            if calls["n"] == 13:
+                return out * float("nan")
+        return out
+
+    monkeypatch.setattr(RNNEncoderDecoder, "log_prob", poisoned)
+    with pytest.raises(PhraseRescoreError, match=r"loss became nan at step 13.*kept in .*last.pt \(step 10\)"):
+        train(pairs_dir, tmp_path / "m", cfg(max_steps=100))
+    assert _weights(tmp_path / "m" / "last.pt")["train_state"]["step"] == 10
+    for p in _weights(tmp_path / "m" / "last.pt")["state_dict"].values():
+        assert torch.isfinite(p).all()
+
+
+def test_refusals(pairs_dir, tmp_path):
+    with pytest.raises(PhraseRescoreError, match="nothing to resume"):
+        train(pairs_dir, tmp_path / "m", cfg(resume=True))
+    train(pairs_dir, tmp_path / "m", cfg(max_steps=2))
+    with pytest.raises(PhraseRescoreError, match="already holds a training run"):
+        train(pairs_dir, tmp_path / "m", cfg())
+    with pytest.raises(PhraseRescoreError, match="batch_size was 32, now 16"):
+        train(pairs_dir, tmp_path / "m", cfg(batch_size=16, resume=True))
+    with pytest.raises(PhraseRescoreError, match="missing train.parquet"):
+        train(tmp_path, tmp_path / "x", cfg())
+
+
+def test_checkpoint_errors(tmp_path):
+    bad = tmp_path / "bad.pt"
+    bad.write_bytes(b"not a checkpoint")
+    with pytest.raises(PhraseRescoreError, match="cannot read checkpoint"):
+        ck.load_checkpoint(bad)
+    with pytest.raises(PhraseRescoreError, match="no model.pt"):
+        ck.load_checkpoint(tmp_path)
+    torch.save({"format": "something-else"}, tmp_path / "other.pt")
+    with pytest.raises(PhraseRescoreError, match="not an encoder-decoder checkpoint"):
+        ck.load_checkpoint(tmp_path / "other.pt")

@@ -360,12 +360,21 @@ def translate_cmd(source, models, output, beam, length_penalty, max_len_a, max_l
 @click.option("--weights", "weights_ini", type=click.Path(exists=True, dir_okay=False),
               help="Re-rank by a moses.ini's [weight] section (with a weight for the new feature) "
                    "instead of the paper's even average of model and SMT scores.")
+@click.option("--dev-nbest", type=click.Path(exists=True, dir_okay=False),
+              help="Tune the re-ranking weights with MERT on this dev n-best list (with --dev-src, --dev-ref).")
+@click.option("--dev-src", type=click.Path(exists=True, dir_okay=False), help="Tokenized dev source.")
+@click.option("--dev-ref", type=click.Path(exists=True, dir_okay=False), help="Tokenized dev reference.")
+@click.option("--seed", default=0, show_default=True, help="MERT's random restarts.")
 @click.option("--device", help="torch device (default: cuda when present).")
-def rescore_nbest_cmd(nbest, src, models, out_nbest, out_1best, feature_name, weights_ini, device):
+def rescore_nbest_cmd(nbest, src, models, out_nbest, out_1best, feature_name, weights_ini, dev_nbest, dev_src,
+                      dev_ref, seed, device):
     """Add log p(hyp|src) to every hypothesis of a Moses NBEST list of SRC and re-rank it."""
     from .rescore_nbest import RescoreConfig, rescore_nbest
 
     s = rescore_nbest(RescoreConfig(nbest, src, list(models), out_nbest, out_1best, feature_name=feature_name,
-                                    weights_ini=weights_ini, device=device))
+                                    weights_ini=weights_ini, device=device, dev_nbest=dev_nbest, dev_src=dev_src,
+                                    dev_ref=dev_ref, seed=seed))
+    if s.tuned_weights:
+        click.echo(f"MERT on the dev n-best: BLEU {100 * s.dev_bleu:.2f}; weights {s.tuned_weights}")
     click.echo(f"rescored {s.hypotheses} hypotheses of {s.sentences} sentences with {s.model_kind} "
                f"({s.hyps_per_s:.0f} hyp/s); feature {s.feature_name}; 1-best changed for {s.changed_1best}: {out_1best}")

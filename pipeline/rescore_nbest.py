@@ -148,6 +148,59 @@ def combined_score(entry: NBestEntry, model_logp: float, weights: dict[str, list
     return total
 
 
+def tune_rerank_weights(nbest_path: str | os.PathLike, ref_path: str | os.PathLike,
+                        init: dict[str, list[float]] | None = None, restarts: int = 20, seed: int = 0
+                        ) -> tuple[dict[str, list[float]], float]:
+    """Re-ranking weights tuned by the embedded MERT (Och's line search, as Moses's ``mert``) on a dev n-best
+    list that already carries the new feature, against tokenized references (one per dev sentence).
+
+    :param init: the starting weights by feature name (e.g. the SMT system's, plus one for the new
+        feature); missing ones start at 0.
+    :returns: ``(weights by feature name, L1-normalized as mert prints them; dev BLEU of the re-ranked n-best)``.
+    """
+    from moses_integration.embedded.bleu_stats import Reference, sentence_stats
+    from moses_integration.embedded.mert import NBestPool, optimize
+
+    refs = [" ".join(r) for r in read_sentences(ref_path)]
+    layout, pool = None, None
+    for sid, group in read_nbest_groups(nbest_path, num_sentences=len(refs)):
+        ref = Reference(refs[sid])
+        for e in group:
+            lay = [(n, len(v)) for n, v in e.features]
+            if layout is None:
+                layout = lay
+                pool = NBestPool(len(refs), sum(k for _, k in lay))
+            elif lay != layout:
+                raise PhraseRescoreError(f"expected the same features as the first hypothesis {layout}, found {lay}",
+                                         nbest_path, e.line_no)
+            pool.add(sid, np.asarray(e.dense_vector()), sentence_stats(e.hypothesis, ref))
+    if pool is None:
+        raise PhraseRescoreError("the dev n-best list has no hypotheses", nbest_path)
+    for sid in range(len(refs)):  # a sentence the decoder could not translate: its (empty) output
+        if not pool.feats[sid]:
+            pool.add(sid, np.zeros(pool.dim), sentence_stats("", Reference(refs[sid])))
+    start = [v for n, k in layout for v in ((init or {}).get(n) or [0.0] * k)]
+    if len(start) != pool.dim:
+        raise PhraseRescoreError("the initial weights do not match the n-best list's features "
+                                 f"{[n for n, _ in layout]}")
+    res = optimize(pool, start, [True] * pool.dim, restarts=restarts, seed=seed)
+    out, i = {}, 0
+    for n, k in layout:
+        out[n] = [float(x) for x in res.weights[i:i + k]]
+        i += k
+    return out, float(res.score)
+
+
+def write_weights(path: str | os.PathLike, weights: dict[str, list[float]]) -> None:
+    """Write weights as a moses.ini ``[weight]`` section (readable by ``--weights``)."""
+    from moses_integration.moses_ini import format_weight
+
+    with atomic_open(path, "w") as f:
+        f.write("[weight]\n")
+        for n, vs in weights.items():
+            f.write(f"{n}= " + " ".join(format_weight(v) for v in vs) + "\n")
+
+
 @dataclass
 class RescoreConfig:
     """Options of ``phrase-rescore rescore-nbest``.
@@ -159,7 +212,10 @@ class RescoreConfig:
     :param out_1best: the re-ranked best hypothesis of each sentence.
     :param feature_name: the new feature's name (default ``Seq2Seq0`` / ``RNNEncDec0`` by model kind).
     :param weights_ini: a moses.ini whose [weight] section (with a weight for the new feature) re-ranks;
-        None = the paper's even average with the SMT total score.
+        None = the paper's even average with the SMT total score. With ``dev_*`` it is MERT's starting point.
+    :param dev_nbest, dev_src, dev_ref: tune the re-ranking weights with MERT on this dev n-best list
+        (rescored first, written to ``out_nbest + ".dev"``) against tokenized references; the weights go to
+        ``out_1best + ".weights.ini"`` and re-rank ``nbest``.
     """
 
     nbest: str
@@ -172,6 +228,11 @@ class RescoreConfig:
     sentences_per_chunk: int = 32
     hyp_batch: int = 256
     device: str | None = None
+    dev_nbest: str | None = None
+    dev_src: str | None = None
+    dev_ref: str | None = None
+    mert_restarts: int = 20
+    seed: int = 0
 
 
 @dataclass
@@ -183,6 +244,8 @@ class RescoreSummary:
     model_kind: str
     seconds: float
     hyps_per_s: float
+    tuned_weights: str | None = None
+    dev_bleu: float | None = None
 
 
 def rescore_nbest(cfg: RescoreConfig) -> RescoreSummary:
@@ -198,13 +261,39 @@ def rescore_nbest(cfg: RescoreConfig) -> RescoreSummary:
         from moses_integration.moses_ini import read_moses_ini
 
         weights = read_moses_ini(cfg.weights_ini).weights
-        if name not in weights:
+        if name not in weights and not cfg.dev_nbest:
             raise PhraseRescoreError(f"no weight for the rescoring feature {name!r} in [weight]", cfg.weights_ini)
+    tuned_path, dev_bleu = None, None
+    dev = (cfg.dev_nbest, cfg.dev_src, cfg.dev_ref)
+    if any(dev):
+        if not all(dev):
+            raise PhraseRescoreError("tuning needs all of the dev n-best list, dev source and dev reference")
+        dev_out = os.fspath(cfg.out_nbest) + ".dev"
+        _rescore_file(scorer, name, cfg.dev_nbest, read_sentences(cfg.dev_src), dev_out, None, None,
+                      cfg.sentences_per_chunk, "rescore dev")
+        weights, dev_bleu = tune_rerank_weights(dev_out, cfg.dev_ref, weights, cfg.mert_restarts, cfg.seed)
+        tuned_path = os.fspath(cfg.out_1best) + ".weights.ini"
+        write_weights(tuned_path, weights)
     sources = read_sentences(cfg.source)
+    n_hyp, changed = _rescore_file(scorer, name, cfg.nbest, sources, cfg.out_nbest, cfg.out_1best, weights,
+                                   cfg.sentences_per_chunk, "rescore")
+    dt = time.perf_counter() - t0
+    return RescoreSummary(len(sources), n_hyp, changed, name, kind, dt, n_hyp / dt if dt else 0.0, tuned_path,
+                          dev_bleu)
+
+
+def _rescore_file(scorer: SentenceScorer, name: str, nbest_path, sources: list[list[str]], out_nbest,
+                  out_1best, weights, sentences_per_chunk: int, desc: str) -> tuple[int, int]:
+    """Stream ``nbest_path``: add the feature, write the n-best and (when ``out_1best``) the re-ranked 1-best.
+    Returns (hypotheses, sentences whose 1-best changed)."""
+    import contextlib
+
     n_hyp = changed = 0
     chunk: list[tuple[int, list[NBestEntry]]] = []
-    with NBestWriter(cfg.out_nbest) as nb, atomic_open(cfg.out_1best, "w") as one, \
-            bar(total=len(sources), desc="rescore", unit="sent") as pb:
+    with contextlib.ExitStack() as stack:
+        nb = stack.enter_context(NBestWriter(out_nbest))
+        one = stack.enter_context(atomic_open(out_1best, "w")) if out_1best else None
+        pb = stack.enter_context(bar(total=len(sources), desc=desc, unit="sent"))
 
         def flush():
             nonlocal n_hyp, changed
@@ -218,16 +307,16 @@ def rescore_nbest(cfg: RescoreConfig) -> RescoreSummary:
                     sc = combined_score(e, lp, weights)
                     if best_score is None or sc > best_score:  # ties keep the decoder's order
                         best, best_score = e, sc
-                one.write((best.hypothesis if best is not None else "") + "\n")
+                if one is not None:
+                    one.write((best.hypothesis if best is not None else "") + "\n")
                 changed += best is not None and best is not group[0]
                 n_hyp += len(group)
             pb.update(len(chunk))
             chunk.clear()
 
-        for sid, group in read_nbest_groups(cfg.nbest, num_sentences=len(sources)):
+        for sid, group in read_nbest_groups(nbest_path, num_sentences=len(sources)):
             chunk.append((sid, group))
-            if len(chunk) >= cfg.sentences_per_chunk:
+            if len(chunk) >= sentences_per_chunk:
                 flush()
         flush()
-    dt = time.perf_counter() - t0
-    return RescoreSummary(len(sources), n_hyp, changed, name, kind, dt, n_hyp / dt if dt else 0.0)
+    return n_hyp, changed

@@ -157,3 +157,21 @@ def test_rescore_nbest_command(files):
     assert r.exit_code == 0, r.output
     assert "rescored 4 hypotheses of 4 sentences" in r.output
     assert len((files / "1.txt").read_text().split("\n")) == 5
+
+
+def test_mert_tuned_weights_rerank_towards_the_reference(files):
+    refs = ["the house is little", "it is a small house", "nothing", "hello"]
+    (files / "ref.txt").write_text("\n".join(refs) + "\n")
+    s = rescore_nbest(RescoreConfig(str(NBEST), str(files / "src.txt"), [str(files / "m.pt")], str(files / "o.nbest"),
+                                    str(files / "1.txt"), dev_nbest=str(NBEST), dev_src=str(files / "src.txt"),
+                                    dev_ref=str(files / "ref.txt"), mert_restarts=3))
+    from moses_integration.embedded.bleu_stats import corpus_bleu
+    from moses_integration.moses_ini import read_moses_ini
+
+    out = (files / "1.txt").read_text().split("\n")[:4]
+    assert out[:2] == refs[:2]  # MERT found weights that prefer the reference of sentence 0
+    assert s.dev_bleu == pytest.approx(corpus_bleu(out, refs))
+    w = read_moses_ini(s.tuned_weights).weights
+    assert set(w) == {"LexicalReordering0", "Distortion0", "LM0", "WordPenalty0", "PhrasePenalty0",
+                      "TranslationModel0", "Seq2Seq0"}
+    assert sum(abs(v) for vs in w.values() for v in vs) == pytest.approx(1.0)  # L1-normalized, as mert prints

@@ -1,0 +1,311 @@
+"""``build_smt``: a Moses-compatible phrase-based system from a parallel corpus, without Moses.
+
+Phases (each timed, with progress bars): read -> tokenize -> clean -> case -> align (eflomal, both
+directions) -> symmetrize (grow-diag-final-and) -> lexical tables -> extract -> score -> LM -> moses.ini.
+
+Output directory layout (Moses's ``train-model.perl`` names where there is one)::
+
+    OUT/phrase-table.gz                  the phrase table (4 scores, alignment, counts), sorted, gzip
+    OUT/lm.arpa                          the target-side interpolated modified Kneser-Ney LM
+    OUT/lm.binary                        KenLM binary form, only when ``build_binary`` is on PATH
+    OUT/moses.ini                        train-model.perl step 9's layout, ABSOLUTE paths (as it writes them)
+    OUT/manifest.json                    format version, config, input hashes, statistics, timings, outputs
+    OUT/corpus/clean.src, clean.tgt      tokenized, cleaned, cased training text (one sentence per line)
+    OUT/corpus/lines-retained            1-based input line number of each kept pair
+    OUT/model/aligned.fwd, aligned.rev   eflomal's directional alignments (Pharaoh)
+    OUT/model/aligned.grow-diag-final-and  the symmetrized alignment (Pharaoh)
+    OUT/model/lex.f2e, lex.e2f           word translation tables (Moses's format)
+    OUT/model/truecase-model.src/.tgt    only with case="truecase"
+
+Paths in moses.ini are absolute, so the ini works from any working directory (Moses resolves
+relative paths against the CWD, not the ini's directory); moving OUT means regenerating the ini.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import platform
+import resource
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+from pipeline import progress
+from pipeline.errors import PhraseRescoreError
+from pipeline.fileio import atomic_open, open_binary_read, sha256_file
+
+from .align import EflomalConfig, align_eflomal, format_pharaoh, grow_diag_final_and
+from .clean import CleanConfig, clean_pairs
+from .extract import count_phrase_pairs
+from .lm import LMConfig, build_binary, train_lm
+from .phrase_scoring import lexical_tables, score_phrase_table
+from .tokenizer import TokenizeConfig, Tokenizer
+
+FORMAT_VERSION = 1
+
+
+@dataclass
+class BuildConfig:
+    """Everything ``build_smt`` needs besides the corpus; saved in the manifest."""
+
+    source_lang: str = "en"          # sacremoses language codes
+    target_lang: str = "fr"
+    case: str = "lower"              # "lower" | "truecase" | "none" (see tokenizer.py)
+    escape: bool = False             # tokenizer.perl's XML escaping; off (see tokenizer.py)
+    max_sentence_length: int = 80    # clean-corpus-n.perl max
+    max_length_ratio: float = 9.0    # clean-corpus-n.perl ratio
+    max_phrase_length: int = 7       # extract -max-phrase-length
+    lm_order: int = 5
+    distortion_limit: int = 6        # train-model.perl's default
+    eflomal_model: int = 3           # 1 IBM1, 2 HMM, 3 HMM + fertility
+    eflomal_samplers: int = 3
+    compresslevel: int = 6           # gzip level of phrase-table.gz
+
+    def __post_init__(self):
+        TokenizeConfig(lang=self.source_lang, case=self.case)  # validates case
+        if self.max_phrase_length < 1:
+            raise PhraseRescoreError(f"max_phrase_length must be at least 1, got {self.max_phrase_length}")
+        if self.eflomal_model not in (1, 2, 3):
+            raise PhraseRescoreError(f"eflomal_model must be 1, 2 or 3, got {self.eflomal_model}")
+
+
+@dataclass
+class BuildResult:
+    """What was built: output paths, statistics per phase and timings (seconds)."""
+
+    out_dir: str
+    phrase_table: str
+    lm: str
+    moses_ini: str
+    manifest: str
+    stats: dict = field(default_factory=dict)
+    timings: dict = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    def summary(self) -> str:
+        """A few lines for the CLI."""
+        pt = self.stats.get("phrase_table", {})
+        lm = self.stats.get("lm", {})
+        lines = [self.stats.get("clean_summary", ""),
+                 f"phrase table: {pt.get('lines', 0)} pairs, {pt.get('distinct_sources', 0)} sources, "
+                 f"{pt.get('mean_targets_per_source', 0):.2f} targets/source -> {self.phrase_table}",
+                 f"LM: order {lm.get('order')}, n-grams {lm.get('ngrams')} -> {self.lm}",
+                 f"moses.ini -> {self.moses_ini}",
+                 "time: " + ", ".join(f"{k} {v:.1f}s" for k, v in self.timings.items())]
+        return "\n".join([ln for ln in lines if ln] + [f"note: {n}" for n in self.notes])
+
+
+def read_lines(path: str | os.PathLike) -> list[str]:
+    """All lines of a UTF-8 text file (gzip by content), split on "\\n" only, without line ends."""
+    out = []
+    with open_binary_read(path) as f:
+        for line_no, raw in enumerate(f, start=1):
+            try:
+                out.append(raw.decode("utf-8").rstrip("\r\n"))
+            except UnicodeDecodeError as e:
+                raise PhraseRescoreError(f"expected UTF-8 text: {e.reason} at byte {e.start}", path, line_no) from None
+    return out
+
+
+def moses_ini_text(phrase_table: str, lm_path: str, lm_order: int, distortion_limit: int = 6,
+                   num_features: int = 4) -> str:
+    """moses.ini exactly as train-model.perl's create_ini writes it for a phrase-based model with
+    distance reordering and one KenLM LM, with Moses's default initial weights."""
+    return (
+        "#########################\n"
+        "### MOSES CONFIG FILE ###\n"
+        "#########################\n"
+        "\n"
+        "# input factors\n"
+        "[input-factors]\n"
+        "0\n"
+        "\n"
+        "# mapping steps\n"
+        "[mapping]\n"
+        "0 T 0\n"
+        "\n"
+        "[distortion-limit]\n"
+        f"{distortion_limit}\n"
+        "\n"
+        "# feature functions\n"
+        "[feature]\n"
+        "UnknownWordPenalty\n"
+        "WordPenalty\n"
+        "PhrasePenalty\n"
+        f"PhraseDictionaryMemory name=TranslationModel0 num-features={num_features} path={phrase_table} "
+        "input-factor=0 output-factor=0\n"
+        "Distortion\n"
+        f"KENLM name=LM0 factor=0 path={lm_path} order={lm_order}\n"
+        "\n"
+        "# dense weights for feature functions\n"
+        "[weight]\n"
+        "# The default weights are NOT optimized for translation quality. You MUST tune the weights.\n"
+        "# Documentation for tuning is here: http://www.statmt.org/moses/?n=FactoredTraining.Tuning \n"
+        "UnknownWordPenalty0= 1\n"
+        "WordPenalty0= -1\n"
+        "PhrasePenalty0= 0.2\n"
+        "TranslationModel0=" + " 0.2" * num_features + "\n"
+        "Distortion0= 0.3\n"
+        "LM0= 0.5\n"
+    )
+
+
+def _write_sentences(path: Path, sents: Sequence[Sequence[str]]) -> None:
+    with atomic_open(path, "w") as f:
+        f.writelines(" ".join(s) + "\n" for s in sents)
+
+
+def _write_alignments(path: Path, alignments) -> None:
+    with atomic_open(path, "w") as f:
+        f.writelines(format_pharaoh(a) + "\n" for a in alignments)
+
+
+def _peak_rss_mb() -> dict:
+    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    return {"self_mb": round(own, 1), "children_mb": round(children, 1)}
+
+
+def build_smt(src_path: str | os.PathLike, tgt_path: str | os.PathLike, out_dir: str | os.PathLike,
+              config: BuildConfig = BuildConfig()) -> BuildResult:
+    """Build phrase-table.gz, lm.arpa and moses.ini (and the files listed in the module docstring).
+
+    :param src_path: training source text, one raw (untokenized) sentence per line, plain or gzip.
+    :param tgt_path: training target text, line i translating line i of ``src_path``.
+    :param out_dir: output directory (created; existing outputs are replaced atomically).
+    :param config: tokenization, cleaning, alignment, extraction and LM settings.
+    """
+    out = Path(out_dir).resolve()
+    (out / "corpus").mkdir(parents=True, exist_ok=True)
+    (out / "model").mkdir(parents=True, exist_ok=True)
+    timings: dict[str, float] = {}
+    stats: dict = {}
+    notes: list[str] = []
+    clock = time.perf_counter()
+
+    def lap(name: str) -> None:
+        nonlocal clock
+        now = time.perf_counter()
+        timings[name] = round(now - clock, 3)
+        clock = now
+
+    # read
+    src_raw = read_lines(src_path)
+    tgt_raw = read_lines(tgt_path)
+    if len(src_raw) != len(tgt_raw):
+        raise PhraseRescoreError(f"has {len(src_raw)} lines but the target file {os.fspath(tgt_path)} has "
+                                 f"{len(tgt_raw)}; expected line i of one to translate line i of the other",
+                                 src_path)
+    if not src_raw:
+        raise PhraseRescoreError("the training corpus is empty", src_path)
+    lap("read")
+
+    # tokenize (casing comes after cleaning, so the truecaser learns from the kept text)
+    tok_s = Tokenizer(TokenizeConfig(lang=config.source_lang, case=config.case, escape=config.escape))
+    tok_t = Tokenizer(TokenizeConfig(lang=config.target_lang, case=config.case, escape=config.escape))
+    with progress.bar(total=len(src_raw), desc="tokenize", unit="pair") as bar:
+        src_tok, tgt_tok = [], []
+        for s, t in zip(src_raw, tgt_raw):
+            src_tok.append(tok_s.split(s))
+            tgt_tok.append(tok_t.split(t))
+            bar.update()
+    del src_raw, tgt_raw
+    lap("tokenize")
+
+    # clean
+    src_c, tgt_c, cstats = clean_pairs(src_tok, tgt_tok, CleanConfig(max_len=config.max_sentence_length,
+                                                                      ratio=config.max_length_ratio))
+    del src_tok, tgt_tok
+    if not src_c:
+        raise PhraseRescoreError("no sentence pair is left after cleaning (" + cstats.summary() + ")", src_path)
+    stats["clean"] = cstats.to_dict()
+    stats["clean_summary"] = cstats.summary()
+    lap("clean")
+
+    # case
+    if config.case == "truecase":
+        tok_s.train_truecaser(src_c)
+        tok_t.train_truecaser(tgt_c)
+        tok_s.save_truecaser(out / "model" / "truecase-model.src")
+        tok_t.save_truecaser(out / "model" / "truecase-model.tgt")
+    src_c = [tok_s.case(s) for s in src_c]
+    tgt_c = [tok_t.case(t) for t in tgt_c]
+    _write_sentences(out / "corpus" / "clean.src", src_c)
+    _write_sentences(out / "corpus" / "clean.tgt", tgt_c)
+    with atomic_open(out / "corpus" / "lines-retained", "w") as f:
+        f.writelines(f"{n}\n" for n in cstats.kept_line_numbers)
+    lap("case")
+
+    # align
+    fwd, rev = align_eflomal(src_c, tgt_c, EflomalConfig(model=config.eflomal_model,
+                                                         n_samplers=config.eflomal_samplers),
+                             quiet=True, work_dir=out / "model")
+    _write_alignments(out / "model" / "aligned.fwd", fwd)
+    _write_alignments(out / "model" / "aligned.rev", rev)
+    lap("align")
+    with progress.bar(total=len(fwd), desc="symmetrize", unit="pair") as bar:
+        sym = []
+        for f_pts, r_pts in zip(fwd, rev):
+            sym.append(grow_diag_final_and(f_pts, r_pts))
+            bar.update()
+    del fwd, rev
+    _write_alignments(out / "model" / "aligned.grow-diag-final-and", sym)
+    stats["alignment_points"] = sum(len(a) for a in sym)
+    lap("symmetrize")
+
+    # lexical tables
+    lex = lexical_tables(src_c, tgt_c, sym)
+    lex.write(out / "model" / "lex.f2e", out / "model" / "lex.e2f")
+    lap("lexical")
+
+    # extract + score
+    counts = count_phrase_pairs(src_c, tgt_c, sym, max_len=config.max_phrase_length)
+    stats["extracted_instances"] = int(counts["count"].sum())
+    stats["distinct_triples"] = len(counts)
+    lap("extract")
+    pt_path = out / "phrase-table.gz"
+    pt_stats = score_phrase_table(counts, lex, pt_path, compresslevel=config.compresslevel)
+    del counts, lex
+    stats["phrase_table"] = pt_stats.to_dict()
+    lap("score")
+
+    # language model
+    lm_path = out / "lm.arpa"
+    lm_stats = train_lm(tgt_c, lm_path, LMConfig(order=config.lm_order))
+    stats["lm"] = lm_stats.to_dict()
+    if lm_stats.order < config.lm_order:
+        notes.append(f"LM order reduced to {lm_stats.order}: no sentence is long enough for higher orders")
+    if lm_stats.fallback_orders:
+        notes.append(f"LM discounts fell back to {list(LMConfig().discount_fallback)} for orders "
+                     f"{lm_stats.fallback_orders} (too little data to estimate them)")
+    skipped = build_binary(lm_path, out / "lm.binary")
+    if skipped:
+        notes.append(skipped)
+    lap("lm")
+
+    # moses.ini + manifest
+    ini_path = out / "moses.ini"
+    with atomic_open(ini_path, "w") as f:
+        f.write(moses_ini_text(str(pt_path), str(lm_path), lm_stats.order, config.distortion_limit))
+    notes.append("eflomal has no seed option: re-running the alignment can give slightly different tables")
+    stats["peak_rss"] = _peak_rss_mb()
+    lap("ini")
+
+    outputs = {p.relative_to(out).as_posix(): sha256_file(p)
+               for p in sorted(out.rglob("*")) if p.is_file() and p.name != "manifest.json"}
+    manifest = {
+        "format": "phrase-rescore/build-smt", "version": FORMAT_VERSION,
+        "config": asdict(config),
+        "inputs": {"source": {"path": os.path.abspath(src_path), "sha256": sha256_file(src_path)},
+                   "target": {"path": os.path.abspath(tgt_path), "sha256": sha256_file(tgt_path)}},
+        "stats": stats, "timings_s": timings, "notes": notes, "outputs_sha256": outputs,
+        "paths_in_moses_ini": "absolute",
+        "python": platform.python_version(),
+    }
+    with atomic_open(out / "manifest.json", "w") as f:
+        json.dump(manifest, f, indent=2, default=str)
+        f.write("\n")
+    return BuildResult(out_dir=str(out), phrase_table=str(pt_path), lm=str(lm_path), moses_ini=str(ini_path),
+                       manifest=str(out / "manifest.json"), stats=stats, timings=timings, notes=notes)

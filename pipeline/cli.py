@@ -378,3 +378,112 @@ def rescore_nbest_cmd(nbest, src, models, out_nbest, out_1best, feature_name, we
         click.echo(f"MERT on the dev n-best: BLEU {100 * s.dev_bleu:.2f}; weights {s.tuned_weights}")
     click.echo(f"rescored {s.hypotheses} hypotheses of {s.sentences} sentences with {s.model_kind} "
                f"({s.hyps_per_s:.0f} hyp/s); feature {s.feature_name}; 1-best changed for {s.changed_1best}: {out_1best}")
+
+
+# --- RNN Encoder-Decoder (issue 3): train, sample -----------------------------------------------------
+
+@main.command("train")
+@click.argument("pairs_dir", type=click.Path(exists=True, file_okay=False))
+@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False),
+              help="MODEL_DIR: model.pt (best), last.pt, train_log.csv.")
+@click.option("--preset", type=click.Choice(["small", "paper"]), default="small", show_default=True,
+              help="paper: embeddings 100, hidden 1000, maxout 500, rank 100 (Cho et al.); small: 64/256/128/64.")
+@click.option("--gru", type=click.Choice(["paper", "cudnn"]), default="paper", show_default=True,
+              help="Reset gate before U (paper, eq. 8) or after U (cuDNN / torch.nn.GRU).")
+@click.option("--bias/--no-bias", default=False, show_default=True, help="Biases (the paper's listing has none).")
+@click.option("--emb-dim", type=int, help="Override the preset's embedding size.")
+@click.option("--hidden-dim", type=int, help="Override the preset's hidden size.")
+@click.option("--maxout-units", type=int, help="Override the preset's maxout units.")
+@click.option("--rank", type=int, help="Override the preset's output rank.")
+@click.option("--batch-size", default=64, show_default=True, help="Phrase pairs per update (the paper: 64).")
+@click.option("--lr", default=1.0, show_default=True, help="Adadelta's update scale (1.0: Zeiler's Adadelta).")
+@click.option("--rho", default=0.95, show_default=True, help="Adadelta rho (the paper: 0.95).")
+@click.option("--eps", default=1e-6, show_default=True, help="Adadelta epsilon (the paper: 1e-6).")
+@click.option("--clip-norm", default=1.0, show_default=True, help="Global gradient-norm limit (GroundHog: 1.0).")
+@click.option("--init-std", type=float, help="Weights ~ N(0, std^2) (default: 0.01, the paper's, for --preset paper; "
+                                             "0.05 for small).")
+@click.option("--seed", default=1, show_default=True, help="Initial weights and pair sampling.")
+@click.option("--max-steps", default=100_000, show_default=True, help="Stop after this many updates.")
+@click.option("--time-budget", type=float, help="Stop after this many seconds of training.")
+@click.option("--patience", default=10, show_default=True, help="Stop after this many validations without improvement (0: never).")
+@click.option("--valid-every", default=500, show_default=True, help="Updates between validations and checkpoints.")
+@click.option("--valid-max-pairs", default=20_000, show_default=True, help="Validate on at most this many held-out pairs.")
+@click.option("--device", default="auto", show_default=True, help="auto, cpu, cuda or cuda:N.")
+@click.option("--resume", is_flag=True, help="Continue exactly from MODEL_DIR/last.pt.")
+def train_cmd(pairs_dir, out_dir, preset, gru, bias, emb_dim, hidden_dim, maxout_units, rank, batch_size, lr, rho,
+              eps, clip_norm, init_std, seed, max_steps, time_budget, patience, valid_every, valid_max_pairs, device,
+              resume):
+    """Train the RNN Encoder-Decoder on prepared phrase pairs (PAIRS_DIR from `prepare`)."""
+    from .train import TrainConfig, train
+
+    overrides = {k: v for k, v in dict(emb_dim=emb_dim, hidden_dim=hidden_dim, maxout_units=maxout_units,
+                                       rank=rank).items() if v is not None}
+    s = train(pairs_dir, out_dir, TrainConfig(
+        preset=preset, gru=gru, bias=bias, model_overrides=overrides, batch_size=batch_size, lr=lr, rho=rho, eps=eps,
+        clip_norm=clip_norm, init_std=init_std, seed=seed,
+        max_steps=max_steps, time_budget_s=time_budget, patience=patience or None, valid_every=valid_every,
+        valid_max_pairs=valid_max_pairs, device=device, resume=resume))
+    click.echo(f"{s['steps']} steps ({s['stop_reason']}), {s['pairs_per_s']:.0f} pairs/s on {s['device']}; validation "
+               f"perplexity {s['last_valid_ppl']:.3f}, best {s['best_valid_ppl']:.3f} (unigram "
+               f"{s['unigram_valid_ppl']:.3f}) -> {s['model']}")
+
+
+@main.command("sample")
+@click.argument("model", type=click.Path(exists=True))
+@click.argument("phrase")
+@click.option("-n", "--num-samples", default=50, show_default=True, help="Phrases to draw by ancestral sampling.")
+@click.option("--greedy", is_flag=True, help="The most probable word at each step instead of sampling.")
+@click.option("--beam", type=int, help="Beam search of this width; prints the K most probable phrases.")
+@click.option("--max-len", type=int, help="Most target words (default: 2 x source words + 10).")
+@click.option("--seed", default=1, show_default=True, help="Sampling seed.")
+@click.option("--device", default="auto", show_default=True)
+def sample_cmd(model, phrase, num_samples, greedy, beam, max_len, seed, device):
+    """Target phrases for a tokenized source PHRASE from MODEL (a .pt or a training directory), as in Table 3."""
+    from .sample import SampleConfig, format_table, sample_phrase
+
+    if greedy and beam is not None:
+        raise click.UsageError("choose one of --greedy and --beam")
+    mode = "greedy" if greedy else "beam" if beam is not None else "sample"
+    cfg = SampleConfig(mode=mode, n=num_samples, beam=beam or 5, max_len=max_len, seed=seed)
+    click.echo(format_table(sample_phrase(model, phrase, cfg, device=device), mode))
+
+
+# --- score: log p(f|e) and the unknown-word penalty as new phrase-table columns (issue 4) ---------
+
+@main.command("score")
+@click.argument("model", type=click.Path(exists=True))
+@click.argument("table", type=click.Path(exists=True, dir_okay=False))
+@click.option("--out", "-o", required=True, type=click.Path(dir_okay=False),
+              help="The new phrase table (gzip when it ends in .gz).")
+@click.option("--columns", default="logprob,unk", show_default=True,
+              help="Columns to append, in order: logprob = p(f|e) as exp(log p); unk = exp(#unknown words).")
+@click.option("--raw-logprob", is_flag=True,
+              help="Write log p and the unknown-word count themselves (for consumers other than Moses).")
+@click.option("--on-error", type=click.Choice(["raise", "keep"]), default="raise", show_default=True,
+              help="keep: a bad line keeps its place with neutral values and is listed in OUT.rejects.")
+@click.option("--rejects", type=click.Path(dir_okay=False), help="Where --on-error keep lists bad lines.")
+@click.option("--vocab", type=click.Path(exists=True, dir_okay=False),
+              help="Vocabulary JSON, for a checkpoint that carries none.")
+@click.option("--device", default="auto", show_default=True, help="auto (CUDA when present), cpu, cuda, cuda:N.")
+@click.option("--precision", type=click.Choice(["fp32", "bf16", "fp16"]), default="fp32", show_default=True,
+              help="bf16/fp16 autocast (for CUDA).")
+@click.option("--precompute-vocab", is_flag=True, help="Precompute each word's input products per vocabulary entry.")
+@click.option("--max-tokens", default=4096, show_default=True, help="Padded tokens per batch.")
+@click.option("--chunk-lines", default=50_000, show_default=True, help="Lines per resumable chunk.")
+@click.option("--threads", type=int, help="torch CPU threads (default: torch's).")
+@click.option("--restart", is_flag=True, help="Ignore an earlier interrupted run instead of resuming it.")
+def score_cmd(model, table, out, columns, raw_logprob, on_error, rejects, vocab, device, precision,
+              precompute_vocab, max_tokens, chunk_lines, threads, restart):
+    """Append log p(f|e) and the unknown-word penalty to every line of a phrase TABLE (resumable)."""
+    from .score import ScoreConfig, score_table
+
+    cfg = ScoreConfig(columns=columns, raw_logprob=raw_logprob, on_error=on_error, rejects=rejects, vocab=vocab,
+                      device=device, precision=precision, precompute_vocab=precompute_vocab, max_tokens=max_tokens,
+                      chunk_lines=chunk_lines, threads=threads, restart=restart)
+    s = score_table(model, table, out, cfg)
+    if s["restart_reason"]:
+        click.echo(f"note: started afresh ({s['restart_reason']})", err=True)
+    resumed = f", resumed after line {s['resumed_from_line']}" if s["resumed_from_line"] else ""
+    rej = f"; {s['rejected']} rejected lines listed in {s['rejects']}" if s["rejected"] else ""
+    click.echo(f"scored {s['lines']} lines ({s['pairs']} pairs, {s['pairs_per_s']:.0f} pairs/s on {s['device']}"
+               f"{resumed}){rej}: {s['out']}")

@@ -92,7 +92,7 @@ def extract_sentence(src: Sequence[str], tgt: Sequence[str], points: Sequence[tu
 
 def count_phrase_pairs(src: Sequence[Sequence[str]], tgt: Sequence[Sequence[str]],
                        alignments: Sequence[Sequence[tuple[int, int]]], max_len: int = 7,
-                       chunk_size: int = 20000) -> pd.DataFrame:
+                       chunk_size: int = 5000) -> pd.DataFrame:
     """Extract from a whole corpus and count each distinct (src, tgt, align) triple.
 
     :returns: a DataFrame with columns ``src``, ``tgt``, ``align`` (str) and ``count`` (int64).

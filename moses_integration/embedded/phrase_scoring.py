@@ -151,21 +151,59 @@ def _alignment_sort_key(align: str) -> tuple:
     return tuple(tuple(sorted(by_t.get(j, ()))) for j in range(max(by_t) + 1))
 
 
+@dataclass
+class _BestPairs:
+    """Distinct phrase pairs as integer codes into the unique source/target/alignment strings."""
+
+    src: np.ndarray     # (P,) code into src_uniq
+    tgt: np.ndarray     # (P,) code into tgt_uniq
+    align: np.ndarray   # (P,) code into align_uniq: the pair's most frequent alignment
+    count: np.ndarray   # (P,) c(s,t), int64
+    src_uniq: pa.Array
+    tgt_uniq: pa.Array
+    align_uniq: pa.Array
+
+
+def _best_pairs(counts: pd.DataFrame) -> _BestPairs:
+    """Group (src, tgt, align) counts by (src, tgt) on integer codes: total count, most frequent alignment."""
+    s_code, s_uniq = pd.factorize(counts["src"])
+    t_code, t_uniq = pd.factorize(counts["tgt"])
+    a_code, a_uniq = pd.factorize(counts["align"])
+    a_list = list(a_uniq)
+    a_rank = np.empty(len(a_list), dtype=np.int64)
+    a_rank[sorted(range(len(a_list)), key=lambda i: _alignment_sort_key(a_list[i]))] = np.arange(len(a_list))
+    cnt = counts["count"].to_numpy(np.int64)
+    pair = s_code.astype(np.int64) * max(len(t_uniq), 1) + t_code
+    # by pair; within a pair the highest count first, ties: the greatest alignment (Moses's choice)
+    order = np.lexsort((-a_rank[a_code], -cnt, pair))
+    ps = pair[order]
+    starts = np.flatnonzero(np.r_[True, ps[1:] != ps[:-1]]) if len(ps) else np.zeros(0, dtype=np.int64)
+    best = order[starts]
+    total = np.add.reduceat(cnt[order], starts) if len(ps) else np.zeros(0, dtype=np.int64)
+    return _BestPairs(src=s_code[best].astype(np.int64), tgt=t_code[best].astype(np.int64),
+                      align=a_code[best].astype(np.int64), count=total.astype(np.int64),
+                      src_uniq=_arrow_strings(pd.Series(s_uniq)), tgt_uniq=_arrow_strings(pd.Series(t_uniq)),
+                      align_uniq=_arrow_strings(pd.Series(a_uniq)))
+
+
 def best_alignments(counts: pd.DataFrame) -> pd.DataFrame:
     """One row per distinct (src, tgt): total count and the most frequent alignment (ties: the greatest).
 
     :param counts: columns src, tgt, align, count (one row per distinct triple).
     :returns: columns src, tgt, align, count.
     """
-    uniq = pd.unique(counts["align"])
-    ranked = sorted(uniq, key=_alignment_sort_key)
-    rank = pd.Series(np.arange(len(ranked), dtype=np.int64), index=pd.Index(ranked))
-    df = counts.assign(_rank=rank.reindex(counts["align"]).to_numpy())
-    total = df.groupby(["src", "tgt"], sort=False, observed=True)["count"].sum()
-    best = (df.sort_values(["count", "_rank"], ascending=[False, False], kind="stable")
-              .drop_duplicates(["src", "tgt"], keep="first"))
-    best = best.drop(columns=["_rank", "count"]).merge(total.reset_index(), on=["src", "tgt"], how="left")
-    return best
+    b = _best_pairs(counts)
+    return pd.DataFrame({"src": b.src_uniq.take(pa.array(b.src)).to_pylist(),
+                         "tgt": b.tgt_uniq.take(pa.array(b.tgt)).to_pylist(),
+                         "align": b.align_uniq.take(pa.array(b.align)).to_pylist(), "count": b.count})
+
+
+def _byte_rank(strings: pa.Array, suffix: str) -> np.ndarray:
+    """Rank of each string + suffix in byte order (LC_ALL=C)."""
+    order = pc.sort_indices(pc.binary_join_element_wise(strings, pa.scalar(suffix), "")).to_numpy()
+    rank = np.empty(len(order), dtype=np.int64)
+    rank[order] = np.arange(len(order))
+    return rank
 
 
 def _tokens(arr: pa.Array) -> tuple[pa.Array, np.ndarray]:
@@ -195,6 +233,15 @@ def _lex_weights(out_ids: np.ndarray, out_off: np.ndarray, given_ids: np.ndarray
     return np.multiply.reduceat(per_tok, out_off[:-1])
 
 
+def _arrow_strings(col: pd.Series) -> pa.Array:
+    """A string column as an Arrow string array, without materializing Python str objects when pandas
+    already stores it in Arrow."""
+    arr = pa.array(col)
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    return arr.cast(pa.string())
+
+
 def _fmt(x: float) -> str:
     return f"{x:.6g}"
 
@@ -222,21 +269,14 @@ def score_phrase_table(counts: pd.DataFrame, lex: LexicalTables, path: str | os.
     :param lex: word translation tables from :func:`lexical_tables`.
     :returns: the table's shape.
     """
-    pairs = best_alignments(counts)
-    c_s = pairs.groupby("src", sort=False, observed=True)["count"].transform("sum").to_numpy(np.float64)
-    c_t = pairs.groupby("tgt", sort=False, observed=True)["count"].transform("sum").to_numpy(np.float64)
-    c_st = pairs["count"].to_numpy(np.float64)
-    src = pa.array(pairs["src"].to_numpy(dtype=object), type=pa.string())
-    tgt = pa.array(pairs["tgt"].to_numpy(dtype=object), type=pa.string())
-    align = pa.array(pairs["align"].to_numpy(dtype=object), type=pa.string())
-    del pairs
-    # Moses sorts extract lines "src ||| tgt ||| align" bytewise: the key needs the trailing " |||"
-    # ("a ||| b c |||" sorts before "a ||| b |||" because 'c' < '|').
-    key = pc.binary_join_element_wise(src, pa.scalar(" ||| "), tgt, pa.scalar(" |||"), "")
-    order = pc.sort_indices(key).to_numpy()
-    del key
-    src, tgt, align = src.take(order), tgt.take(order), align.take(order)
-    c_s, c_t, c_st = c_s[order], c_t[order], c_st[order]
+    b = _best_pairs(counts)
+    c_s = np.bincount(b.src, weights=b.count, minlength=len(b.src_uniq))[b.src]      # (P,) c(s)
+    c_t = np.bincount(b.tgt, weights=b.count, minlength=len(b.tgt_uniq))[b.tgt]      # (P,) c(t)
+    # Moses sorts extract lines "src ||| tgt ||| align" bytewise, i.e. by "src |||" then "tgt |||"
+    # (no token contains "|||"), so "a b" comes before "a" ('b' < '|').
+    order = np.lexsort((_byte_rank(b.tgt_uniq, " |||")[b.tgt], _byte_rank(b.src_uniq, " |||")[b.src]))
+    src_codes, tgt_codes, align_codes = b.src[order], b.tgt[order], b.align[order]
+    c_s, c_t, c_st = c_s[order], c_t[order], b.count[order].astype(np.float64)
     n = len(c_st)
 
     t_vocab = pa.array(lex.t_given_s.out_vocab, type=pa.string())
@@ -250,7 +290,9 @@ def score_phrase_table(counts: pd.DataFrame, lex: LexicalTables, path: str | os.
             progress.bar(total=n, desc="score", unit="pair") as bar:
         for lo in range(0, n, chunk_size):
             hi = min(lo + chunk_size, n)
-            s_chunk, t_chunk, a_chunk = src.slice(lo, hi - lo), tgt.slice(lo, hi - lo), align.slice(lo, hi - lo)
+            s_chunk = b.src_uniq.take(pa.array(src_codes[lo:hi]))
+            t_chunk = b.tgt_uniq.take(pa.array(tgt_codes[lo:hi]))
+            a_chunk = b.align_uniq.take(pa.array(align_codes[lo:hi]))
             s_tok, s_off = _tokens(s_chunk)
             t_tok, t_off = _tokens(t_chunk)
             s_ids = pc.index_in(s_tok, value_set=s_vocab).fill_null(-1).to_numpy().astype(np.int64)
@@ -277,9 +319,9 @@ def score_phrase_table(counts: pd.DataFrame, lex: LexicalTables, path: str | os.
             out.write("".join(lines).encode("utf-8"))
             bar.update(hi - lo)
 
-    n_src = len(pc.unique(src))
+    n_src = len(np.unique(src_codes))
     return PhraseTableStats(
-        lines=n, distinct_sources=n_src, distinct_targets=len(pc.unique(tgt)),
+        lines=n, distinct_sources=n_src, distinct_targets=len(np.unique(tgt_codes)),
         mean_targets_per_source=(n / n_src) if n_src else 0.0,
         mean_source_length=(src_len_total / n) if n else 0.0,
         mean_target_length=(tgt_len_total / n) if n else 0.0)

@@ -1,0 +1,296 @@
+"""The `score` stage: append log p(f|e) and the unknown-word penalty to every line of a phrase table.
+
+``score_table(model, table, out, config)`` streams TABLE and writes it with new columns appended to
+each line's scores field (every other byte kept; line count and order unchanged). e is the first field
+(the source phrase, the encoder's input), f the second. Column values and Moses's floor are described
+in :mod:`pipeline.scoring.moses_values`.
+
+Three threads overlap the work, joined by bounded queues (memory stays bounded whatever the table's
+size): a reader parses lines, encodes words to ids and collects each chunk's distinct sources; the
+main thread scores the chunk with :class:`pipeline.scoring.fast.FastScorer` (torch releases the GIL);
+a writer formats the new columns, compresses and appends the chunk to the resumable output of
+:mod:`pipeline.scoring.chunked`. Rerunning the same command after a crash or kill continues after the
+last completed chunk, and the final file is byte-identical to an uninterrupted run's (on the same
+machine and thread count: floating-point sums can differ between BLAS builds).
+"""
+from __future__ import annotations
+
+import os
+import queue
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from . import progress
+from .errors import PhraseRescoreError
+from .fileio import sha256_file
+from .phrase_table import ON_ERROR_CHOICES, append_columns, read_phrase_table
+from .scoring.batching import ChunkPairs, PairCollector
+from .scoring.chunked import ChunkedOutput, check_not_same_file
+from .scoring.fast import PRECISIONS, FastScorer
+from .scoring.moses_values import logprob_texts, neutral_text, parse_columns, unk_texts
+
+CONFIG_VERSION = 1
+
+
+@dataclass
+class ScoreConfig:
+    """Options of the score stage (defaults in brackets).
+
+    :param columns: which columns to append, in order: ``"logprob"`` (p(f|e)) and/or ``"unk"``
+        (the unknown-word penalty) [both].
+    :param raw_logprob: write log-domain values (log p and the unknown-word count) instead of Moses's
+        exp() form [False].
+    :param on_error: ``"raise"`` stops at the first bad line; ``"keep"`` keeps it in place with neutral
+        values and lists it in ``rejects`` [raise].
+    :param rejects: where ``--on-error keep`` lists rejected lines [OUT.rejects].
+    :param vocab: a vocabulary JSON, for a checkpoint that carries none [the checkpoint's].
+    :param device: ``"auto"`` (CUDA when present), ``"cpu"``, ``"cuda"``, ``"cuda:1"``... [auto].
+    :param precision: ``"fp32"``, or ``"bf16"``/``"fp16"`` autocast (for CUDA) [fp32].
+    :param precompute_vocab: look up word-input products in per-vocabulary tables [False].
+    :param max_tokens: padded tokens per batch [4096].
+    :param chunk_lines: lines per resumable chunk [50000].
+    :param threads: torch CPU threads (None: torch's default) [None].
+    :param compresslevel: gzip level of a .gz output [6].
+    :param restart: ignore an earlier partial run of the same output [False].
+    """
+
+    columns: tuple[str, ...] = ("logprob", "unk")
+    raw_logprob: bool = False
+    on_error: str = "raise"
+    rejects: str | None = None
+    vocab: str | None = None
+    device: str = "auto"
+    precision: str = "fp32"
+    precompute_vocab: bool = False
+    max_tokens: int = 4096
+    chunk_lines: int = 50_000
+    threads: int | None = None
+    compresslevel: int = 6
+    restart: bool = False
+
+    def __post_init__(self):
+        self.columns = parse_columns(self.columns)
+        if self.on_error not in ON_ERROR_CHOICES:
+            raise PhraseRescoreError(f"on_error must be one of {', '.join(ON_ERROR_CHOICES)}, got {self.on_error!r}")
+        if self.precision not in PRECISIONS:
+            raise PhraseRescoreError(f"precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
+        for name in ("max_tokens", "chunk_lines"):
+            if int(getattr(self, name)) < 1:
+                raise PhraseRescoreError(f"{name} must be at least 1, got {getattr(self, name)}")
+        if not 0 <= self.compresslevel <= 9:
+            raise PhraseRescoreError(f"compresslevel must be 0-9, got {self.compresslevel}")
+
+    def output_identity(self) -> dict:
+        """The options that change the output's bytes (a resume requires them unchanged)."""
+        return {"columns": list(self.columns), "raw_logprob": self.raw_logprob, "on_error": self.on_error,
+                "precision": self.precision, "max_tokens": self.max_tokens, "chunk_lines": self.chunk_lines,
+                "compresslevel": self.compresslevel, "precompute_vocab": self.precompute_vocab}
+
+
+@dataclass
+class _Chunk:
+    index: int
+    raw: list[bytes] = field(default_factory=list)       # each line's bytes, with its own newline
+    bad: list[int] = field(default_factory=list)         # chunk positions of rejected lines
+    pairs: ChunkPairs | None = None
+
+
+_END = object()
+
+
+def resolve_device(name: str) -> torch.device:
+    """``"auto"`` -> CUDA when present, else CPU; other names as torch understands them."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        dev = torch.device(name)
+    except RuntimeError:
+        raise PhraseRescoreError(f"unknown device {name!r}: expected auto, cpu, cuda or cuda:N") from None
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise PhraseRescoreError("--device cuda was asked for but torch sees no CUDA device")
+    return dev
+
+
+def load_model(model_path, config: ScoreConfig):
+    """(model, vocabularies) from a checkpoint file or training directory (+ ``config.vocab``)."""
+    from .model.checkpoint import load_checkpoint
+    from .vocab import Vocabularies
+
+    model, vocabs, _ = load_checkpoint(model_path)
+    if config.vocab is not None:
+        vocabs = Vocabularies.load(config.vocab)
+        if (len(vocabs.source), len(vocabs.target)) != (model.cfg.src_vocab_size, model.cfg.tgt_vocab_size):
+            raise PhraseRescoreError(f"vocabulary sizes {len(vocabs.source)}/{len(vocabs.target)} differ from the "
+                                     f"model's {model.cfg.src_vocab_size}/{model.cfg.tgt_vocab_size}", config.vocab)
+    if vocabs is None:
+        raise PhraseRescoreError("the checkpoint carries no vocabulary: give one with --vocab", model_path)
+    return model, vocabs
+
+
+def score_table(model_path, table_path, out_path, config: ScoreConfig | None = None) -> dict:
+    """Score every line of a phrase table and write it with the new columns appended.
+
+    :param model_path: an encoder-decoder checkpoint (``.pt``) or a training directory.
+    :param table_path: the Moses phrase table (plain or gzip, by content).
+    :param out_path: the new table (gzip when it ends in .gz); written through ``OUT.partial`` and
+        renamed at the end. Rerunning after an interruption resumes (see the module docstring).
+    :returns: summary dict: ``lines``, ``pairs``, ``sources`` (distinct per chunk, summed),
+        ``rejected``, ``seconds``, ``pairs_per_s``, ``lines_per_s``, ``resumed_from_line``,
+        ``restart_reason``, ``device``, ``out``.
+    """
+    config = config or ScoreConfig()
+    from .model.checkpoint import resolve_checkpoint
+
+    model_file = resolve_checkpoint(model_path)
+    model, vocabs = load_model(model_file, config)
+    st = os.stat(table_path) if os.path.exists(table_path) else None
+    if st is None:
+        raise PhraseRescoreError("phrase table not found", table_path)
+    identity = {"table": os.path.abspath(table_path), "table_size": st.st_size, "table_mtime_ns": st.st_mtime_ns,
+                "model_sha256": sha256_file(model_file), **config.output_identity()}
+    return score_table_with_model(model, vocabs, table_path, out_path, config, identity)
+
+
+def score_table_with_model(model, vocabs, table_path, out_path, config: ScoreConfig, identity: dict) -> dict:
+    """:func:`score_table` for an already loaded model; ``identity`` guards resumes (see chunked.py)."""
+    check_not_same_file(table_path, out_path)
+    if config.threads:
+        torch.set_num_threads(int(config.threads))
+    device = resolve_device(config.device)
+    scorer = FastScorer(model, device, precision=config.precision, precompute_vocab=config.precompute_vocab,
+                        max_tokens=config.max_tokens)
+    rejects = config.rejects or (os.fspath(out_path) + ".rejects") if config.on_error == "keep" else None
+    out = ChunkedOutput(out_path, identity, compresslevel=config.compresslevel)
+    start_line = out.open(restart=config.restart)
+    t0 = time.perf_counter()
+
+    reader = read_phrase_table(table_path, on_error=config.on_error, rejects_path=rejects)
+    in_q: queue.Queue = queue.Queue(maxsize=2)
+    out_q: queue.Queue = queue.Queue(maxsize=2)
+    stop = threading.Event()
+    errors: list[BaseException] = []
+    counts = {"lines": 0, "pairs": 0, "sources": 0, "rejected": 0}
+
+    def read_chunks():
+        try:
+            collector = PairCollector(vocabs)
+            chunk = _Chunk(start_line // config.chunk_lines)
+            pos = 0
+            for entry in reader:
+                if entry.line_no <= start_line:      # already in the output (resume)
+                    continue
+                chunk.raw.append(entry.raw + b"\n" if entry.newline else entry.raw)
+                if entry.error is None:
+                    collector.add(pos, entry.source, entry.target)
+                else:
+                    chunk.bad.append(pos)
+                pos += 1
+                if pos == config.chunk_lines:
+                    chunk.pairs = collector.reset()
+                    _put(in_q, chunk, stop)
+                    chunk, pos = _Chunk(chunk.index + 1), 0
+            if pos:
+                chunk.pairs = collector.reset()
+                _put(in_q, chunk, stop)
+            if reader.stats.lines < start_line:
+                raise PhraseRescoreError(f"the table has {reader.stats.lines} lines but the partial output "
+                                         f"already holds {start_line}: rerun with --restart", table_path)
+        except BaseException as e:  # handed to the main thread
+            errors.append(e)
+        finally:
+            _put(in_q, _END, stop)
+
+    def write_chunks():
+        try:
+            while True:
+                item = out_q.get()
+                if item is _END:
+                    return
+                chunk, logp = item
+                data = _format_chunk(chunk, logp, config)
+                out.write_chunk(data, len(chunk.raw), {"rejected": len(chunk.bad), "pairs": len(chunk.pairs),
+                                                       "sources": len(chunk.pairs.src)})
+        except BaseException as e:
+            errors.append(e)
+            stop.set()
+            while out_q.get() is not _END:  # drain so the main thread never blocks
+                pass
+
+    threads = [threading.Thread(target=read_chunks, name="score-reader", daemon=True),
+               threading.Thread(target=write_chunks, name="score-writer", daemon=True)]
+    for t in threads:
+        t.start()
+    bar = progress.bar(desc="score", unit="line", initial=start_line)
+    completed = False
+    try:
+        while True:
+            chunk = in_q.get()
+            if chunk is _END or errors:
+                break
+            logp = scorer.score(chunk.pairs)             # (pairs,) float64
+            counts["lines"] += len(chunk.raw)
+            counts["pairs"] += len(chunk.pairs)
+            counts["sources"] += len(chunk.pairs.src)
+            counts["rejected"] += len(chunk.bad)
+            bar.update(len(chunk.raw))
+            out_q.put((chunk, logp))
+        completed = True
+    finally:
+        stop.set()
+        out_q.put(_END)
+        for t in threads:
+            t.join()
+        bar.close()
+        if errors or not completed:
+            out.close()          # OUT.partial and its manifest stay for a resume
+    if errors:
+        raise errors[0]
+    prior = out.stats
+    out.finish()
+    seconds = time.perf_counter() - t0
+    return {"lines": out.lines, "pairs": prior.get("pairs", 0), "sources": prior.get("sources", 0),
+            "rejected": prior.get("rejected", 0), "seconds": seconds,
+            "pairs_per_s": counts["pairs"] / seconds if seconds > 0 else 0.0,
+            "lines_per_s": counts["lines"] / seconds if seconds > 0 else 0.0,
+            "resumed_from_line": start_line, "restart_reason": out.restart_reason, "device": str(device),
+            "rejects": rejects, "out": os.fspath(out_path), "config": asdict(config)}
+
+
+def _put(q: queue.Queue, item, stop: threading.Event) -> None:
+    """Put ``item`` unless the run is stopping (so a failed consumer never deadlocks the reader)."""
+    while True:
+        try:
+            q.put(item, timeout=0.2)
+            return
+        except queue.Full:
+            if stop.is_set():   # the consumer has gone: nobody will read it
+                return
+
+
+def _format_chunk(chunk: _Chunk, logp: np.ndarray, config: ScoreConfig) -> bytes:
+    """The chunk's lines with the new columns appended (rejected lines: neutral values)."""
+    pairs = chunk.pairs
+    cols = []
+    for name in config.columns:
+        if name == "logprob":
+            cols.append(logprob_texts(logp, raw=config.raw_logprob))
+        else:
+            cols.append(unk_texts(np.asarray(pairs.n_unk, dtype=np.int64), raw=config.raw_logprob))
+    texts = [" ".join(t).encode("ascii") for t in zip(*cols)]        # one per pair
+    lines = list(chunk.raw)
+    for k, pos in enumerate(pairs.pair_line):
+        raw = lines[pos]
+        nl = raw.endswith(b"\n")
+        lines[pos] = append_columns(raw[:-1] if nl else raw, texts[k]) + (b"\n" if nl else b"")
+    if chunk.bad:
+        neutral = " ".join([neutral_text(config.raw_logprob)] * len(config.columns)).encode("ascii")
+        for pos in chunk.bad:
+            raw = lines[pos]
+            nl = raw.endswith(b"\n")
+            lines[pos] = append_columns(raw[:-1] if nl else raw, neutral) + (b"\n" if nl else b"")
+    return b"".join(lines)

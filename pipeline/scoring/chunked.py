@@ -1,0 +1,152 @@
+"""A resumable output file written in chunks: ``OUT.partial`` plus a manifest ``OUT.partial.json``.
+
+Each chunk's lines are appended to ``OUT.partial`` (fsync'ed), then the manifest is replaced
+atomically with the cumulative state after that chunk: lines done, bytes written, and for gzip the
+running CRC-32 and length. After a crash or kill, :meth:`ChunkedOutput.open` truncates
+``OUT.partial`` to the last completed chunk and reports the first line still to do; when the whole
+input is done, :meth:`ChunkedOutput.finish` closes the file and renames it to ``OUT``.
+
+gzip output is ONE gzip member, byte-identical however often the run was interrupted: a fixed
+10-byte header (no name, mtime 0), then each chunk as raw deflate from a fresh compressor ended by a
+sync flush (as pigz does), then an empty final block and the CRC-32/length trailer. The bytes of a
+chunk depend only on its lines, so a resumed run writes the same bytes as an uninterrupted one.
+
+A manifest is only resumed when its ``identity`` (the input table's size and mtime, the model's hash
+and every option that changes the output) equals the current run's; otherwise the run starts afresh.
+"""
+from __future__ import annotations
+
+import json
+import os
+import zlib
+from pathlib import Path
+
+from ..errors import PhraseRescoreError
+from ..fileio import wants_gzip
+
+MANIFEST_FORMAT = "phrase-rescore-score-manifest"
+MANIFEST_VERSION = 1
+GZIP_HEADER = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"  # deflate, no flags, mtime 0, OS unknown
+_FINAL_EMPTY_BLOCK = b"\x03\x00"                             # BFINAL=1, fixed Huffman, end-of-block
+
+
+class ChunkedOutput:
+    """Append-only, resumable writer for the scored table (see the module docstring).
+
+    :param path: the final output; gzip when it ends in ``.gz``.
+    :param identity: JSON-serialisable description of everything the output depends on.
+    :param compresslevel: zlib level for gzip output.
+    """
+
+    def __init__(self, path: str | os.PathLike, identity: dict, compresslevel: int = 6):
+        self.path = Path(path)
+        self.partial = self.path.with_name(self.path.name + ".partial")
+        self.manifest_path = self.path.with_name(self.path.name + ".partial.json")
+        self.identity = identity
+        self.gzip = wants_gzip(path)
+        self.compresslevel = compresslevel
+        self.lines = 0          # input lines already in the output
+        self.chunks = 0
+        self.crc = 0
+        self.isize = 0
+        self.stats: dict = {}   # cumulative counters carried across resumes
+        self.restart_reason: str | None = None
+        self._f = None
+
+    # ------------------------------------------------------------------ start / resume
+    def open(self, restart: bool = False) -> int:
+        """Open for appending; returns the number of input lines already done (0 on a fresh start)."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        state = None if restart else self._read_manifest()
+        if state is not None and self.partial.exists() and self.partial.stat().st_size >= state["bytes"]:
+            self._f = open(self.partial, "r+b")
+            self._f.truncate(state["bytes"])          # drop a chunk that was half written
+            self._f.seek(state["bytes"])
+            self.lines, self.chunks = state["lines"], state["chunks"]
+            self.crc, self.isize, self.stats = state["crc32"], state["isize"], state.get("stats", {})
+            return self.lines
+        if state is not None:
+            self.restart_reason = f"{self.partial} is shorter than its manifest says"
+        self._f = open(self.partial, "wb")
+        if self.gzip:
+            self._f.write(GZIP_HEADER)
+        self._save_manifest()
+        return 0
+
+    def _read_manifest(self) -> dict | None:
+        try:
+            with open(self.manifest_path, encoding="utf-8") as f:
+                m = json.load(f)
+        except FileNotFoundError:
+            return None
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            self.restart_reason = f"unreadable manifest {self.manifest_path}"
+            return None
+        if m.get("format") != MANIFEST_FORMAT or m.get("version") != MANIFEST_VERSION:
+            self.restart_reason = f"manifest {self.manifest_path} has another format or version"
+            return None
+        if m.get("identity") != self.identity:
+            old, new = m.get("identity") or {}, self.identity
+            diff = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
+            self.restart_reason = f"the earlier partial run differs in: {', '.join(diff)}"
+            return None
+        return m["state"]
+
+    def _save_manifest(self) -> None:
+        m = {"format": MANIFEST_FORMAT, "version": MANIFEST_VERSION, "identity": self.identity,
+             "state": {"lines": self.lines, "chunks": self.chunks, "bytes": self._f.tell(),
+                       "crc32": self.crc, "isize": self.isize, "stats": self.stats}}
+        tmp = self.manifest_path.with_name(self.manifest_path.name + ".tmp")
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(m, f, indent=1, sort_keys=True)
+            f.write("\n")
+        os.replace(tmp, self.manifest_path)
+
+    # ------------------------------------------------------------------ chunks
+    def write_chunk(self, data: bytes, n_lines: int, stats: dict | None = None) -> None:
+        """Append one chunk (``n_lines`` input lines as ``data``) and record it in the manifest."""
+        if self.gzip:
+            comp = zlib.compressobj(self.compresslevel, zlib.DEFLATED, -15)
+            self._f.write(comp.compress(data) + comp.flush(zlib.Z_SYNC_FLUSH))
+            self.crc = zlib.crc32(data, self.crc)
+            self.isize = (self.isize + len(data)) & 0xFFFFFFFF
+        else:
+            self._f.write(data)
+        self._f.flush()
+        os.fsync(self._f.fileno())
+        self.lines += n_lines
+        self.chunks += 1
+        if stats:
+            for k, v in stats.items():
+                self.stats[k] = self.stats.get(k, 0) + v
+        self._save_manifest()
+
+    def finish(self) -> None:
+        """Close the stream (gzip trailer), rename ``OUT.partial`` to ``OUT`` and drop the manifest."""
+        if self.gzip:
+            self._f.write(_FINAL_EMPTY_BLOCK + self.crc.to_bytes(4, "little") + self.isize.to_bytes(4, "little"))
+        self._f.flush()
+        os.fsync(self._f.fileno())
+        self._f.close()
+        self._f = None
+        os.replace(self.partial, self.path)
+        try:
+            os.unlink(self.manifest_path)
+        except FileNotFoundError:
+            pass
+
+    def close(self) -> None:
+        """Close without finishing (after an error): the partial file and manifest stay for a resume."""
+        if self._f is not None:
+            self._f.close()
+            self._f = None
+
+
+def check_not_same_file(table: str | os.PathLike, out: str | os.PathLike) -> None:
+    """Refuse to overwrite the input table with its own scored version."""
+    try:
+        same = os.path.samefile(table, out)
+    except FileNotFoundError:
+        return
+    if same:
+        raise PhraseRescoreError("the output is the input table itself: choose another --out path", out)

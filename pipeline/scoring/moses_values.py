@@ -1,0 +1,96 @@
+"""How the model's log p(f|e) and the unknown-word count become phrase-table feature values.
+
+Moses reads every phrase-table score as a C ``float`` and stores ``FloorScore(TransformScore(x))``:
+``TransformScore`` is the natural log (moses/Util.h) and ``FloorScore`` clamps it at
+``LOWEST_SCORE = -100.0f`` (moses/TypeDef.h); the loader (moses/TranslationModel/RuleTable/
+LoaderStandard.cpp) parses each score with ``StringToFloat`` and applies both. So a feature whose
+log-linear value should be ``v`` is written as ``exp(v)``; writing ``v`` itself (a negative number)
+would make Moses take the log of a negative number (NaN).
+
+Conventions of this module (the project's documented floor):
+
+* **log p column**: ``exp(log p)`` with 7 significant digits (:func:`pipeline.phrase_table.format_score`).
+  For ``log p >= -87.3`` the value is a normal float32 and Moses recovers log p to float precision.
+  Between -87.3 and -100 it is a float32 subnormal, which Moses still reads, with a rounding error
+  in log p that grows towards -100 (about 1e-4 at -95, 0.02 at -100).
+  For ``log p < -100`` (including -inf) the text is :data:`FLOOR_TEXT` (``1e-45``): it parses to the
+  smallest positive float32 (or to 0 where subnormals are flushed), whose log is at most -103.3 or
+  -inf, so Moses stores exactly its floor, -100. Nothing written is ever 0 or negative.
+* **unknown-word column**: ``exp(n)`` for ``n`` words outside the networks' shortlists (source words
+  outside the source shortlist plus target words outside the target shortlist), so Moses's log gives
+  ``n`` (the convention of the old 2.718 phrase-penalty column).
+* ``raw=True`` (``--raw-logprob``, for consumers other than Moses) writes the log-domain values
+  themselves: log p (no floor) and the count ``n``.
+* A line rejected by the reader (``--on-error keep``) gets neutral values that add 0 to the
+  log-linear score: :data:`pipeline.phrase_table.NEUTRAL_VALUE` (1) in Moses form, 0 in raw form.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..errors import PhraseRescoreError
+from ..phrase_table import NEUTRAL_VALUE, format_score
+
+#: Moses's floor on the log of any phrase-table score (moses/TypeDef.h ``LOWEST_SCORE``).
+LOWEST_SCORE = -100.0
+#: Written for ``log p < LOWEST_SCORE``: parses to the smallest float32 subnormal (log -103.3) or 0
+#: (log -inf); either way Moses's FloorScore turns it into exactly -100.
+FLOOR_TEXT = "1e-45"
+#: Below this log value exp() is a float32 subnormal (log of FLT_MIN = 1.17549435e-38).
+FLOAT32_NORMAL_LOG_MIN = math.log(1.17549435e-38)
+
+COLUMN_CHOICES = ("logprob", "unk")
+
+
+def parse_columns(spec: str | tuple[str, ...] | list[str]) -> tuple[str, ...]:
+    """``"logprob,unk"`` -> ``("logprob", "unk")``; order as given, no repeats, at least one."""
+    names = [s.strip() for s in (spec.split(",") if isinstance(spec, str) else spec) if s.strip()]
+    bad = [n for n in names if n not in COLUMN_CHOICES]
+    if bad or not names or len(set(names)) != len(names):
+        raise PhraseRescoreError(
+            f"--columns must be a comma-separated, non-repeating subset of {','.join(COLUMN_CHOICES)}; "
+            f"got {','.join(names) if isinstance(spec, (list, tuple)) else spec!r}")
+    return tuple(names)
+
+
+def logprob_texts(logp: np.ndarray, raw: bool = False) -> list[str]:
+    """Text of the log p column for each pair (see the module docstring for the floor)."""
+    logp = np.asarray(logp, dtype=np.float64)
+    if np.isnan(logp).any():
+        raise PhraseRescoreError("the model produced NaN log-probabilities: the checkpoint is broken")
+    logp = np.minimum(logp, 0.0)  # a log-probability; rounding can leave +1e-8
+    if raw:
+        return [format_score(v) for v in logp.tolist()]
+    probs = np.exp(np.maximum(logp, LOWEST_SCORE))
+    floor = logp < LOWEST_SCORE
+    out = [format_score(v) for v in probs.tolist()]
+    if floor.any():
+        for i in np.flatnonzero(floor).tolist():
+            out[i] = FLOOR_TEXT
+    return out
+
+
+def unk_texts(n_unk: np.ndarray, raw: bool = False) -> list[str]:
+    """Text of the unknown-word column: ``exp(n)`` (Moses) or ``n`` (raw)."""
+    n = np.asarray(n_unk, dtype=np.int64)
+    if raw:
+        return [str(v) for v in n.tolist()]
+    return [format_score(v) for v in np.exp(n.astype(np.float64)).tolist()]
+
+
+def neutral_text(raw: bool) -> str:
+    """The value of every new column on a rejected line (adds 0 to the log-linear score)."""
+    return "0" if raw else format_score(NEUTRAL_VALUE)
+
+
+def moses_reads(text: str) -> float:
+    """What Moses stores for a score written as ``text``: FloorScore(log(float32(text))).
+
+    For tests and documentation; mirrors LoaderStandard.cpp (parse as float, log, floor at -100).
+    """
+    x = np.float32(float(text))
+    with np.errstate(divide="ignore"):
+        v = np.log(x) if x > 0 else np.float32(-np.inf)
+    return float(max(np.float32(v), np.float32(LOWEST_SCORE)))

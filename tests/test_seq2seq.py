@@ -92,7 +92,6 @@ def test_paper_preset_has_384m_parameters():
 
 
 def test_uniform_init_range():
-    m = tiny()
     torch.manual_seed(3)
     m = Seq2Seq(Seq2SeqConfig(50, 40, emb_dim=16, hidden_dim=16, num_layers=2))
     for p in m.parameters():
@@ -188,3 +187,21 @@ def test_parallel_files_must_have_equal_length(tmp_path):
     (tmp_path / "t").write_text("x\n")
     with pytest.raises(PhraseRescoreError, match=r"differ in length.*s has 2 lines.*t has 1"):
         train(TrainSeq2SeqConfig(str(tmp_path / "s"), str(tmp_path / "t"), str(tmp_path / "o")))
+
+
+def test_train_seq2seq_command_forward_baseline(tmp_path, one_thread, monkeypatch):
+    from click.testing import CliRunner
+
+    from pipeline.cli import main
+
+    monkeypatch.setenv("PHRASE_RESCORE_QUIET", "1")
+    src, tgt = _write_task(tmp_path, 60, 3)
+    r = CliRunner().invoke(main, ["train-seq2seq", src, tgt, "-o", str(tmp_path / "fwd"), "--no-reverse",
+                                  "--emb-dim", "8", "--hidden-dim", "8", "--num-layers", "3", "--epochs", "1",
+                                  "--batch-size", "8", "--valid-size", "6"])
+    assert r.exit_code == 0, r.output
+    assert "validation perplexity" in r.output
+    ck = load_checkpoint(tmp_path / "fwd" / "best.pt")
+    assert (ck.model.cfg.reverse, ck.model.cfg.num_layers, ck.model.cfg.hidden_dim) == (False, 3, 8)
+    assert ck.train_state["train_config"]["lr"] == 0.7 and ck.train_state["train_config"]["clip_norm"] == 5.0
+    assert (tmp_path / "fwd" / "vocab.json").exists() and (tmp_path / "fwd" / "last.pt").exists()

@@ -204,10 +204,12 @@ def train(pairs_dir, out_dir, config: TrainConfig = TrainConfig()) -> dict:
         if improved:
             state["best_valid_ppl"] = ev["ppl"]
             save_checkpoint(best_path, model, vocabs, None)
+            if on_schedule:
+                state["bad_evals"] = 0
+        elif ev["pairs"] == 0:  # no held-out pairs: the model is the latest weights; patience never runs out
+            save_checkpoint(best_path, model, vocabs, None)
         elif on_schedule:
             state["bad_evals"] += 1
-        if improved and on_schedule:
-            state["bad_evals"] = 0
         train_loss = window_loss / window_pairs if window_pairs else math.nan      # per pair, eq (4)
         train_ppl = math.exp(window_loss / window_tokens) if window_tokens else math.nan
         state["log"].append({"step": state["step"], "pairs_seen": state["pairs_seen"],
@@ -215,8 +217,6 @@ def train(pairs_dir, out_dir, config: TrainConfig = TrainConfig()) -> dict:
                              "train_ppl": train_ppl, "valid_ppl": ev["ppl"],
                              "best_valid_ppl": state["best_valid_ppl"], "lr": config.lr})
         window_loss, window_pairs, window_tokens = 0.0, 0, 0
-        if not best_path.exists():  # no validation pairs: keep the latest weights as the model
-            save_checkpoint(best_path, model, vocabs, None)
         save_checkpoint(last_path, model, vocabs, train_state())
         _write_log(log_path, state["log"])
         bar.set_postfix(loss=f"{train_loss:.3f}", valid_ppl=f"{ev['ppl']:.2f}", refresh=False)

@@ -5,6 +5,9 @@ import random
 import pytest
 import torch
 
+from click.testing import CliRunner
+
+from pipeline.cli import main
 from pipeline.errors import PhraseRescoreError
 from pipeline.model import checkpoint as ck
 from pipeline.model.encdec import RNNEncoderDecoder
@@ -134,3 +137,29 @@ def test_checkpoint_errors(tmp_path):
     torch.save({"format": "something-else"}, tmp_path / "other.pt")
     with pytest.raises(PhraseRescoreError, match="not an encoder-decoder checkpoint"):
         ck.load_checkpoint(tmp_path / "other.pt")
+
+
+def test_train_command_then_sample(pairs_dir, tmp_path):
+    args = ["--quiet", "train", str(pairs_dir), "--out", str(tmp_path / "m"), "--max-steps", "20", "--valid-every", "10",
+            "--emb-dim", "16", "--hidden-dim", "32", "--maxout-units", "16", "--rank", "16", "--batch-size", "16",
+            "--gru", "cudnn"]
+    r = CliRunner().invoke(main, args)
+    assert r.exit_code == 0, r.output
+    assert "20 steps (max_steps)" in r.output and "unigram" in r.output
+    model, _, _ = ck.load_checkpoint(tmp_path / "m")
+    assert model.cfg.gru == "cudnn" and model.cfg.hidden_dim == 32 and model.cfg.init_std == 0.05
+    r = CliRunner().invoke(main, args)  # a second run into the same directory needs --resume
+    assert r.exit_code == 1 and "error:" in r.output and "--resume" in r.output
+    r = CliRunner().invoke(main, [*args[:6], "40", *args[7:], "--resume"])
+    assert r.exit_code == 0 and "40 steps" in r.output, r.output
+    r = CliRunner().invoke(main, ["sample", str(tmp_path / "m"), "s1 s2", "--beam", "3"])
+    assert r.exit_code == 0 and len(r.output.splitlines()) == 4, r.output
+
+
+def test_without_validation_pairs_the_model_is_the_latest(tmp_path):
+    make_learnable_table(tmp_path / "t.txt", n_pairs=100)
+    prepare(tmp_path / "t.txt", tmp_path / "pairs", PrepareConfig(vocab_size=100, valid_fraction=0.0))
+    s = train(tmp_path / "pairs", tmp_path / "m", cfg(max_steps=30, valid_every=10, patience=1))
+    assert s["steps"] == 30 and s["stop_reason"] == "max_steps"
+    best, last = _weights(tmp_path / "m" / "model.pt"), _weights(tmp_path / "m" / "last.pt")
+    assert all(torch.equal(best["state_dict"][k], last["state_dict"][k]) for k in best["state_dict"])

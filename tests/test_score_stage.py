@@ -1,0 +1,218 @@
+"""The score stage end to end: columns by hand, every original byte kept, bad lines, resume after kill."""
+from __future__ import annotations
+
+import gzip
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+import torch
+from click.testing import CliRunner
+
+from pipeline.cli import main as cli
+from pipeline.errors import PhraseRescoreError
+from pipeline.model.checkpoint import save_checkpoint
+from pipeline.model.encdec import EncDecConfig, RNNEncoderDecoder
+from pipeline.model.reference import log_p, reference_params
+from pipeline.phrase_table import append_columns
+from pipeline.score import ScoreConfig, score_table
+from pipeline.vocab import EOS_ID, Vocab, Vocabularies
+
+SRC_WORDS = ["das", "haus", "ist", "klein", "ein", "der", "mann", "und"]
+TGT_WORDS = ["the", "house", "is", "small", "a", "man", "and", "little"]
+
+# (line, expected unknown words): source words outside SRC_WORDS + target words outside TGT_WORDS
+HAND_TABLE = [
+    (b"das haus ||| the house ||| 0.5 0.25 0.125 1 ||| 0-0 1-1 ||| 4 2 1 ||| |||", 0),
+    (b"das haus ||| the building ||| 0.5 0.25 0.125 1 ||| 0-0 1-1 ||| 4 2 1 ||| |||", 1),
+    (b"das Haus ist ||| the house is ||| 0.1 0.2 0.3 0.4 ||| 0-0 1-1 2-2 ||| 2 2 2 ||| |||", 1),
+    (b"Katze ||| cat ||| 1 1 1 1", 2),                                       # three fields only
+    (b"ein mann ||| a man |||   0.1  0.2  0.3  0.4   ||| 0-0 1-1 |||  1 1 1 ||| ||| {{Key value}}", 0),
+    (b"der Mann und ||| the Man and Kind ||| 0.7 0.6 0.5 0.4 ||| 0-0 ||| 1 1 1 ||| |||", 3),
+    (b"das haus ||| the house ||| 0.5 0.25 0.125 1 ||| 0-0 1-1 ||| 4 2 1 ||| |||", 0),  # repeated pair
+    (b"ist ||| is ||| 0.9 0.8 0.7 0.6 ||| 0-0 ||| 3 3 3 ||| |||", 0),      # last line: no final newline
+]
+
+
+@pytest.fixture(scope="module")
+def model_path(tmp_path_factory):
+    torch.manual_seed(11)
+    vocabs = Vocabularies(Vocab(["<eos>", "<unk>"] + SRC_WORDS), Vocab(["<eos>", "<unk>"] + TGT_WORDS))
+    cfg = EncDecConfig(len(vocabs.source), len(vocabs.target), emb_dim=8, hidden_dim=16, maxout_units=8, rank=6,
+                       bias=True, init_std=0.3)
+    model = RNNEncoderDecoder(cfg)
+    path = tmp_path_factory.mktemp("model") / "model.pt"
+    save_checkpoint(path, model, vocabs)
+    return path, model, vocabs
+
+
+def _write_table(path, lines, final_newline=False):
+    data = b"\n".join(lines) + (b"\n" if final_newline else b"")
+    if str(path).endswith(".gz"):
+        with gzip.open(path, "wb") as f:
+            f.write(data)
+    else:
+        path.write_bytes(data)
+
+
+def _read(path) -> bytes:
+    with open(path, "rb") as f:
+        head = f.read(2)
+    return gzip.open(path).read() if head == b"\x1f\x8b" else open(path, "rb").read()
+
+
+def _ref_logp(model, vocabs, line: bytes) -> float:
+    src, tgt = (f.strip().decode() for f in line.split(b"|||")[:2])
+    s = vocabs.source.encode(src.split()) + [EOS_ID]
+    t = vocabs.target.encode(tgt.split()) + [EOS_ID]
+    return log_p(s, t, reference_params(model))
+
+
+@pytest.mark.parametrize("suffix", [".gz", ""])
+def test_columns_by_hand_and_every_original_byte_kept(tmp_path, model_path, suffix):
+    path, model, vocabs = model_path
+    table, out = tmp_path / f"pt{suffix}", tmp_path / f"new{suffix}"
+    _write_table(table, [l for l, _ in HAND_TABLE])
+    s = score_table(path, table, out, ScoreConfig(chunk_lines=3))     # chunks cut through a source's lines
+    assert s["lines"] == len(HAND_TABLE) and s["pairs"] == len(HAND_TABLE) and s["rejected"] == 0
+    got = _read(out).split(b"\n")
+    assert got[-1] != b"" and len(got) == len(HAND_TABLE)            # no final newline added
+    for (orig, n_unk), new in zip(HAND_TABLE, got, strict=True):
+        p_text, unk_text = new.split(b"|||")[2].split()[-2:]
+        assert unk_text == f"{math.exp(n_unk):.7g}".encode()           # exp(count), counted by hand
+        assert math.log(float(p_text)) == pytest.approx(_ref_logp(model, vocabs, orig), abs=1e-4)
+        assert new == append_columns(orig, p_text + b" " + unk_text)  # all other bytes as they were
+    assert not (tmp_path / f"new{suffix}.partial").exists()
+    assert not (tmp_path / f"new{suffix}.partial.json").exists()
+
+
+def test_columns_option_and_raw_logprob(tmp_path, model_path):
+    path, model, vocabs = model_path
+    table = tmp_path / "pt"
+    _write_table(table, [l for l, _ in HAND_TABLE], final_newline=True)
+    score_table(path, table, tmp_path / "unk", ScoreConfig(columns="unk"))
+    score_table(path, table, tmp_path / "raw", ScoreConfig(columns=("unk", "logprob"), raw_logprob=True))
+    unk_lines = _read(tmp_path / "unk").splitlines()
+    raw_lines = _read(tmp_path / "raw").splitlines()
+    for (orig, n_unk), u, r in zip(HAND_TABLE, unk_lines, raw_lines, strict=True):
+        assert u == append_columns(orig, f"{math.exp(n_unk):.7g}".encode())
+        n_text, lp_text = r.split(b"|||")[2].split()[-2:]
+        assert n_text == str(n_unk).encode()
+        assert float(lp_text) == pytest.approx(_ref_logp(model, vocabs, orig), abs=1e-4)
+        assert r == append_columns(orig, n_text + b" " + lp_text)
+
+
+BAD_TABLE = [
+    b"das haus ||| the house ||| 0.5 0.25 0.125 1 ||| 0-0 1-1 ||| 4 2 1 ||| |||",
+    b"no fields at all",
+    b"das ||| the ||| 0.5 zero 0.1 0.2 ||| 0-0 ||| 1 1 1 ||| |||",
+    b"ist ||| is ||| 0.9 0.8 0.7 0.6 ||| 0-0 ||| 3 3 3 ||| |||",
+]
+
+
+def test_on_error_keep_keeps_bad_lines_in_place_with_neutral_values(tmp_path, model_path):
+    path, _, _ = model_path
+    table, out = tmp_path / "pt", tmp_path / "new.gz"
+    _write_table(table, BAD_TABLE, final_newline=True)
+    s = score_table(path, table, out, ScoreConfig(on_error="keep", chunk_lines=2))
+    assert s["lines"] == 4 and s["rejected"] == 2 and s["pairs"] == 2
+    got = _read(out).splitlines()
+    assert got[1] == BAD_TABLE[1]                                      # no scores field: unchanged
+    assert got[2] == append_columns(BAD_TABLE[2], b"1 1")              # neutral: log 1 = 0 for Moses
+    assert got[0].startswith(b"das haus ||| the house ||| 0.5 0.25 0.125 1 ") and got[3].startswith(b"ist ||| is")
+    rejects = (tmp_path / "new.gz.rejects").read_bytes().splitlines()
+    assert [r.split(b"\t")[0] for r in rejects] == [b"2", b"3"]
+
+
+def test_on_error_raise_names_file_and_line(tmp_path, model_path):
+    path, _, _ = model_path
+    table = tmp_path / "pt"
+    _write_table(table, BAD_TABLE, final_newline=True)
+    with pytest.raises(PhraseRescoreError) as e:
+        score_table(path, table, tmp_path / "new", ScoreConfig())
+    assert f"{table}:2" in str(e.value)
+    assert not (tmp_path / "new").exists()
+
+
+def _big_table(path, n_sources=700, seed=0):
+    rng = np.random.default_rng(seed)
+    words_s, words_t = SRC_WORDS + ["xx", "yy"], TGT_WORDS + ["zz"]
+    lines = set()
+    for _ in range(n_sources):
+        src = " ".join(rng.choice(words_s, size=rng.integers(1, 8)))
+        for _ in range(int(rng.integers(1, 5))):
+            tgt = " ".join(rng.choice(words_t, size=rng.integers(1, 8)))
+            lines.add(f"{src} ||| {tgt} ||| 0.5 0.5 0.5 0.5 ||| 0-0 ||| 1 1 1 ||| |||".encode())
+    _write_table(path, sorted(lines), final_newline=True)
+    return len(lines)
+
+
+def test_resume_after_kill_is_byte_identical(tmp_path, model_path):
+    path, _, _ = model_path
+    table = tmp_path / "pt.gz"
+    n = _big_table(table)
+    ref = tmp_path / "ref.gz"
+    cfg = dict(chunk_lines=40, threads=1)
+    score_table(path, table, ref, ScoreConfig(**cfg))
+    out = tmp_path / "new.gz"
+    manifest = tmp_path / "new.gz.partial.json"
+    code = "import sys; from pipeline.cli import main; sys.exit(main())"
+    proc = subprocess.Popen([sys.executable, "-c", code, "--quiet", "score", str(path), str(table), "--out", str(out),
+                             "--chunk-lines", "40", "--threads", "1"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    done = 0
+    deadline = time.time() + 120
+    while time.time() < deadline and proc.poll() is None:
+        try:
+            done = json.loads(manifest.read_text())["state"]["chunks"]
+        except (FileNotFoundError, json.JSONDecodeError, KeyError):
+            done = 0
+        if done >= 2:
+            break
+        time.sleep(0.005)
+    assert proc.poll() is None, f"the run ended before it could be killed: {proc.stderr.read()!r}"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert not out.exists() and (tmp_path / "new.gz.partial").exists()
+    s = score_table(path, table, out, ScoreConfig(**cfg))
+    assert s["resumed_from_line"] >= 80 and s["resumed_from_line"] % 40 == 0 and s["restart_reason"] is None
+    assert s["lines"] == n
+    assert out.read_bytes() == ref.read_bytes()                       # the same bytes, gzip included
+    assert len(gzip.open(out).read().splitlines()) == n
+
+
+def test_changed_options_start_afresh(tmp_path, model_path):
+    path, _, _ = model_path
+    table = tmp_path / "pt"
+    _big_table(table, n_sources=50)
+    out = tmp_path / "new"
+    # a partial run from other options: a manifest that does not match this run
+    (tmp_path / "new.partial").write_bytes(b"stale bytes\n")
+    (tmp_path / "new.partial.json").write_text(json.dumps({
+        "format": "phrase-rescore-score-manifest", "version": 1,
+        "identity": {"columns": ["unk"]}, "state": {"lines": 1, "chunks": 1, "bytes": 12, "crc32": 0,
+                                                    "isize": 0, "stats": {}}}))
+    s = score_table(path, table, out, ScoreConfig(chunk_lines=30))
+    assert s["resumed_from_line"] == 0 and "columns" in s["restart_reason"]
+    assert b"stale" not in out.read_bytes()
+    ref = tmp_path / "ref"
+    score_table(path, table, ref, ScoreConfig(chunk_lines=30))
+    assert out.read_bytes() == ref.read_bytes()
+
+
+def test_cli_score(tmp_path, model_path):
+    path, _, _ = model_path
+    table, out = tmp_path / "pt.gz", tmp_path / "new.gz"
+    _write_table(table, [l for l, _ in HAND_TABLE])
+    r = CliRunner().invoke(cli, ["--quiet", "score", str(path), str(table), "--out", str(out), "--columns", "logprob"])
+    assert r.exit_code == 0, r.output
+    assert f"scored {len(HAND_TABLE)} lines" in r.output
+    assert len(_read(out).split(b"\n")) == len(HAND_TABLE)
+    r = CliRunner().invoke(cli, ["score", str(path), str(table), "--out", str(out), "--columns", "wp"])
+    assert r.exit_code == 1 and "--columns" in r.output

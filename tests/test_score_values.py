@@ -1,0 +1,69 @@
+"""Moses's view of the new columns: it reads a float, takes its log and floors at -100."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from pipeline.errors import PhraseRescoreError
+from pipeline.scoring.moses_values import (FLOOR_TEXT, logprob_texts, moses_reads, neutral_text, parse_columns,
+                                           unk_texts)
+
+
+@pytest.mark.parametrize("logp,moses_value,tol", [
+    (0.0, 0.0, 1e-7),
+    (-1e-9, 0.0, 1e-7),
+    (-0.5, -0.5, 1e-6),
+    (-12.345678, -12.345678, 1e-5),
+    (-80.0, -80.0, 1e-4),             # still a normal float32
+    (-95.0, -95.0, 1e-3),             # a float32 subnormal: Moses's own rounding, documented
+    (-100.0, -100.0, 0.05),
+    (-100.5, -100.0, 0.0),            # below the floor: exactly the floor
+    (-1234.0, -100.0, 0.0),
+    (-math.inf, -100.0, 0.0),
+])
+def test_logprob_column_reads_back_as_log_p_or_the_floor(logp, moses_value, tol):
+    (text,) = logprob_texts(np.array([logp]))
+    assert float(text) > 0, "Moses must never see 0 or a negative number"
+    assert abs(moses_reads(text) - moses_value) <= tol
+
+
+def test_floor_text_is_positive_and_floors():
+    assert float(FLOOR_TEXT) > 0 and np.float32(float(FLOOR_TEXT)) > 0
+    assert moses_reads(FLOOR_TEXT) == -100.0
+
+
+def test_raw_logprob_writes_log_p():
+    assert logprob_texts(np.array([-1.5, -250.0]), raw=True) == ["-1.5", "-250"]
+
+
+def test_nan_is_an_error():
+    with pytest.raises(PhraseRescoreError, match="NaN"):
+        logprob_texts(np.array([-1.0, math.nan]))
+
+
+@pytest.mark.parametrize("n,text", [(0, "1"), (1, "2.718282"), (2, "7.389056"), (14, "1202604")])
+def test_unknown_word_column_is_exp_count(n, text):
+    assert unk_texts(np.array([n])) == [text]
+    assert abs(moses_reads(text) - n) < 1e-5
+    assert unk_texts(np.array([n]), raw=True) == [str(n)]
+
+
+def test_neutral_values_add_nothing():
+    assert moses_reads(neutral_text(False)) == 0.0
+    assert float(neutral_text(True)) == 0.0
+
+
+@pytest.mark.parametrize("spec,expected", [
+    ("logprob,unk", ("logprob", "unk")), ("unk", ("unk",)), (" unk , logprob ", ("unk", "logprob")),
+    (("logprob",), ("logprob",)),
+])
+def test_parse_columns(spec, expected):
+    assert parse_columns(spec) == expected
+
+
+@pytest.mark.parametrize("spec", ["", "logprob,logprob", "prob", "logprob,unk,wp"])
+def test_parse_columns_rejects(spec):
+    with pytest.raises(PhraseRescoreError, match="--columns"):
+        parse_columns(spec)

@@ -80,20 +80,34 @@ class GRUCell(nn.Module):
         assert self.C is not None, "this cell has no context input"
         return torch.matmul(c, self.C.t())
 
-    def step(self, x_terms: torch.Tensor, h: torch.Tensor, ctx_terms: torch.Tensor | None = None) -> torch.Tensor:
-        """One step. x_terms: (B, 3H) from :meth:`input_terms`; h: (B, H); ctx_terms: (B, 3H) or None.
+    def recurrent_weights(self) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """U transposed, split as the step needs it: paper (U_rz^T (H, 2H), U^T (H, H)); cudnn (U^T (H, 3H), None).
+
+        Taken once per sequence by :meth:`run`: slicing a parameter inside the loop would make
+        backward build a full-size gradient per slice per step.
+        """
+        H = self.hidden_dim
+        if self.reset == "paper":
+            return self.U[:2 * H].t(), self.U[2 * H:].t()
+        return self.U.t(), None
+
+    def step(self, x_terms: torch.Tensor, h: torch.Tensor, ctx_terms: torch.Tensor | None = None,
+             weights: tuple | None = None) -> torch.Tensor:
+        """One step. x_terms: (B, 3H) from :meth:`input_terms`; h: (B, H); ctx_terms: (B, 3H) or None;
+        ``weights``: :meth:`recurrent_weights` when the caller loops (taken here when None).
 
         Returns the new state (B, H).
         """
         H = self.hidden_dim
+        U_a, U_b = self.recurrent_weights() if weights is None else weights
         a = x_terms if ctx_terms is None else x_terms + ctx_terms           # (B, 3H)
         if self.reset == "paper":
-            g = torch.matmul(h, self.U[:2 * H].t())                         # (B, 2H): U_r h, U_z h
+            g = torch.matmul(h, U_a)                                        # (B, 2H): U_r h, U_z h
             r = torch.sigmoid(a[:, :H] + g[:, :H])                          # (5)
             z = torch.sigmoid(a[:, H:2 * H] + g[:, H:])                     # (6)
-            h_cand = torch.tanh(a[:, 2 * H:] + torch.matmul(r * h, self.U[2 * H:].t()))  # (8)
+            h_cand = torch.tanh(a[:, 2 * H:] + torch.matmul(r * h, U_b))    # (8)
         else:
-            g = torch.matmul(h, self.U.t())                                 # (B, 3H): one matmul
+            g = torch.matmul(h, U_a)                                        # (B, 3H): one matmul
             r = torch.sigmoid(a[:, :H] + g[:, :H])
             z = torch.sigmoid(a[:, H:2 * H] + g[:, H:2 * H])
             h_cand = torch.tanh(a[:, 2 * H:] + r * g[:, 2 * H:])            # r after U
@@ -111,8 +125,9 @@ class GRUCell(nn.Module):
         assert mask.shape == (B, T), (mask.shape, x_terms.shape)
         h = h0
         states = []
+        weights = self.recurrent_weights()
         for t in range(T):
-            h_new = self.step(x_terms[:, t], h, ctx_terms)
+            h_new = self.step(x_terms[:, t], h, ctx_terms, weights)
             h = torch.where(mask[:, t, None], h_new, h)                     # (B, H)
             states.append(h)
         return torch.stack(states, dim=1), h

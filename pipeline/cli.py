@@ -19,6 +19,14 @@ class _Group(click.Group):
     ORDER = ("run", "make-demo-data", "build-smt", "prepare", "train", "sample", "score", "moses-ini", "tune",
              "evaluate", "train-seq2seq", "translate", "rescore-nbest")
 
+    def format_commands(self, ctx, formatter):
+        """List every command with its whole one-line description (click cuts them at 45 characters)."""
+        rows = [(name, self.commands[name].get_short_help_str(limit=120)) for name in self.list_commands(ctx)
+                if not self.commands[name].hidden]
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
     def list_commands(self, ctx):  # the pipeline's order in --help, not the alphabet
         rank = {name: i for i, name in enumerate(self.ORDER)}
         return sorted(self.commands, key=lambda name: (rank.get(name, len(rank)), name))

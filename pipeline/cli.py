@@ -321,7 +321,7 @@ def build_smt_cmd(train_src, train_tgt, out_dir, source_lang, target_lang, case,
 def train_seq2seq_cmd(src, tgt, out_dir, valid_src, valid_tgt, valid_size, vocab, src_vocab_size, tgt_vocab_size,
                       preset, emb_dim, hidden_dim, num_layers, reverse, lr, decay_start, decay_every, epochs,
                       batch_size, clip_norm, init_range, length_grouped, seed, device, resume):
-    """Train a deep LSTM encoder-decoder (Sutskever et al. 2014) on tokenized sentence pairs SRC/TGT."""
+    """Train a deep LSTM encoder-decoder (Sutskever, Vinyals & Le 2014) on tokenized sentence pairs SRC/TGT."""
     from .train_seq2seq import TrainSeq2SeqConfig, train
 
     s = train(TrainSeq2SeqConfig(

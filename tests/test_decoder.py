@@ -261,3 +261,23 @@ def test_parallel_equals_serial(system):
     for a, b in zip(serial, par):
         assert a.best.text == b.best.text and a.best.total == b.best.total
         assert [c.text for c in a.nbest] == [c.text for c in b.nbest]
+
+
+def test_decode_file_rejects_unknown_option_and_bad_counts(system, tmp_path):
+    src = tmp_path / "in.txt"
+    src.write_text("a b\n")
+    with pytest.raises(PhraseRescoreError, match="unknown decoder option.*stack_sise"):
+        decode_file(system(6), src, tmp_path / "o", stack_sise=10)
+    with pytest.raises(PhraseRescoreError, match="nbest_size"):
+        decode_file(system(6), src, tmp_path / "o", nbest_path=tmp_path / "n", nbest_size=0)
+    assert not (tmp_path / "o").exists()
+
+
+def test_small_stack_still_translates_every_line(system, tmp_path):
+    src = tmp_path / "in.txt"
+    src.write_text("a b a b\n\nb a q\n")
+    decode_file(system(6), src, tmp_path / "o", stack_size=1, beam_threshold=0.5)
+    out = (tmp_path / "o").read_text().splitlines()
+    assert len(out) == 3 and out[1] == ""
+    assert len(out[0].split()) == 4
+    assert len(out[2].split()) == 3 and "q" in out[2].split()   # the unknown word is copied through

@@ -158,25 +158,62 @@ def run_train(ctx: StageContext) -> dict:
 
 def _score_params() -> dict:
     from .score import ScoreConfig
-    return _defaults(ScoreConfig, drop=("columns", "resume"))
+    # columns: fixed by the configurations; raw_logprob: Moses needs exp() values; rejects/vocab: paths
+    return _defaults(ScoreConfig, drop=("columns", "raw_logprob", "rejects", "vocab", "restart"))
 
 
 def run_score(ctx: StageContext) -> dict:
-    """Two tables: + log p (for +RNN) and + log p + unknown words (for +RNN+WP)."""
+    """Score once with both columns (+RNN+WP), then derive the +RNN table from it without the model."""
     from .score import ScoreConfig, score_table
 
-    model, table = ctx.input("model"), ctx.input("phrase_table")
-    out = {}
-    for art, columns in (("table_rnn", ("logprob",)), ("table_rnn_wp", ("logprob", "unk"))):
-        cfg = _config(ScoreConfig, ctx.params, columns=columns)
-        res = score_table(model, table, ctx.output(art), cfg)
-        out[art] = res if isinstance(res, (dict, int, float, str)) or res is None else str(res)
-    return out
+    cfg = _config(ScoreConfig, ctx.params, columns=("logprob", "unk"), restart=not ctx.resume)
+    res = score_table(ctx.input("model"), ctx.input("phrase_table"), ctx.output("table_rnn_wp"), cfg)
+    n = drop_last_column(ctx.input("phrase_table"), ctx.output("table_rnn_wp"), ctx.output("table_rnn"),
+                         compresslevel=ctx.params.get("compresslevel", 6))
+    return {"lines": n, "pairs_per_s": res.get("pairs_per_s"), "seconds": res.get("seconds"),
+            "rejected": res.get("rejected"), "device": res.get("device")}
+
+
+def drop_last_column(original: Path, rescored: Path, out: Path, compresslevel: int = 6) -> int:
+    """Write ``original`` with only the first of the two columns ``rescored`` appended to it.
+
+    Every line of ``rescored`` must be the same line of ``original`` with exactly two score columns
+    appended (as ``score --columns logprob,unk`` writes it); the log p column's text is copied as it
+    is, so the output is byte for byte what ``score --columns logprob`` would write.
+    :returns: the number of lines.
+    """
+    import itertools
+
+    from .fileio import open_binary_read
+    from .phrase_table import FIELD_SEP, PhraseTableWriter, append_columns
+
+    n = 0
+    with open_binary_read(original) as fo, open_binary_read(rescored) as fr, \
+            PhraseTableWriter(out, compresslevel=compresslevel) as w:
+        for n, (a, b) in enumerate(itertools.zip_longest(fo, fr), start=1):
+            if a is None or b is None:
+                raise PhraseRescoreError(f"has {'fewer' if a is None else 'more'} lines than the rescored table "
+                                         f"{rescored}; expected the same number", original, n)
+            nl = b"\n" if a.endswith(b"\n") else b""
+            a, b = a[:len(a) - len(nl)], b.rstrip(b"\n")
+            if a == b and append_columns(a, b"0") == a:  # no scores field (a line kept by --on-error keep)
+                w.write_raw([a + nl])
+                continue
+            fields = b.split(FIELD_SEP)
+            cols = fields[2].split() if len(fields) >= 3 else []
+            if len(cols) < 2 or append_columns(a, cols[-2] + b" " + cols[-1]) != b:
+                raise PhraseRescoreError(f"is not line {n} of {original} with two score columns appended",
+                                         rescored, n)
+            w.write_raw([append_columns(a, cols[-2]) + nl])
+    return n
 
 
 # ----------------------------------------------------------------------------- moses-ini, tune, evaluate
 
-MOSES_INI_PARAMS = {"rnn_weight": 0.2, "wp_weight": -0.2, "feature": ""}
+MOSES_INI_PARAMS = {  # initial weights of the added columns (tuning replaces them); the phrase dictionary to repoint
+    "rnn": {"rnn_weight": 0.2, "feature": ""},
+    "rnn-wp": {"rnn_weight": 0.2, "wp_weight": -0.2, "feature": ""},
+}
 
 
 def _run_moses_ini(config: str):
@@ -290,7 +327,7 @@ def default_registry() -> Registry:
                      doc="append log p(f|e) (and the unknown-word count) to the phrase table"))
     for config in ("rnn", "rnn-wp"):
         _, ini_art, table_art, _ = CONFIGURATIONS[config]
-        reg.add(StageDef(f"moses-ini-{config}", "moses-ini", _run_moses_ini(config), MOSES_INI_PARAMS,
+        reg.add(StageDef(f"moses-ini-{config}", "moses-ini", _run_moses_ini(config), MOSES_INI_PARAMS[config],
                          consumes=("moses_ini", table_art), produces={ini_art: "moses.ini"},
                          doc=f"moses.ini for {CONFIGURATIONS[config][0]}"))
     for config, (label, ini_art, table_art, tuned_art) in CONFIGURATIONS.items():

@@ -315,19 +315,17 @@ def plan(workflow: Workflow, registry: Registry) -> Plan:
                 raise PhraseRescoreError(
                     f"missing input: stage {s} needs {a!r}; give it in [inputs] ({a} = \"PATH\")"
                     + (f" or add the stage that makes it ({', '.join(makers)})" if makers else ""))
-    # Kahn's algorithm in registry order; what is left over lies on a cycle
+    # topological order, taking the first ready stage in registry (pipeline) order each time;
+    # when none is ready, the ones left over lie on a cycle
     deps = {s: {p for p in inputs_of[s].values() if p not in (None, "inputs")} for s in workflow.stages}
     order: list[str] = []
-    done: set[str] = set()
     pending = list(workflow.stages)
     while pending:
-        ready = [s for s in pending if deps[s] <= done]
-        if not ready:
+        ready = next((s for s in pending if deps[s] <= set(order)), None)
+        if ready is None:
             raise PhraseRescoreError(f"the stages form a cycle: {' -> '.join(_find_cycle(deps, pending))}")
-        for s in ready:
-            order.append(s)
-            done.add(s)
-        pending = [s for s in pending if s not in done]
+        order.append(ready)
+        pending.remove(ready)
     return Plan(order, source, inputs_of)
 
 

@@ -1,0 +1,135 @@
+"""A tiny workflow through every real stage (embedded backend), then reruns that skip or redo only what changed."""
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+from click.testing import CliRunner
+
+from pipeline.cli import main
+from pipeline.workflow import MANIFEST
+
+TINY = """
+[workflow]
+name = "tiny"
+stages = ["demo-data", "build-smt", "tokenize", "prepare", "train", "score", "moses-ini", "tune", "evaluate"]
+
+[common]
+backend = "embedded"
+case = "lower"
+threads = 1
+
+[demo-data]
+train = 300
+dev = 20
+test = 25
+seed = 3
+
+[build-smt]
+lm_order = 3
+max_phrase_length = 4
+eflomal_samplers = 1
+
+[prepare]
+vocab_size = 150
+valid_fraction = 0.05
+
+[train]
+preset = "small"
+model_overrides = { emb_dim = 16, hidden_dim = 32, maxout_units = 16, rank = 16 }
+max_steps = 30
+valid_every = 15
+valid_max_pairs = 200
+
+[tune]
+max_iterations = 1
+nbest = 10
+
+[evaluate]
+bootstrap_samples = 50
+"""
+
+ALL = ["demo-data", "build-smt", "tokenize", "prepare", "train", "score", "moses-ini-rnn", "moses-ini-rnn-wp",
+       "tune-baseline", "tune-rnn", "tune-rnn-wp", "evaluate"]
+
+
+def _run(wf, work, *args):
+    r = CliRunner().invoke(main, ["--quiet", "run", str(wf), "--workdir", str(work), *args])
+    assert r.exit_code == 0, r.output + repr(r.exception)
+    log = json.loads((work / "run-log.json").read_text())
+    print({s["name"]: round(s["wall_s"], 1) for s in log["stages"]})
+    return {s["name"]: s["status"] for s in log["stages"]}, r.output
+
+
+def test_tiny_workflow_every_stage_then_reruns(tmp_path):
+    wf = tmp_path / "tiny.toml"
+    wf.write_text(TINY)
+    work = tmp_path / "work"
+
+    status, out = _run(wf, work)
+    assert list(status) == ALL and set(status.values()) == {"ran"}
+    table = pd.read_csv(work / "evaluate" / "table1.csv")
+    assert list(table["configuration"]) == ["Baseline", "+RNN", "+RNN+WP"]
+    assert table["test_bleu"].between(0, 100).all() and table["dev_bleu"].between(0, 100).all()
+    assert table["test_p"].isna().tolist() == [True, False, False]
+    assert "| Baseline |" in out and "case-insensitive" in out  # the report is printed
+    # the rescored tables: the original 4 scores plus 1 and 2 columns
+    ini_rnn = (work / "moses-ini-rnn" / "moses.ini").read_text()
+    ini_wp = (work / "moses-ini-rnn-wp" / "moses.ini").read_text()
+    assert "num-features=5" in ini_rnn and "num-features=6" in ini_wp
+
+    status, _ = _run(wf, work)
+    assert set(status.values()) == {"skipped"}
+
+    # a changed parameter reruns exactly the stages downstream of it
+    status, _ = _run(wf, work, "--set", "moses-ini.wp_weight=-0.5")
+    assert [s for s, v in status.items() if v == "ran"] == ["moses-ini-rnn-wp", "tune-rnn-wp", "evaluate"]
+    m = json.loads((work / "moses-ini-rnn-wp" / MANIFEST).read_text())
+    assert m["params"]["wp_weight"] == -0.5
+
+    # a damaged intermediate output is remade; being identical, nothing downstream reruns
+    tok = work / "tokenize" / "dev.tok.src"
+    good = tok.read_bytes()
+    tok.write_bytes(b"damaged\n")
+    status, _ = _run(wf, work, "--set", "moses-ini.wp_weight=-0.5")
+    assert [s for s, v in status.items() if v == "ran"] == ["tokenize"]
+    assert tok.read_bytes() == good
+
+    # --from forces a restart point
+    status, _ = _run(wf, work, "--set", "moses-ini.wp_weight=-0.5", "--from", "evaluate")
+    assert [s for s, v in status.items() if v == "ran"] == ["evaluate"]
+
+
+def test_drop_last_column_gives_the_logprob_only_table(tmp_path):
+    import gzip
+
+    import pytest
+
+    from pipeline.errors import PhraseRescoreError
+    from pipeline.stages import drop_last_column
+
+    original = [b"a ||| x ||| 0.5 0.25 0.5 0.25 ||| 0-0 ||| 2 2 1 ||| |||",
+                b"a b ||| x  y ||| 1 1 1 1",  # 3 fields, double space kept
+                b"c ||| z ||| 0.1 0.2 0.3 0.4 ||| 0-0"]
+    appended = [(b"0.01", b"2.718282"), (b"1e-45", b"1"), (b"0.9", b"7.389056")]
+    rescored = [b"a ||| x ||| 0.5 0.25 0.5 0.25 0.01 2.718282 ||| 0-0 ||| 2 2 1 ||| |||",
+                b"a b ||| x  y ||| 1 1 1 1 1e-45 1",
+                b"c ||| z ||| 0.1 0.2 0.3 0.4 0.9 7.389056 ||| 0-0"]
+    expected = [b"a ||| x ||| 0.5 0.25 0.5 0.25 0.01 ||| 0-0 ||| 2 2 1 ||| |||",
+                b"a b ||| x  y ||| 1 1 1 1 1e-45",
+                b"c ||| z ||| 0.1 0.2 0.3 0.4 0.9 ||| 0-0"]
+    assert len(appended) == len(original)
+    (tmp_path / "pt").write_bytes(b"\n".join(original) + b"\n")
+    with gzip.open(tmp_path / "both.gz", "wb") as f:
+        f.write(b"\n".join(rescored) + b"\n")
+    assert drop_last_column(tmp_path / "pt", tmp_path / "both.gz", tmp_path / "rnn.gz") == 3
+    assert gzip.open(tmp_path / "rnn.gz").read() == b"\n".join(expected) + b"\n"
+    # a rescored table that is not the original plus two columns is refused, naming the line
+    with gzip.open(tmp_path / "bad.gz", "wb") as f:
+        f.write(b"\n".join(rescored[:1] + [b"a b ||| x y ||| 1 1 1 1 1e-45 1"] + rescored[2:]) + b"\n")
+    with pytest.raises(PhraseRescoreError, match=r"bad.gz:2: is not line 2 of .*pt with two score columns"):
+        drop_last_column(tmp_path / "pt", tmp_path / "bad.gz", tmp_path / "x.gz")
+    with gzip.open(tmp_path / "short.gz", "wb") as f:
+        f.write(b"\n".join(rescored[:2]) + b"\n")
+    with pytest.raises(PhraseRescoreError, match=r"pt:3: has more lines than the rescored table"):
+        drop_last_column(tmp_path / "pt", tmp_path / "short.gz", tmp_path / "x.gz")

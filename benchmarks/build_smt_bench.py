@@ -64,11 +64,16 @@ def corpus_multi30k(work: Path, n: int | None) -> tuple[Path, Path] | None:
 
 
 def corpus_generated(work: Path, n: int) -> tuple[tuple[Path, Path], str]:
-    try:
-        from data.demo_corpus import generate
+    from data.demo_corpus import generate
 
+    try:
         paths = generate(work / "demo", n_train=n, n_dev=0, n_test=0, seed=1)
         return (paths["train.en"], paths["train.fr"]), "data/demo_corpus.py (seed 1)"
+    except Exception as e:
+        first_error = e
+    try:  # the generator's noise step has failed on large corpora: try it without noise
+        paths = generate(work / "demo0", n_train=n, n_dev=0, n_test=0, seed=1, noise_rate=0.0)
+        return (paths["train.en"], paths["train.fr"]), f"data/demo_corpus.py (seed 1, noise 0: with noise: {first_error!r})"
     except Exception as e:  # the generator may not reach n distinct sentences: sample multi30k instead
         if not (MULTI30K / "train.en.gz").exists():
             raise
@@ -159,7 +164,9 @@ def report(name: str, pairs: int, res: dict) -> None:
     print(f"\n## {name}: {pairs} input pairs, {res['stats']['clean']['kept']} kept")
     print("phase times (s): " + ", ".join(f"{k} {v:.1f}" for k, v in res["timings"].items())
           + f"; total {sum(res['timings'].values()):.1f} (wall incl. start-up {res['wall_s']:.1f})")
-    print(f"peak RSS: python {res['rss_self_mb']:.0f} MB, eflomal (child) {res['rss_children_mb']:.0f} MB")
+    print(f"peak RSS: python {res['rss_self_mb']:.0f} MB, eflomal (child) {res['rss_children_mb']:.0f} MB; "
+          "python peak so far after each phase (MB): "
+          + ", ".join(f"{k} {v:.0f}" for k, v in res["stats"].get("peak_rss_after_phase_mb", {}).items()))
     print(f"phrase table: {pt['lines']} lines, {pt['distinct_sources']} distinct sources, "
           f"{pt['mean_targets_per_source']:.2f} targets/source, mean lengths src {pt['mean_source_length']:.2f} "
           f"tgt {pt['mean_target_length']:.2f}; extracted instances {res['stats']['extracted_instances']}")

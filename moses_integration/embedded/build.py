@@ -181,7 +181,8 @@ def build_smt(src_path: str | os.PathLike, tgt_path: str | os.PathLike, out_dir:
     (out / "corpus").mkdir(parents=True, exist_ok=True)
     (out / "model").mkdir(parents=True, exist_ok=True)
     timings: dict[str, float] = {}
-    stats: dict = {}
+    rss_after: dict[str, float] = {}  # this process's peak RSS so far (MB) at the end of each phase
+    stats: dict = {"peak_rss_after_phase_mb": rss_after}
     notes: list[str] = []
     clock = time.perf_counter()
 
@@ -189,6 +190,7 @@ def build_smt(src_path: str | os.PathLike, tgt_path: str | os.PathLike, out_dir:
         nonlocal clock
         now = time.perf_counter()
         timings[name] = round(now - clock, 3)
+        rss_after[name] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
         clock = now
 
     # read

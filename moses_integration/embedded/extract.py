@@ -108,7 +108,7 @@ def count_phrase_pairs(src: Sequence[Sequence[str]], tgt: Sequence[Sequence[str]
             parts.append(_count(pd.DataFrame(rows, columns=COLUMNS)))
             pending_rows += len(parts[-1])
             bar.update(hi - lo)
-            if len(parts) > 1 and pending_rows > 4_000_000:  # merge partial counts to bound memory
+            if len(parts) > 1 and pending_rows > 2_000_000:  # merge partial counts to bound memory
                 parts = [_merge(parts)]
                 pending_rows = len(parts[0])
     if not parts:

@@ -84,9 +84,22 @@ def extract_sentence(src: Sequence[str], tgt: Sequence[str], points: Sequence[tu
     for lst in by_t:
         lst.sort()
     out = []
+    # spans share sub-phrases (extensions over unaligned words): build each string once per sentence
+    src_str: dict[tuple[int, int], str] = {}
+    tgt_str: dict[tuple[int, int], str] = {}
+    align_str: dict[tuple[int, int, int], str] = {}
     for span in extract_spans(len(src), len(tgt), points, max_len):
         sf, ef, se, ee = span
-        out.append((" ".join(src[sf:ef + 1]), " ".join(tgt[se:ee + 1]), phrase_alignment(by_t, span)))
+        sp = src_str.get((sf, ef))
+        if sp is None:
+            sp = src_str[(sf, ef)] = " ".join(src[sf:ef + 1])
+        tp = tgt_str.get((se, ee))
+        if tp is None:
+            tp = tgt_str[(se, ee)] = " ".join(tgt[se:ee + 1])
+        ap = align_str.get((sf, se, ee))
+        if ap is None:
+            ap = align_str[(sf, se, ee)] = phrase_alignment(by_t, span)
+        out.append((sp, tp, ap))
     return out
 
 

@@ -136,3 +136,15 @@ def test_readable_by_the_project_phrase_table_reader(tmp_path):
     entries = list(read_phrase_table(tmp_path / "phrase-table.gz"))
     assert len(entries) > 0 and all(len(e.scores) == 4 for e in entries)
     assert num_scores(tmp_path / "phrase-table.gz") == 4
+
+
+def test_each_direction_breaks_alignment_ties_its_own_way(tmp_path):
+    # "a b" / "x y" seen twice, aligned C = {0-0, 0-1} once and D = {1-0, 1-1} once (a tie), plus "a" / "x".
+    # Direct scoring compares alignments per target word: C = [{0},{0}] < D = [{1},{1}] -> keeps D
+    # (the alignment field, and lex(t|s) = w(x|b) w(y|b) = 1/3 * 1/3 = 0.111111).
+    # Inverse scoring compares them per source word: C = [{0,1},{}] > D = [{},{0,1}] -> keeps C, so
+    # lex(s|t) = mean(w(a|x), w(a|y)) * w(b|NULL) = (2/3 + 1/2)/2 * 1/2 = 0.291667 (with D: 0.208333).
+    rows = [("a b", "x y", "0-0 0-1"), ("a b", "x y", "1-0 1-1"), ("a", "x", "0-0")]
+    _, _, lines = _build(rows, tmp_path)
+    # c(t = "x y") = 4: "a"/"x y" and "a b"/"x y" from the first sentence, "b"/"x y" and "a b"/"x y" from the second
+    assert "a b ||| x y ||| 0.5 0.291667 1 0.111111 ||| 1-0 1-1 ||| 4 2 2 ||| |||" in lines

@@ -136,15 +136,18 @@ def lexical_tables(src: Sequence[Sequence[str]], tgt: Sequence[Sequence[str]],
 # Scoring
 
 
-def _alignment_sort_key(align: str) -> tuple:
+def _alignment_sort_key(align: str, inverse: bool = False) -> tuple:
     """Key ordering alignments of one phrase pair as Moses's ``std::vector<std::set<size_t>>`` compare.
 
     Target positions past the last aligned one are left off; for two alignments of the same target
-    phrase this keeps the order (a missing trailing set compares like an empty one).
+    phrase this keeps the order (a missing trailing set compares like an empty one). ``inverse``: the
+    vector indexed by source position, as ``score --Inverse`` builds it.
     """
     by_t: dict[int, list[int]] = {}
     for tok in align.split():
         s, t = tok.split("-")
+        if inverse:  # Moses's inverse scoring sees the alignment from the source side
+            s, t = t, s
         by_t.setdefault(int(t), []).append(int(s))
     if not by_t:
         return ()
@@ -157,7 +160,8 @@ class _BestPairs:
 
     src: np.ndarray     # (P,) code into src_uniq
     tgt: np.ndarray     # (P,) code into tgt_uniq
-    align: np.ndarray   # (P,) code into align_uniq: the pair's most frequent alignment
+    align: np.ndarray   # (P,) code into align_uniq: the pair's most frequent alignment (direct scoring's choice)
+    align_inv: np.ndarray  # (P,) the same from the inverse side (differs only on ties); used for lex(s|t)
     count: np.ndarray   # (P,) c(s,t), int64
     src_uniq: pa.Array
     tgt_uniq: pa.Array
@@ -172,6 +176,9 @@ def _best_pairs(counts: pd.DataFrame) -> _BestPairs:
     a_list = list(a_uniq)
     a_rank = np.empty(len(a_list), dtype=np.int64)
     a_rank[sorted(range(len(a_list)), key=lambda i: _alignment_sort_key(a_list[i]))] = np.arange(len(a_list))
+    a_rank_inv = np.empty(len(a_list), dtype=np.int64)
+    a_rank_inv[sorted(range(len(a_list)), key=lambda i: _alignment_sort_key(a_list[i], inverse=True))] = \
+        np.arange(len(a_list))
     cnt = counts["count"].to_numpy(np.int64)
     pair = s_code.astype(np.int64) * max(len(t_uniq), 1) + t_code
     # by pair; within a pair the highest count first, ties: the greatest alignment (Moses's choice)
@@ -179,9 +186,13 @@ def _best_pairs(counts: pd.DataFrame) -> _BestPairs:
     ps = pair[order]
     starts = np.flatnonzero(np.r_[True, ps[1:] != ps[:-1]]) if len(ps) else np.zeros(0, dtype=np.int64)
     best = order[starts]
+    # Moses scores each direction separately, each keeping its own most frequent alignment; the
+    # groups (by pair) are the same, only the tie-break within a group differs
+    best_inv = np.lexsort((-a_rank_inv[a_code], -cnt, pair))[starts]
     total = np.add.reduceat(cnt[order], starts) if len(ps) else np.zeros(0, dtype=np.int64)
     return _BestPairs(src=s_code[best].astype(np.int64), tgt=t_code[best].astype(np.int64),
-                      align=a_code[best].astype(np.int64), count=total.astype(np.int64),
+                      align=a_code[best].astype(np.int64), align_inv=a_code[best_inv].astype(np.int64),
+                      count=total.astype(np.int64),
                       src_uniq=_arrow_strings(pd.Series(s_uniq)), tgt_uniq=_arrow_strings(pd.Series(t_uniq)),
                       align_uniq=_arrow_strings(pd.Series(a_uniq)))
 
@@ -213,6 +224,14 @@ def _tokens(arr: pa.Array) -> tuple[pa.Array, np.ndarray]:
     offsets = np.zeros(len(lens) + 1, dtype=np.int64)
     np.cumsum(lens, out=offsets[1:])
     return pc.list_flatten(lists), offsets
+
+
+def _points(aligns: pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Alignment strings "s-t s-t ..." as flat (pair index, source position, target position) arrays."""
+    lists = pc.split_pattern(aligns, " ")
+    pt_pair = pc.list_parent_indices(lists).to_numpy().astype(np.int64)
+    st = pc.list_flatten(pc.split_pattern(pc.list_flatten(lists), "-")).cast(pa.int64()).to_numpy()
+    return pt_pair, st[0::2], st[1::2]
 
 
 def _lex_weights(out_ids: np.ndarray, out_off: np.ndarray, given_ids: np.ndarray, given_off: np.ndarray,
@@ -262,7 +281,7 @@ class PhraseTableStats:
 
 
 def score_phrase_table(counts: pd.DataFrame, lex: LexicalTables, path: str | os.PathLike,
-                       chunk_size: int = 500_000, compresslevel: int = 6) -> PhraseTableStats:
+                       chunk_size: int = 100_000, compresslevel: int = 6) -> PhraseTableStats:
     """Score counted phrase pairs and write the Moses phrase table (gzip when ``path`` ends in .gz).
 
     :param counts: columns src, tgt, align, count as from :func:`.extract.count_phrase_pairs`.
@@ -275,7 +294,7 @@ def score_phrase_table(counts: pd.DataFrame, lex: LexicalTables, path: str | os.
     # Moses sorts extract lines "src ||| tgt ||| align" bytewise, i.e. by "src |||" then "tgt |||"
     # (no token contains "|||"), so "a b" comes before "a" ('b' < '|').
     order = np.lexsort((_byte_rank(b.tgt_uniq, " |||")[b.tgt], _byte_rank(b.src_uniq, " |||")[b.src]))
-    src_codes, tgt_codes, align_codes = b.src[order], b.tgt[order], b.align[order]
+    src_codes, tgt_codes, align_codes, align_inv_codes = b.src[order], b.tgt[order], b.align[order], b.align_inv[order]
     c_s, c_t, c_st = c_s[order], c_t[order], b.count[order].astype(np.float64)
     n = len(c_st)
 
@@ -297,13 +316,13 @@ def score_phrase_table(counts: pd.DataFrame, lex: LexicalTables, path: str | os.
             t_tok, t_off = _tokens(t_chunk)
             s_ids = pc.index_in(s_tok, value_set=s_vocab).fill_null(-1).to_numpy().astype(np.int64)
             t_ids = pc.index_in(t_tok, value_set=t_vocab).fill_null(-1).to_numpy().astype(np.int64)
-            a_lists = pc.split_pattern(a_chunk, " ")
-            pt_pair = pc.list_parent_indices(a_lists).to_numpy().astype(np.int64)
-            st = pc.list_flatten(pc.split_pattern(pc.list_flatten(a_lists), "-"))
-            st = st.cast(pa.int64()).to_numpy()
-            pt_s, pt_t = st[0::2], st[1::2]
+            pt_pair, pt_s, pt_t = _points(a_chunk)
             lex_t_s = _lex_weights(t_ids, t_off, s_ids, s_off, pt_pair, pt_t, pt_s, lex.t_given_s, s_null)
-            lex_s_t = _lex_weights(s_ids, s_off, t_ids, t_off, pt_pair, pt_s, pt_t, lex.s_given_t, t_null)
+            if np.array_equal(align_codes[lo:hi], align_inv_codes[lo:hi]):
+                ipt_pair, ipt_s, ipt_t = pt_pair, pt_s, pt_t
+            else:
+                ipt_pair, ipt_s, ipt_t = _points(b.align_uniq.take(pa.array(align_inv_codes[lo:hi])))
+            lex_s_t = _lex_weights(s_ids, s_off, t_ids, t_off, ipt_pair, ipt_s, ipt_t, lex.s_given_t, t_null)
             cs, ct, cst = c_s[lo:hi], c_t[lo:hi], c_st[lo:hi]
             p_s_t = (cst.astype(np.float32) / ct.astype(np.float32)).astype(np.float64)
             p_t_s = (cst.astype(np.float32) / cs.astype(np.float32)).astype(np.float64)

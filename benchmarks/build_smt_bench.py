@@ -27,6 +27,8 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
+import numpy as np
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 MULTI30K = ROOT.parent / "shared" / "data" / "multi30k-en-fr"
@@ -128,22 +130,23 @@ def naive_score(out_dir: Path) -> tuple[float, float, bool]:
     for (s, t), al_counts in aligns.items():
         n = sum(al_counts.values())
         best = max(al_counts, key=lambda a: (al_counts[a], _alignment_sort_key(a)))
+        best_inv = max(al_counts, key=lambda a: (al_counts[a], _alignment_sort_key(a, inverse=True)))
         c_s[s] += n
         c_t[t] += n
-        rows.append((s, t, best, n))
+        rows.append((s, t, best, best_inv, n))
     lines = []
-    for s, t, a, n in rows:
+    for s, t, a, a_inv, n in rows:
         sw, tw = s.split(), t.split()
         pts = [tuple(map(int, p.split("-"))) for p in a.split()]
+        pts_inv = [tuple(map(int, p.split("-"))) for p in a_inv.split()]
         lex_ts = 1.0
         for j, w in enumerate(tw):
             al_s = [i for i, jj in pts if jj == j]
             lex_ts *= (sum(w_ts.get((sw[i], w), 1.0) for i in al_s) / len(al_s)) if al_s else w_ts.get(("NULL", w), 1.0)
         lex_st = 1.0
         for i, w in enumerate(sw):
-            al_t = [j for ii, j in pts if ii == i]
+            al_t = [j for ii, j in pts_inv if ii == i]
             lex_st *= (sum(w_st.get((tw[j], w), 1.0) for j in al_t) / len(al_t)) if al_t else w_st.get(("NULL", w), 1.0)
-        import numpy as np
         pst = float(np.float32(n) / np.float32(c_t[t]))
         pts_ = float(np.float32(n) / np.float32(c_s[s]))
         lines.append((f"{s} ||| {t} |||".encode(), f"{s} ||| {t} ||| {pst:.6g} {lex_st:.6g} {pts_:.6g} {lex_ts:.6g} "

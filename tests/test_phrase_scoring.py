@@ -2,6 +2,7 @@
 import gzip
 from collections import defaultdict
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -148,3 +149,10 @@ def test_each_direction_breaks_alignment_ties_its_own_way(tmp_path):
     _, _, lines = _build(rows, tmp_path)
     # c(t = "x y") = 4: "a"/"x y" and "a b"/"x y" from the first sentence, "b"/"x y" and "a b"/"x y" from the second
     assert "a b ||| x y ||| 0.5 0.291667 1 0.111111 ||| 1-0 1-1 ||| 4 2 2 ||| |||" in lines
+
+
+def test_counts_of_a_million_or_more_are_rounded_as_moses_prints_them():
+    from moses_integration.embedded.phrase_scoring import _as_printed
+
+    got = _as_printed(np.array([3.0, 999999.0, 1234567.0, 20000001.0]))
+    assert got.tolist() == [3.0, 999999.0, 1234570.0, 20000000.0]

@@ -261,6 +261,16 @@ def _arrow_strings(col: pd.Series) -> pa.Array:
     return arr.cast(pa.string())
 
 
+def _as_printed(counts: np.ndarray) -> np.ndarray:
+    """Counts as consolidate reads them back from the half tables, where they were printed with six
+    significant digits: 1234567 becomes 1.23457e+06 (Moses's probabilities use these rounded counts)."""
+    out = counts.copy()
+    big = out >= 1e6
+    if big.any():
+        out[big] = [float(f"{x:.6g}") for x in out[big].tolist()]
+    return out
+
+
 def _fmt(x: float) -> str:
     return f"{x:.6g}"
 
@@ -323,7 +333,7 @@ def score_phrase_table(counts: pd.DataFrame, lex: LexicalTables, path: str | os.
             else:
                 ipt_pair, ipt_s, ipt_t = _points(b.align_uniq.take(pa.array(align_inv_codes[lo:hi])))
             lex_s_t = _lex_weights(s_ids, s_off, t_ids, t_off, ipt_pair, ipt_s, ipt_t, lex.s_given_t, t_null)
-            cs, ct, cst = c_s[lo:hi], c_t[lo:hi], c_st[lo:hi]
+            cs, ct, cst = _as_printed(c_s[lo:hi]), _as_printed(c_t[lo:hi]), _as_printed(c_st[lo:hi])
             p_s_t = (cst.astype(np.float32) / ct.astype(np.float32)).astype(np.float64)
             p_t_s = (cst.astype(np.float32) / cs.astype(np.float32)).astype(np.float64)
             src_len_total += int(np.diff(s_off).sum())

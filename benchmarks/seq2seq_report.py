@@ -203,15 +203,34 @@ def demo_report(args) -> list[tuple[str, float]]:
     if len(models["reversed"]) > 1:
         rows.append((f"rescore n-best, ensemble of {len(models['reversed'])} reversed (even average)",
                      rescore("ensemble", models["reversed"])))
-    if args.encdec:
+    encdec = args.encdec
+    if args.train_encdec and not encdec:
+        encdec = str(_train_encdec(w, smt, args.train_encdec))
+    if encdec:
         rows.append(("rescore n-best, phrase-level encoder-decoder on sentences (even average)",
-                     rescore("encdec", [args.encdec])))
+                     rescore("encdec", [encdec])))
     # the oracle: the best hypothesis of each n-best list by sentence BLEU
     oracle = w / "oracle.test"
     if not oracle.exists():
         _oracle(w / "smt.test.nbest", w / "test.tok.fr", oracle)
     rows.append((f"oracle of the {args.nbest}-best lists (sentence BLEU)", oracle))
     return [(label, *bleu(p, w / "test.tok.fr")) for label, p in rows]
+
+
+def _train_encdec(w: Path, smt: Path, seconds: float) -> Path:
+    """The phrase-level RNN Encoder-Decoder (issue 3) trained on this system's phrase table via the CLI."""
+    import subprocess
+
+    model = w / "encdec" / "model.pt"
+    if not model.exists():
+        log(f"prepare + train the phrase-level encoder-decoder ({seconds:.0f}s budget)")
+        exe = [str(Path(sys.executable).parent / "phrase-rescore"), "--quiet"]  # the venv's console script
+        subprocess.run(exe + ["prepare", str(smt / "phrase-table.gz"), "--out", str(w / "pairs"),
+                              "--vocab-size", "1000", "--src-corpus", str(smt / "corpus" / "clean.src"),
+                              "--tgt-corpus", str(smt / "corpus" / "clean.tgt")], check=True)
+        subprocess.run(exe + ["train", str(w / "pairs"), "--out", str(w / "encdec"), "--time-budget", str(seconds),
+                              "--valid-every", "250"], check=True)
+    return model
 
 
 def _greedy(w, cks, direct):
@@ -261,6 +280,8 @@ def main():
     ap.add_argument("--beam", type=int, default=12)
     ap.add_argument("--ensemble", type=int, default=1, help="Reversed models trained (different seeds).")
     ap.add_argument("--encdec", help="A phrase-level encoder-decoder checkpoint to compare in rescoring.")
+    ap.add_argument("--train-encdec", type=float, default=0.0, metavar="SECONDS",
+                    help="Train the phrase-level encoder-decoder on the phrase table for this long and compare it.")
     ap.add_argument("--threads", type=int, default=2, help="Decoding processes.")
     ap.add_argument("--torch-threads", type=int, default=1, help="1: on a shared machine more threads are much slower.")
     args = ap.parse_args()

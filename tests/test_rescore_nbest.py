@@ -175,3 +175,14 @@ def test_mert_tuned_weights_rerank_towards_the_reference(files):
     assert set(w) == {"LexicalReordering0", "Distortion0", "LM0", "WordPenalty0", "PhrasePenalty0",
                       "TranslationModel0", "Seq2Seq0"}
     assert sum(abs(v) for vs in w.values() for v in vs) == pytest.approx(1.0)  # L1-normalized, as mert prints
+
+
+def test_each_source_is_encoded_once_for_all_its_hypotheses():
+    m = model(0)
+    encoded_rows = []
+    original = m.encoder.forward
+    m.encoder.forward = lambda src, mask: (encoded_rows.append(src.shape[0]), original(src, mask))[1]
+    srcs = [s.split() for s in SOURCES]
+    hyps = [[["the"]] * 7, [["it", "is"]] * 3, [], [["hello"]] * 5]
+    Seq2SeqScorer(Ensemble([m]), VOCABS, hyp_batch=4).score_groups(srcs, hyps)
+    assert encoded_rows == [4]  # one encoder pass over the 4 sources, not one per hypothesis or batch

@@ -12,7 +12,10 @@ Phrase scores, per distinct phrase pair (s, t) with extraction count c(s, t):
 - ``lex(t|s) = prod_j [ mean_{i aligned to j} w(t_j|s_i) ]``, ``w(t_j|NULL)`` for an unaligned t_j,
   and ``lex(s|t)`` the same with the roles swapped; the alignment used is the pair's most frequent
   one, ties going to the greater alignment as ``std::vector<std::set>`` compares them
-  (``ExtractionPhrasePair::FindBestAlignmentTargetToSource``).
+  (``ExtractionPhrasePair::FindBestAlignmentTargetToSource``). As Moses scores the two directions
+  in separate runs, the inverse run (``lex(s|t)``) compares alignments indexed by source word and
+  may break a tie the other way; the alignment field is the direct run's choice. Counts of a
+  million or more are used rounded to six digits, as ``consolidate`` reads them back.
 
 Each line is written as Moses's ``consolidate`` writes it::
 

@@ -159,8 +159,16 @@ def score_table(model_path, table_path, out_path, config: ScoreConfig | None = N
 def score_table_with_model(model, vocabs, table_path, out_path, config: ScoreConfig, identity: dict) -> dict:
     """:func:`score_table` for an already loaded model; ``identity`` guards resumes (see chunked.py)."""
     check_not_same_file(table_path, out_path)
+    threads_before = torch.get_num_threads()
     if config.threads:
         torch.set_num_threads(int(config.threads))
+    try:
+        return _run(model, vocabs, table_path, out_path, config, identity)
+    finally:
+        torch.set_num_threads(threads_before)
+
+
+def _run(model, vocabs, table_path, out_path, config: ScoreConfig, identity: dict) -> dict:
     device = resolve_device(config.device)
     scorer = FastScorer(model, device, precision=config.precision, precompute_vocab=config.precompute_vocab,
                         max_tokens=config.max_tokens)

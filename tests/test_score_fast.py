@@ -18,6 +18,15 @@ from pipeline.scoring.fast import FastScorer, pair_flops
 VS, VT = 40, 50
 
 
+@pytest.fixture(autouse=True)
+def _one_thread():
+    """Tiny models: one torch thread avoids OpenMP barriers that cost seconds on a busy 2-core machine."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
 def _model(gru: str, bias: bool) -> RNNEncoderDecoder:
     torch.manual_seed(3)
     cfg = EncDecConfig(VS, VT, emb_dim=8, hidden_dim=24, maxout_units=12, rank=6, gru=gru, bias=bias,
@@ -115,3 +124,13 @@ def test_pair_flops_paper_size():
     # shared: encoder, c, V_dec c, C c and O_c c once per source (1.24 targets each), decoder per pair
     assert pair_flops(cfg, 5, 5, shared=True, targets_per_source=1.24) == pytest.approx(
         2 * (22.5e6 / 1.24 + 29.7505e6))
+
+
+@pytest.mark.parametrize("precision,tol", [("bf16", 0.2), ("fp16", 0.05)])
+def test_autocast_precisions_run_and_stay_close(precision, tol):
+    model = _model("paper", True)
+    cp = _chunk()
+    fp32 = FastScorer(model, "cpu").score(cp)
+    low = FastScorer(model, "cpu", precision=precision).score(cp)
+    assert np.isfinite(low).all()
+    assert np.abs(low - fp32).max() < tol

@@ -19,7 +19,9 @@ it reads the model's weights and reorganises the arithmetic:
    (padding is skipped), in slabs of ``softmax_tokens`` rows so the (tokens x Vt) logits stay small;
    the true word's logit is a row dot product, the normaliser a ``logsumexp``.
 5. Everything under ``torch.inference_mode``; optional autocast (``precision="bf16"``/``"fp16"``) on
-   CUDA, whose effect on scores the benchmark measures.
+   CUDA, whose effect on scores the benchmark measures: the matrix products run in low precision,
+   while the recurrent state, the gates and the softmax normaliser stay float32 (``.float()`` after each
+   product is a no-op in fp32).
 
 Shapes: S/T source/target length, B batch, N real target tokens, H hidden, E embedding,
 M maxout units (2M pre-activations), R rank, Vs/Vt vocabularies.
@@ -113,11 +115,11 @@ class FastScorer:
         """
         H = self.H
         if self.reset == "paper":
-            rz = torch.addmm(a[:, :2 * H], h, U_rz.t()).sigmoid_()          # (B, 2H): (5), (6)
+            rz = torch.addmm(a[:, :2 * H], h, U_rz.t()).float().sigmoid_()          # (B, 2H): (5), (6)
             r, z = rz[:, :H], rz[:, H:]
-            cand = torch.addmm(a[:, 2 * H:], r * h, U_c.t()).tanh_()        # (B, H): (8)
+            cand = torch.addmm(a[:, 2 * H:], r * h, U_c.t()).float().tanh_()        # (B, H): (8)
         else:
-            g = torch.mm(h, U.t())                                          # (B, 3H): one matmul
+            g = torch.mm(h, U.t()).float()                                  # (B, 3H): one matmul
             rz = torch.add(a[:, :2 * H], g[:, :2 * H]).sigmoid_()
             r, z = rz[:, :H], rz[:, H:]
             cand = torch.addcmul(a[:, 2 * H:], r, g[:, 2 * H:]).tanh_()     # r after U
@@ -131,17 +133,17 @@ class FastScorer:
         if self.enc_table is not None:
             x = F.embedding(ids_t, self.enc_table)                         # (S, B, 3H)
         else:
-            x = F.linear(F.embedding(ids_t, self.E_src), self.enc_Wx, self.enc_b)  # (S, B, 3H)
+            x = F.linear(F.embedding(ids_t, self.E_src), self.enc_Wx, self.enc_b).float()  # (S, B, 3H)
         h = x.new_zeros(B, self.H)                                         # h<0> = 0
         uniform = bool((lengths == S).all())
         for t in range(S):
             h_new = self._gru_step(x[t], h, self.enc_U, self.enc_U_rz, self.enc_U_c)
             h = h_new if uniform else torch.where((t < lengths)[:, None], h_new, h)
-        return torch.tanh(torch.mm(h, self.V.t()))                         # c = tanh(V h_N): (B, H)
+        return torch.tanh(torch.mm(h, self.V.t()).float())                         # c = tanh(V h_N): (B, H)
 
     def contexts(self, c: torch.Tensor) -> torch.Tensor:
         """(B, H) summaries -> (B, 4H+2M) rows [s0 | C c | O_c c + b_o], one matmul per source."""
-        ctx = torch.addmm(self.ctx_b, c, self.ctx_W.t())
+        ctx = torch.addmm(self.ctx_b, c, self.ctx_W.t()).float()
         ctx[:, :self.H] = torch.tanh(ctx[:, :self.H])                      # h'_0 = tanh(V_dec c)
         return ctx
 
@@ -154,7 +156,7 @@ class FastScorer:
         if self.dec_table is not None:
             xin = F.embedding(prev, self.dec_table)                        # (T, B, 3H+2M)
         else:
-            xin = F.linear(F.embedding(prev, self.E_tgt0), self.in_W, self.in_b)  # (T, B, 3H+2M)
+            xin = F.linear(F.embedding(prev, self.E_tgt0), self.in_W, self.in_b).float()  # (T, B, 3H+2M)
         a = xin[..., :3 * H] + ctx[None, :, H:4 * H]                       # (T, B, 3H): W_x e + C c
         s = ctx[:, :H]                                                     # (B, H) start state
         states = a.new_empty(T, B, H)
@@ -178,7 +180,7 @@ class FastScorer:
         token_lp = torch.empty(rows.shape[0], device=tgt.device)
         for k in range(0, rows.shape[0], self.softmax_tokens):
             sl = slice(k, k + self.softmax_tokens)
-            pre = torch.addmm(y_n[sl] + out_c[rows[sl]], s_n[sl], self.O_h.t())  # (n, 2M)
+            pre = torch.addmm(y_n[sl] + out_c[rows[sl]], s_n[sl], self.O_h.t()).float()  # (n, 2M)
             m = pre.unflatten(1, (self.M, self.pieces)).amax(2)            # maxout: (n, M)
             u = torch.mm(m, self.G_r.t())                                  # (n, R)
             if self.b_g is None:

@@ -1,0 +1,223 @@
+"""Speed of the `score` stage against the obvious ways to score a phrase table, in one run.
+
+For each preset (``paper``, ``small``; an untrained model with random weights: speed does not depend
+on training) on a generated table with a real table's shape (:mod:`gen_table`):
+
+* (a) one pair at a time: ``model.log_prob`` on batches of one (the seed's ``log_p`` loop, in torch);
+* (b) file-order batches of 64 without sorting or sharing, padded (how GroundHog's ``score.py`` batches);
+* (c) this stage: ``pipeline.score.score_table`` end to end (read, score, format, gzip, resumable chunks).
+
+(a) and (b) run on the table's first lines (a sample; pairs/s does not depend on the table's length),
+(c) on the whole table; the scores (c) wrote for the sample must equal (a)'s and (b)'s within 1e-4.
+Also reported: FLOPs per pair (matrix products, 2 per multiply-add) for (b) as it runs (padding
+included) and for (c) (sources shared, no padding), the machine's dense fp32 matmul FLOP/s measured
+in the same run, and (c)'s effective FLOP/s = (b)'s FLOPs per pair x (c)'s pairs/s, as a fraction of
+it; the effect of ``--precompute-vocab`` and of bf16 autocast on speed and scores.
+
+    python benchmarks/score_bench.py             # 200k lines, both presets (~15 min on 2 CPU cores)
+    python benchmarks/score_bench.py --quick     # 20k lines
+    python benchmarks/score_bench.py --device cuda --lines 1000000    # on a GPU
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import math
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from gen_table import generate_table  # noqa: E402
+
+from pipeline.model.checkpoint import save_checkpoint  # noqa: E402
+from pipeline.model.encdec import EncDecConfig, RNNEncoderDecoder  # noqa: E402
+from pipeline.phrase_table import read_phrase_table  # noqa: E402
+from pipeline.score import ScoreConfig, score_table  # noqa: E402
+from pipeline.scoring.batching import PairCollector, pad  # noqa: E402
+from pipeline.scoring.fast import FastScorer, pair_flops  # noqa: E402
+from pipeline.vocab import EOS_ID, Vocabularies, build_vocab  # noqa: E402
+
+
+def matmul_flops(device: torch.device, n: int = 2048, reps: int = 6) -> float:
+    """Best-of dense fp32 matmul FLOP/s (n x n x n) on ``device``."""
+    a, b = torch.randn(n, n, device=device), torch.randn(n, n, device=device)
+    best = 0.0
+    for _ in range(reps):
+        _sync(device)
+        t = time.perf_counter()
+        torch.mm(a, b)
+        _sync(device)
+        best = max(best, 2 * n ** 3 / (time.perf_counter() - t))
+    return best
+
+
+def _sync(device):
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+
+
+def read_sample(table: Path, vocabs, n: int):
+    """The first ``n`` pairs as (src ids, tgt ids) lists, eos-terminated."""
+    pairs = []
+    for e in read_phrase_table(table):
+        if len(pairs) == n:
+            break
+        pairs.append((vocabs.source.encode(e.source.split()) + [EOS_ID],
+                      vocabs.target.encode(e.target.split()) + [EOS_ID]))
+    return pairs
+
+
+def file_order_batches(model, pairs, device, batch=64) -> tuple[np.ndarray, float]:
+    """(b): model.log_prob over consecutive batches of ``batch`` pairs, padded, nothing shared."""
+    out = np.zeros(len(pairs))
+    _sync(device)
+    t = time.perf_counter()
+    with torch.inference_mode():
+        for s in range(0, len(pairs), batch):
+            chunk = pairs[s:s + batch]
+            src, tgt = [p[0] for p in chunk], [p[1] for p in chunk]
+            idx = np.arange(len(chunk))
+            sl, tl = np.array([len(x) for x in src]), np.array([len(x) for x in tgt])
+            a = torch.from_numpy(pad(src, idx, sl)).to(device)
+            b = torch.from_numpy(pad(tgt, idx, tl)).to(device)
+            am = torch.arange(a.shape[1], device=device)[None] < torch.from_numpy(sl).to(device)[:, None]
+            bm = torch.arange(b.shape[1], device=device)[None] < torch.from_numpy(tl).to(device)[:, None]
+            out[s:s + len(chunk)] = model.log_prob(a, am, b, bm).double().cpu().numpy()
+    _sync(device)
+    return out, time.perf_counter() - t
+
+
+def baseline_b_flops(cfg, table: Path, vocabs, batch=64) -> tuple[float, float, float]:
+    """FLOPs per pair that (b) performs on the whole table (padding to each batch's longest row
+    included), the FLOPs per pair (c) needs (shared sources, no padding), and targets per source."""
+    sl, tl, src = [], [], []
+    for e in read_phrase_table(table):
+        sl.append(len(e.source.split()) + 1)
+        tl.append(len(e.target.split()) + 1)
+        src.append(e.source)
+    sl, tl = np.array(sl), np.array(tl)
+    total_b = 0.0
+    for s in range(0, len(sl), batch):
+        rows = min(batch, len(sl) - s)
+        total_b += rows * pair_flops(cfg, int(sl[s:s + batch].max()), int(tl[s:s + batch].max()))
+    n_src = sum(1 for i in range(len(src)) if i == 0 or src[i] != src[i - 1])
+    tps = len(src) / n_src
+    # (c): per source once (its own length), per pair its own target length
+    E, H, P = cfg.emb_dim, cfg.hidden_dim, cfg.maxout_units * cfg.maxout_pieces
+    firsts = [i for i in range(len(src)) if i == 0 or src[i] != src[i - 1]]
+    per_source = sum(2.0 * (sl[i] * (3 * H * E + 3 * H * H) + 2 * H * H + 3 * H * H + P * H) for i in firsts)
+    dec = sum(pair_flops(cfg, 0, int(t), shared=True, targets_per_source=math.inf) for t in tl)
+    return total_b / len(sl), (per_source + dec) / len(sl), tps
+
+
+def bench_preset(preset, table, work, device, n_a, n_b, threads) -> dict:
+    print(f"\n== preset {preset} ==", flush=True)
+    cs, ct = collections.Counter(), collections.Counter()
+    for e in read_phrase_table(table):
+        cs.update(e.source.split())
+        ct.update(e.target.split())
+    vocabs = Vocabularies(build_vocab(cs, 15000), build_vocab(ct, 15000))
+    torch.manual_seed(0)
+    cfg = EncDecConfig.preset(preset, len(vocabs.source), len(vocabs.target))
+    model = RNNEncoderDecoder(cfg).eval()
+    ckpt = work / f"{preset}.pt"
+    save_checkpoint(ckpt, model, vocabs)
+    model = model.to(device)
+
+    sample = read_sample(table, vocabs, max(n_a, n_b))
+    # (a) one pair at a time
+    lp_a, t_a = file_order_batches(model, sample[:n_a], device, batch=1)
+    # (b) GroundHog's way
+    lp_b, t_b = file_order_batches(model, sample[:n_b], device, batch=64)
+    # (c) the stage, end to end on the whole table
+    out = work / f"{preset}.scored.gz"
+    s = score_table(ckpt, table, out, ScoreConfig(device=str(device), threads=threads, restart=True))
+    written = []
+    for e in read_phrase_table(out):
+        if len(written) == len(sample):
+            break
+        written.append(math.log(e.scores[-2]))
+    written = np.array(written)
+    err_a = float(np.abs(written[:n_a] - lp_a).max())
+    err_b = float(np.abs(written[:n_b] - lp_b).max())
+    err_ab = float(np.abs(lp_a - lp_b[:n_a]).max())
+
+    # the scorer alone on the sample, with and without per-vocabulary precomputation, and bf16 autocast
+    pc = PairCollector(vocabs)
+    for i, e in enumerate(read_phrase_table(table)):
+        if i == n_b:
+            break
+        pc.add(i, e.source, e.target)
+    chunk = pc.reset()
+    timings = {}
+    for name, kw in [("fast", {}), ("fast+precompute", {"precompute_vocab": True}), ("fast bf16", {"precision": "bf16"})]:
+        scorer = FastScorer(model, device, **kw)
+        scorer.score(chunk)                                       # warm-up
+        _sync(device)
+        t = time.perf_counter()
+        lp = scorer.score(chunk)
+        _sync(device)
+        timings[name] = (len(chunk) / (time.perf_counter() - t), float(np.abs(lp - lp_b).max()))
+
+    peak = matmul_flops(device)
+    flops_b, flops_c, tps = baseline_b_flops(cfg, table, vocabs)
+    r = {"preset": preset, "lines": s["lines"], "pairs_a": n_a / t_a, "pairs_b": n_b / t_b,
+         "pairs_c": s["pairs_per_s"], "err_a": err_a, "err_b": err_b, "err_ab": err_ab,
+         "flops_b": flops_b, "flops_c": flops_c, "flops_5x5": pair_flops(cfg, 5, 5), "peak": peak,
+         "targets_per_source": tps, "timings": timings}
+    r["effective"] = flops_b * r["pairs_c"]
+    r["real"] = flops_c * r["pairs_c"]
+    print(f"(a) one pair at a time        {r['pairs_a']:10.0f} pairs/s   ({n_a} pairs)")
+    print(f"(b) file-order batches of 64   {r['pairs_b']:10.0f} pairs/s   ({n_b} pairs)")
+    print(f"(c) score stage, end to end   {r['pairs_c']:10.0f} pairs/s   ({s['lines']} lines, "
+          f"{s['sources']} distinct sources per chunk summed)")
+    print(f"    (c)/(b) = {r['pairs_c'] / r['pairs_b']:.2f}x   (c)/(a) = {r['pairs_c'] / r['pairs_a']:.2f}x")
+    print(f"    max |log p difference|: (c)-(a) {err_a:.2e}, (c)-(b) {err_b:.2e}, (a)-(b) {err_ab:.2e}")
+    print(f"FLOPs per pair: 5+5 tokens unshared {r['flops_5x5'] / 1e6:.1f} M; as (b) runs on this table "
+          f"{flops_b / 1e6:.1f} M; as (c) runs {flops_c / 1e6:.1f} M ({tps:.2f} targets per source)")
+    print(f"dense fp32 matmul on {device}: {peak / 1e9:.1f} GFLOP/s")
+    print(f"(c) effective {r['effective'] / 1e9:.1f} GFLOP/s = {100 * r['effective'] / peak:.0f}% of matmul; "
+          f"real {r['real'] / 1e9:.1f} GFLOP/s = {100 * r['real'] / peak:.0f}%")
+    for name, (pps, err) in timings.items():
+        print(f"    scorer alone, {name:16s} {pps:10.0f} pairs/s   max |Δ log p| vs (b) {err:.2e}")
+    return r
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--quick", action="store_true", help="20k lines and smaller samples")
+    ap.add_argument("--lines", type=int, help="table lines (default 200000, --quick 20000)")
+    ap.add_argument("--presets", default="paper,small")
+    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--threads", type=int, help="torch CPU threads")
+    ap.add_argument("--seed", type=int, default=1)
+    args = ap.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    lines = args.lines or (20_000 if args.quick else 200_000)
+    device = torch.device(args.device)
+    with tempfile.TemporaryDirectory(prefix="score_bench.") as tmp:
+        work = Path(tmp)
+        table = work / "table.gz"
+        stats = generate_table(table, lines, args.seed)
+        print("table: " + " ".join(f"{k}={v:.3f}" if isinstance(v, float) else f"{k}={v}" for k, v in stats.items()))
+        print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, device {device}, "
+              f"load average {os.getloadavg()[0]:.1f}")
+        for preset in args.presets.split(","):
+            n_a = {"paper": 100, "small": 400}[preset] // (2 if args.quick else 1)
+            n_b = {"paper": 2048, "small": 8192}[preset] // (2 if args.quick else 1)
+            if device.type == "cuda":
+                n_a, n_b = n_a * 4, n_b * 8
+            bench_preset(preset, table, work, device, n_a, n_b, args.threads)
+        print(f"load average at the end {os.getloadavg()[0]:.1f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

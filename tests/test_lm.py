@@ -47,7 +47,7 @@ class ReferenceKN:
         self.disc = {}
         for n in range(1, order + 1):
             t = [sum(1 for a in self.adj[n].values() if a == k) for k in (1, 2, 3, 4)]
-            if min(t) == 0:
+            if min(t[:3]) == 0:
                 self.disc[n] = FALLBACK
                 continue
             y = t[0] / (t[0] + 2 * t[1])
@@ -171,3 +171,20 @@ def test_order_is_reduced_when_sentences_are_too_short(tmp_path):
 def test_reserved_tokens_are_refused(tmp_path):
     with pytest.raises(PhraseRescoreError, match="line 2.*reserved token '</s>'"):
         train_lm([["a"], ["b", "</s>"]], tmp_path / "lm.arpa")
+
+
+@pytest.mark.parametrize("adjusted,expected,fell_back", [
+    # t = (3, 2, 1, 0): Y = 3/7, D1 = 1 - 2Y(2/3) = 3/7, D2 = 2 - 3Y(1/2) = 19/14, D3+ = 3 - 4Y(0/1) = 3
+    ([1, 1, 1, 2, 2, 3], [3 / 7, 19 / 14, 3.0], False),
+    # no adjusted count 2: t2 = 0 -> fallback
+    ([1, 1, 3, 3], list(FALLBACK), True),
+    # t = (10, 1, 10, 0): Y = 10/12, D2 = 2 - 3Y(10/1) = -23 < 0 -> fallback
+    ([1] * 10 + [2] + [3] * 10, list(FALLBACK), True),
+])
+def test_discounts_hand_computed(adjusted, expected, fell_back):
+    import numpy as np
+
+    from moses_integration.embedded.lm import _discounts
+
+    d, fb = _discounts(np.array(adjusted), FALLBACK)
+    assert fb == fell_back and d == pytest.approx(expected)

@@ -5,9 +5,10 @@ Estimation (Chen & Goodman 1998; Heafield et al. 2013), on sentences padded ``<s
 - adjusted counts ``a``: raw counts for the highest order and for n-grams starting with ``<s>``;
   otherwise the number of distinct words seen to the left (continuation counts);
 - discounts per order from the counts-of-adjusted-counts ``t1..t4``: ``Y = t1 / (t1 + 2 t2)``,
-  ``D_k = k - (k + 1) Y t_{k+1} / t_k`` for k = 1, 2, 3+. When a ``t_k`` is zero or a discount falls
-  outside ``[0, k]`` (small data), the order uses the fallback discounts (0.5, 1, 1.5), as
-  ``lmplz --discount_fallback``; the stats say which orders did;
+  ``D_k = k - (k + 1) Y t_{k+1} / t_k`` for k = 1, 2, 3+. When one of ``t1..t3`` is zero or a discount
+  falls outside ``[0, k]`` (small data), the order uses the fallback discounts (0.5, 1, 1.5), as
+  ``lmplz --discount_fallback``; the stats say which orders did. (lmplz computes these in float32 and
+  also counts the ``<s>`` unigram in the unigram statistics; both differences vanish on real data);
 - ``p(w|h) = (a(hw) - D(a(hw))) / sum_x a(hx) + gamma(h) p(w|h')``, with
   ``gamma(h) = (D_1 N_1(h.) + D_2 N_2(h.) + D_3 N_3+(h.)) / sum_x a(hx)``; unigrams interpolate with
   the uniform distribution over the vocabulary without ``<s>`` (``<unk>`` and ``</s>`` included), so
@@ -82,7 +83,7 @@ class _Order:
 
 def _discounts(adjusted: np.ndarray, fallback) -> tuple[list[float], bool]:
     t = [int(np.count_nonzero(adjusted == k)) for k in (1, 2, 3, 4)]
-    if min(t) == 0:
+    if min(t[:3]) == 0:  # as lmplz: t1..t3 are divided by; t4 = 0 just makes D3+ = 3
         return list(fallback), True
     y = t[0] / (t[0] + 2 * t[1])
     d = [k - (k + 1) * y * t[k] / t[k - 1] for k in (1, 2, 3)]

@@ -24,6 +24,7 @@ matching ``phrase-rescore`` command.
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -70,7 +71,6 @@ def run_demo_data(ctx: StageContext) -> dict:
     p = ctx.params
     paths = generate(ctx.dir / "corpus", n_train=p["train"], n_dev=p["dev"], n_test=p["test"], seed=p["seed"],
                      noise_rate=p["noise"])
-    import json
     return json.loads(paths["manifest"].read_text(encoding="utf-8"))["noise_counts"]
 
 

@@ -221,3 +221,18 @@ def test_workflow_file_errors(tmp_path):
         load_workflow(bad, registry())
     with pytest.raises(PhraseRescoreError, match=r"missing.toml: workflow file not found"):
         load_workflow(tmp_path / "missing.toml", registry())
+
+
+@pytest.mark.parametrize("name,first,n_stages", [
+    ("demo", "demo-data", 12), ("rescore-existing", "prepare", 9), ("paper", "prepare", 9)])
+def test_shipped_workflows_load_and_plan(name, first, n_stages):
+    from pipeline.stages import default_registry
+
+    reg = default_registry()
+    wf = load_workflow(Path(__file__).parent.parent / "workflows" / f"{name}.toml", reg)
+    p = plan(wf, reg)
+    assert p.order[0] == first and p.order[-1] == "evaluate" and len(p.order) == n_stages
+    assert p.order.index("score") < p.order.index("tune-rnn") < p.order.index("evaluate")
+    if name == "paper":
+        assert wf.params["train"]["preset"] == "paper" and wf.params["train"]["batch_size"] == 64
+        assert wf.params["prepare"]["vocab_size"] == 15000

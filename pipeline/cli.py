@@ -475,8 +475,9 @@ def sample_cmd(model, phrase, num_samples, greedy, beam, max_len, seed, device):
 @click.option("--device", default="auto", show_default=True, help="auto (CUDA when present), cpu, cuda, cuda:N.")
 @click.option("--precision", type=click.Choice(["fp32", "bf16", "fp16"]), default="fp32", show_default=True,
               help="bf16/fp16 autocast (for CUDA).")
-@click.option("--precompute-vocab", is_flag=True, help="Precompute each word's input products per vocabulary entry.")
-@click.option("--max-tokens", default=4096, show_default=True, help="Padded tokens per batch.")
+@click.option("--precompute-vocab/--no-precompute-vocab", default=None,
+              help="Precompute each word's input products per vocabulary entry [auto: when hidden size <= 512].")
+@click.option("--max-tokens", type=int, help="Padded tokens per batch [auto: 4,096,000 / hidden size].")
 @click.option("--chunk-lines", default=50_000, show_default=True, help="Lines per resumable chunk.")
 @click.option("--threads", type=int, help="torch CPU threads (default: torch's).")
 @click.option("--restart", is_flag=True, help="Ignore an earlier interrupted run instead of resuming it.")

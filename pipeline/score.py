@@ -51,8 +51,9 @@ class ScoreConfig:
     :param vocab: a vocabulary JSON, for a checkpoint that carries none [the checkpoint's].
     :param device: ``"auto"`` (CUDA when present), ``"cpu"``, ``"cuda"``, ``"cuda:1"``... [auto].
     :param precision: ``"fp32"``, or ``"bf16"``/``"fp16"`` autocast (for CUDA) [fp32].
-    :param precompute_vocab: look up word-input products in per-vocabulary tables [False].
-    :param max_tokens: padded tokens per batch [4096].
+    :param precompute_vocab: look up word-input products in per-vocabulary tables [None: auto, when
+        the hidden size is at most 512].
+    :param max_tokens: padded tokens per batch [None: auto, 4,096,000 / hidden size].
     :param chunk_lines: lines per resumable chunk [50000].
     :param threads: torch CPU threads (None: torch's default) [None].
     :param compresslevel: gzip level of a .gz output [6].
@@ -66,8 +67,8 @@ class ScoreConfig:
     vocab: str | None = None
     device: str = "auto"
     precision: str = "fp32"
-    precompute_vocab: bool = False
-    max_tokens: int = 4096
+    precompute_vocab: bool | None = None
+    max_tokens: int | None = None
     chunk_lines: int = 50_000
     threads: int | None = None
     compresslevel: int = 6
@@ -80,7 +81,7 @@ class ScoreConfig:
         if self.precision not in PRECISIONS:
             raise PhraseRescoreError(f"precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
         for name in ("max_tokens", "chunk_lines"):
-            if int(getattr(self, name)) < 1:
+            if getattr(self, name) is not None and int(getattr(self, name)) < 1:
                 raise PhraseRescoreError(f"{name} must be at least 1, got {getattr(self, name)}")
         if not 0 <= self.compresslevel <= 9:
             raise PhraseRescoreError(f"compresslevel must be 0-9, got {self.compresslevel}")

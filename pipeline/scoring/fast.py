@@ -45,13 +45,18 @@ class FastScorer:
     :param model: the encoder-decoder (its weights are copied to ``device`` in float32).
     :param device: ``"cpu"``, ``"cuda"``... (default: CUDA when present).
     :param precision: ``"fp32"`` (default) or ``"bf16"``/``"fp16"`` autocast (meant for CUDA).
-    :param precompute_vocab: look input-side products up in per-vocabulary tables.
-    :param max_tokens: padded target tokens per decoder batch (sources: the same budget).
+    :param precompute_vocab: look input-side products up in per-vocabulary tables; None (auto): only
+        when H <= 512. On 2 CPU cores it made the ``small`` preset faster (its E=64 input products
+        are thin matmuls) and the ``paper`` preset slower (420 MB of tables gathered at random);
+        see benchmarks/score_bench.py.
+    :param max_tokens: padded target tokens per batch (sources: the same budget); None (auto):
+        4,096,000 / H, i.e. 4096 for the paper's H=1000 and 16000 for ``small`` (H=256), so that a
+        step's (B, H) tensors have the same size whatever the model.
     :param softmax_tokens: target positions per output-layer slab (bounds the logits' memory).
     """
 
     def __init__(self, model, device: str | torch.device | None = None, precision: str = "fp32",
-                 precompute_vocab: bool = False, max_tokens: int = 4096, softmax_tokens: int = 256):
+                 precompute_vocab: bool | None = None, max_tokens: int | None = None, softmax_tokens: int = 256):
         if precision not in PRECISIONS:
             raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
         cfg = model.cfg
@@ -59,10 +64,12 @@ class FastScorer:
                                    ("cuda" if torch.cuda.is_available() else "cpu"))
         self.precision = precision
         self.reset = cfg.gru
-        self.max_tokens = int(max_tokens)
-        self.softmax_tokens = int(softmax_tokens)
-        self.precompute_vocab = precompute_vocab
         H, E = cfg.hidden_dim, cfg.emb_dim
+        self.max_tokens = int(max_tokens) if max_tokens else max(256, 4_096_000 // H)
+        self.softmax_tokens = int(softmax_tokens)
+        if precompute_vocab is None:
+            precompute_vocab = H <= 512
+        self.precompute_vocab = precompute_vocab
         self.H, self.E = H, E
         self.M, self.pieces = cfg.maxout_units, cfg.maxout_pieces
         self.P = self.M * self.pieces

@@ -52,7 +52,8 @@ class FastScorer:
     :param max_tokens: padded target tokens per batch (sources: the same budget); None (auto):
         4,096,000 / H, i.e. 4096 for the paper's H=1000 and 16000 for ``small`` (H=256), so that a
         step's (B, H) tensors have the same size whatever the model.
-    :param softmax_tokens: target positions per output-layer slab (bounds the logits' memory).
+    :param softmax_tokens: target positions per output-layer slab (bounds the logits' memory; at
+        least 4096 on CUDA, where bigger launches pay).
     """
 
     def __init__(self, model, device: str | torch.device | None = None, precision: str = "fp32",
@@ -66,7 +67,7 @@ class FastScorer:
         self.reset = cfg.gru
         H, E = cfg.hidden_dim, cfg.emb_dim
         self.max_tokens = int(max_tokens) if max_tokens else max(256, 4_096_000 // H)
-        self.softmax_tokens = int(softmax_tokens)
+        self.softmax_tokens = int(softmax_tokens) if self.device.type == "cpu" else max(int(softmax_tokens), 4096)
         if precompute_vocab is None:
             precompute_vocab = H <= 512
         self.precompute_vocab = precompute_vocab
@@ -133,8 +134,11 @@ class FastScorer:
         return torch.lerp(cand, h, z, out=out)                              # z*h + (1-z)*cand (7)
 
     # ------------------------------------------------------------------ encoder
-    def encode(self, ids: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
-        """Padded source ids (B, S) with their lengths (B,) -> summaries c (B, H)."""
+    def encode(self, ids: torch.Tensor, lengths: torch.Tensor, uniform: bool | None = None) -> torch.Tensor:
+        """Padded source ids (B, S) with their lengths (B,) -> summaries c (B, H).
+
+        ``uniform``: every length is S (no mask needed); computed when not given (a device sync).
+        """
         B, S = ids.shape
         ids_t = ids.t()                                                    # (S, B) time-major
         if self.enc_table is not None:
@@ -142,7 +146,8 @@ class FastScorer:
         else:
             x = F.linear(F.embedding(ids_t, self.E_src), self.enc_Wx, self.enc_b).float()  # (S, B, 3H)
         h = x.new_zeros(B, self.H)                                         # h<0> = 0
-        uniform = bool((lengths == S).all())
+        if uniform is None:
+            uniform = bool((lengths == S).all())
         for t in range(S):
             h_new = self._gru_step(x[t], h, self.enc_U, self.enc_U_rz, self.enc_U_c)
             h = h_new if uniform else torch.where((t < lengths)[:, None], h_new, h)
@@ -155,7 +160,8 @@ class FastScorer:
         return ctx
 
     # ------------------------------------------------------------------ decoder
-    def decode(self, ctx: torch.Tensor, tgt: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    def decode(self, ctx: torch.Tensor, tgt: torch.Tensor, lengths: torch.Tensor,
+               uniform: bool | None = None) -> torch.Tensor:
         """Per-pair context rows (B, 4H+2M), padded targets (B, T), lengths (B,) -> log p (B,)."""
         H, P = self.H, self.P
         B, T = tgt.shape
@@ -170,7 +176,9 @@ class FastScorer:
         for t in range(T):                                                 # past a row's end: unused
             s = self._gru_step(a[t], s, self.dec_U, self.dec_U_rz, self.dec_U_c, out=states[t])
         # the output layer on real positions only, time-major flattening: position k = t*B + b
-        if bool((lengths == T).all()):
+        if uniform is None:
+            uniform = bool((lengths == T).all())
+        if uniform:
             pos = None
             rows = torch.arange(B, device=tgt.device).repeat(T)            # (N,) pair of each token
             words = tgt.t().reshape(-1)                                    # (N,)
@@ -199,8 +207,9 @@ class FastScorer:
             logits = logits.float()
             # |logit| <= |u| max_j |G_l[j]| + max |b_g|: when that bound is small, sum(exp) can neither
             # overflow nor lose the sum, so one exp pass replaces logsumexp's max/subtract passes.
-            bound = float(u.float().norm(dim=1).max()) * self._gl_norm + self._bg_max
-            if bound <= 60.0:
+            # On CUDA the check would cost a device sync per slab, and logsumexp is cheap there.
+            if self.device.type == "cpu" and \
+                    float(u.float().norm(dim=1).max()) * self._gl_norm + self._bg_max <= 60.0:
                 lse = logits.exp_().sum(1).log_()
             else:
                 lse = torch.logsumexp(logits, 1)
@@ -222,7 +231,7 @@ class FastScorer:
             for idx in length_batches(src_len, self.max_tokens):
                 ids = torch.from_numpy(pad(pairs.src, idx, src_len)).to(dev, non_blocking=True)
                 lens = torch.from_numpy(src_len[idx]).to(dev)
-                c = self.encode(ids, lens)
+                c = self.encode(ids, lens, uniform=bool((src_len[idx] == src_len[idx].max()).all()))
                 ctx_all[torch.from_numpy(idx).to(dev)] = self.contexts(c).float()
             # 2. the pairs, bucketed by target length, reading their source's context rows
             tgt_len = lengths_of(pairs.tgt)
@@ -232,7 +241,8 @@ class FastScorer:
                 lens = torch.from_numpy(tgt_len[idx]).to(dev)
                 idx_t = torch.from_numpy(idx).to(dev)
                 ctx = ctx_all.index_select(0, pair_src.index_select(0, idx_t))
-                out[idx] = self.decode(ctx, ids, lens).double().cpu().numpy()
+                lp = self.decode(ctx, ids, lens, uniform=bool((tgt_len[idx] == tgt_len[idx].max()).all()))
+                out[idx] = lp.double().cpu().numpy()
         return out
 
 

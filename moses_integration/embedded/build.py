@@ -162,10 +162,22 @@ def _write_alignments(path: Path, alignments) -> None:
         f.writelines(format_pharaoh(a) + "\n" for a in alignments)
 
 
+def _own_peak_rss_mb() -> float:
+    """This process's peak RSS in MB: VmHWM (reset by exec) where /proc has it, else ru_maxrss
+    (which Linux carries over from a parent across exec)."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return round(int(line.split()[1]) / 1024, 1)
+    except OSError:
+        pass
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+
+
 def _peak_rss_mb() -> dict:
-    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-    return {"self_mb": round(own, 1), "children_mb": round(children, 1)}
+    return {"self_mb": _own_peak_rss_mb(), "children_mb": round(children, 1)}
 
 
 def build_smt(src_path: str | os.PathLike, tgt_path: str | os.PathLike, out_dir: str | os.PathLike,
@@ -190,7 +202,7 @@ def build_smt(src_path: str | os.PathLike, tgt_path: str | os.PathLike, out_dir:
         nonlocal clock
         now = time.perf_counter()
         timings[name] = round(now - clock, 3)
-        rss_after[name] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+        rss_after[name] = _own_peak_rss_mb()
         clock = now
 
     # read

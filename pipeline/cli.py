@@ -256,10 +256,12 @@ def evaluate_cmd(systems, models, test_src, test_ref, dev_src, dev_ref, workdir,
 # --- embedded SMT toolkit (issue 6): build-smt --------------------------------------------------------
 
 def _lang_from_suffix(path: str) -> str | None:
-    """'train.en' / 'train.en.gz' -> 'en'; None when the suffix is not a language code."""
+    """'train.en' / 'train.en.gz' -> 'en'; None when the suffix is not a language sacremoses knows."""
+    from sacremoses.corpus import NonbreakingPrefixes
+
     name = path[:-3] if path.endswith(".gz") else path
-    suffix = name.rsplit(".", 1)[-1] if "." in name else ""
-    return suffix.lower() if 2 <= len(suffix) <= 3 and suffix.isalpha() else None
+    suffix = name.rsplit(".", 1)[-1].lower() if "." in name else ""
+    return suffix if 2 <= len(suffix) <= 3 and suffix in NonbreakingPrefixes().available_langs else None
 
 
 @main.command("build-smt")

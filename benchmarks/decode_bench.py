@@ -79,6 +79,7 @@ def main():
     ap.add_argument("--tune-stack", type=int, default=50)
     ap.add_argument("--iterations", type=int, default=None)
     ap.add_argument("--restarts", type=int, default=20)
+    ap.add_argument("--speed-only", action="store_true", help="measure decoding speed only (no tuning)")
     args = ap.parse_args()
     os.makedirs(args.workdir, exist_ok=True)
     report = {"quick": args.quick}
@@ -116,6 +117,10 @@ def main():
     report["speed_sentences"] = len(speed_set)
     report["sent_per_s"] = {k: round(v, 3) for k, v in speeds.items()}
     report["ratio_vs_stack200_1best"] = {k: round(v / base, 3) for k, v in speeds.items()}
+
+    if args.speed_only:
+        print(json.dumps(report, indent=2))
+        return
 
     # --- BLEU before tuning (default weights) ----------------------------------------------------
     dec.config.stack_size = args.tune_stack

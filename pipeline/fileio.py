@@ -18,6 +18,9 @@ from .errors import PhraseRescoreError
 
 GZIP_MAGIC = b"\x1f\x8b"
 
+_UMASK = os.umask(0)
+os.umask(_UMASK)
+
 
 def is_gzip(path: str | os.PathLike) -> bool:
     """True when the file starts with the gzip magic bytes (the suffix is not trusted)."""
@@ -56,6 +59,7 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.fchmod(fd, 0o666 & ~_UMASK)  # mkstemp makes 0600; give outputs the mode a plain open() would
     os.close(fd)
     tmp_path = Path(tmp)
     try:

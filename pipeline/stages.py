@@ -182,14 +182,19 @@ def drop_last_column(original: Path, rescored: Path, out: Path, compresslevel: i
     is, so the output is byte for byte what ``score --columns logprob`` would write.
     :returns: the number of lines.
     """
+    import gzip
     import itertools
 
-    from .fileio import open_binary_read
-    from .phrase_table import FIELD_SEP, PhraseTableWriter, append_columns
+    from .fileio import atomic_path, open_binary_read, wants_gzip
+    from .phrase_table import FIELD_SEP, append_columns
 
     n = 0
-    with open_binary_read(original) as fo, open_binary_read(rescored) as fr, \
-            PhraseTableWriter(out, compresslevel=compresslevel) as w:
+    with open_binary_read(original) as fo, open_binary_read(rescored) as fr, atomic_path(out) as tmp, \
+            open(tmp, "wb") as raw:
+        # gzip without a name or time in its header, so the same lines always give the same bytes
+        # (the workflow runner compares outputs by hash)
+        w = gzip.GzipFile(filename="", fileobj=raw, mode="wb", compresslevel=compresslevel, mtime=0) \
+            if wants_gzip(out) else raw
         for n, (a, b) in enumerate(itertools.zip_longest(fo, fr), start=1):
             if a is None or b is None:
                 raise PhraseRescoreError(f"has {'fewer' if a is None else 'more'} lines than the rescored table "
@@ -197,14 +202,16 @@ def drop_last_column(original: Path, rescored: Path, out: Path, compresslevel: i
             nl = b"\n" if a.endswith(b"\n") else b""
             a, b = a[:len(a) - len(nl)], b.rstrip(b"\n")
             if a == b and append_columns(a, b"0") == a:  # no scores field (a line kept by --on-error keep)
-                w.write_raw([a + nl])
+                w.write(a + nl)
                 continue
             fields = b.split(FIELD_SEP)
             cols = fields[2].split() if len(fields) >= 3 else []
             if len(cols) < 2 or append_columns(a, cols[-2] + b" " + cols[-1]) != b:
                 raise PhraseRescoreError(f"is not line {n} of {original} with two score columns appended",
                                          rescored, n)
-            w.write_raw([append_columns(a, cols[-2]) + nl])
+            w.write(append_columns(a, cols[-2]) + nl)
+        if w is not raw:
+            w.close()
     return n
 
 

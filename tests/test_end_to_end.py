@@ -37,8 +37,8 @@ valid_fraction = 0.05
 [train]
 preset = "small"
 model_overrides = { emb_dim = 16, hidden_dim = 32, maxout_units = 16, rank = 16 }
-max_steps = 30
-valid_every = 15
+max_steps = 20
+valid_every = 10
 valid_max_pairs = 200
 
 [tune]
@@ -98,6 +98,10 @@ def test_tiny_workflow_every_stage_then_reruns(tmp_path):
     # --from forces a restart point
     status, _ = _run(wf, work, "--set", "moses-ini.wp_weight=-0.5", "--from", "evaluate")
     assert [s for s, v in status.items() if v == "ran"] == ["evaluate"]
+    # a damaged rescored table: scoring again writes the same bytes, so nothing after it reruns
+    (work / "score" / "phrase-table.rnn.gz").write_bytes(b"damaged")
+    status, _ = _run(wf, work, "--set", "moses-ini.wp_weight=-0.5")
+    assert [s for s, v in status.items() if v == "ran"] == ["score"]
 
 
 def test_drop_last_column_gives_the_logprob_only_table(tmp_path):
@@ -124,6 +128,9 @@ def test_drop_last_column_gives_the_logprob_only_table(tmp_path):
         f.write(b"\n".join(rescored) + b"\n")
     assert drop_last_column(tmp_path / "pt", tmp_path / "both.gz", tmp_path / "rnn.gz") == 3
     assert gzip.open(tmp_path / "rnn.gz").read() == b"\n".join(expected) + b"\n"
+    # the same input gives the same bytes (no time or name in the gzip header): reruns compare by hash
+    drop_last_column(tmp_path / "pt", tmp_path / "both.gz", tmp_path / "rnn2.gz")
+    assert (tmp_path / "rnn2.gz").read_bytes() == (tmp_path / "rnn.gz").read_bytes()
     # a rescored table that is not the original plus two columns is refused, naming the line
     with gzip.open(tmp_path / "bad.gz", "wb") as f:
         f.write(b"\n".join(rescored[:1] + [b"a b ||| x y ||| 1 1 1 1 1e-45 1"] + rescored[2:]) + b"\n")

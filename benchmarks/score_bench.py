@@ -14,7 +14,7 @@ included) and for (c) (sources shared, no padding), the machine's dense fp32 mat
 in the same run, and (c)'s effective FLOP/s = (b)'s FLOPs per pair x (c)'s pairs/s, as a fraction of
 it; the effect of ``--precompute-vocab`` and of bf16 autocast on speed and scores.
 
-    python benchmarks/score_bench.py             # 200k lines, both presets (~15 min on 2 CPU cores)
+    python benchmarks/score_bench.py --threads 1 # 200k lines, both presets (~10 min on a shared CPU)
     python benchmarks/score_bench.py --quick     # 20k lines
     python benchmarks/score_bench.py --device cuda --lines 1000000    # on a GPU
 """
@@ -106,13 +106,11 @@ def baseline_b_flops(cfg, table: Path, vocabs, batch=64) -> tuple[float, float, 
     for s in range(0, len(sl), batch):
         rows = min(batch, len(sl) - s)
         total_b += rows * pair_flops(cfg, int(sl[s:s + batch].max()), int(tl[s:s + batch].max()))
-    n_src = sum(1 for i in range(len(src)) if i == 0 or src[i] != src[i - 1])
-    tps = len(src) / n_src
-    # (c): per source once (its own length), per pair its own target length
-    E, H, P = cfg.emb_dim, cfg.hidden_dim, cfg.maxout_units * cfg.maxout_pieces
     firsts = [i for i in range(len(src)) if i == 0 or src[i] != src[i - 1]]
-    per_source = sum(2.0 * (sl[i] * (3 * H * E + 3 * H * H) + 2 * H * H + 3 * H * H + P * H) for i in firsts)
-    dec = sum(pair_flops(cfg, 0, int(t), shared=True, targets_per_source=math.inf) for t in tl)
+    tps = len(src) / len(firsts)
+    # (c): each source once per chunk (its own length), each pair its own target length, no padding
+    per_source = sum(pair_flops(cfg, int(sl[i]), 0) for i in firsts)
+    dec = sum(pair_flops(cfg, 0, int(t)) for t in tl) - len(tl) * pair_flops(cfg, 0, 0)
     return total_b / len(sl), (per_source + dec) / len(sl), tps
 
 
@@ -131,11 +129,15 @@ def bench_preset(preset, table, work, device, n_a, n_b, threads) -> dict:
     model = model.to(device)
 
     sample = read_sample(table, vocabs, max(n_a, n_b))
-    # (a) one pair at a time
-    lp_a, t_a = file_order_batches(model, sample[:n_a], device, batch=1)
-    # (b) GroundHog's way
-    lp_b, t_b = file_order_batches(model, sample[:n_b], device, batch=64)
+    # (a) one pair at a time, (b) GroundHog's way: best of 2 rounds (the machine is shared)
+    t_a = t_b = math.inf
+    for _ in range(2):
+        lp_a, t = file_order_batches(model, sample[:n_a], device, batch=1)
+        t_a = min(t_a, t)
+        lp_b, t = file_order_batches(model, sample[:n_b], device, batch=64)
+        t_b = min(t_b, t)
     # (c) the stage, end to end on the whole table
+    peak_before = matmul_flops(device)
     out = work / f"{preset}.scored.gz"
     s = score_table(ckpt, table, out, ScoreConfig(device=str(device), threads=threads, restart=True))
     written = []
@@ -155,12 +157,17 @@ def bench_preset(preset, table, work, device, n_a, n_b, threads) -> dict:
             break
         pc.add(i, e.source, e.target)
     chunk = pc.reset()
-    # the precision check needs scores that vary: weights x10 (std 0.1) spread the logits as training does
+    # the precision check needs scores that vary as a trained model's do: scale the output embeddings
+    # G_l until the mean per-token log p is about -4 (perplexity ~50) instead of -log(Vt)
     spread = RNNEncoderDecoder(cfg).eval().to(device)
-    with torch.no_grad():
-        for p_dst, p_src in zip(spread.parameters(), model.parameters()):
-            p_dst.copy_(p_src * 10.0)
-    ref_spread = FastScorer(spread, device, precision="fp32").score(chunk)
+    spread.load_state_dict(model.state_dict())
+    n_tok = sum(len(t) for t in chunk.tgt)
+    for _ in range(12):
+        ref_spread = FastScorer(spread, device, precision="fp32").score(chunk)
+        if ref_spread.sum() / n_tok > -4.0 or not np.isfinite(ref_spread).all():
+            break
+        with torch.no_grad():
+            spread.decoder.G_l.mul_(2.0)
     variants = [("fp32 (auto precompute)", {}, model), ("fp32 precompute on", {"precompute_vocab": True}, model),
                 ("fp32 precompute off", {"precompute_vocab": False}, model), ("bf16 autocast", {"precision": "bf16"}, model)]
     if device.type == "cuda":
@@ -178,7 +185,7 @@ def bench_preset(preset, table, work, device, n_a, n_b, threads) -> dict:
             if "precision" in kw else float(np.abs(lp - lp_b).max())
         timings[name] = (pps, err)
 
-    peak = matmul_flops(device)
+    peak = max(peak_before, matmul_flops(device))
     flops_b, flops_c, tps = baseline_b_flops(cfg, table, vocabs)
     r = {"preset": preset, "lines": s["lines"], "pairs_a": n_a / t_a, "pairs_b": n_b / t_b,
          "pairs_c": s["pairs_per_s"], "err_a": err_a, "err_b": err_b, "err_ab": err_ab,
@@ -192,13 +199,13 @@ def bench_preset(preset, table, work, device, n_a, n_b, threads) -> dict:
           f"{s['sources']} distinct sources per chunk summed)")
     print(f"    (c)/(b) = {r['pairs_c'] / r['pairs_b']:.2f}x   (c)/(a) = {r['pairs_c'] / r['pairs_a']:.2f}x")
     print(f"    max |log p difference|: (c)-(a) {err_a:.2e}, (c)-(b) {err_b:.2e}, (a)-(b) {err_ab:.2e}")
-    print(f"FLOPs per pair: 5+5 tokens unshared {r['flops_5x5'] / 1e6:.1f} M; as (b) runs on this table "
+    print(f"FLOPs per pair: 5+5 tokens as (b) runs {r['flops_5x5'] / 1e6:.1f} M; as (b) runs on this table "
           f"{flops_b / 1e6:.1f} M; as (c) runs {flops_c / 1e6:.1f} M ({tps:.2f} targets per source)")
     print(f"dense fp32 matmul on {device}: {peak / 1e9:.1f} GFLOP/s")
     print(f"(c) effective {r['effective'] / 1e9:.1f} GFLOP/s = {100 * r['effective'] / peak:.0f}% of matmul; "
           f"real {r['real'] / 1e9:.1f} GFLOP/s = {100 * r['real'] / peak:.0f}%")
     for name, (pps, err) in timings.items():
-        what = "vs fp32 (weights x10)" if "autocast" in name else "vs (b)"
+        what = f"vs fp32 (G_l scaled: {ref_spread.sum() / n_tok:.2f}/token)" if "autocast" in name else "vs (b)"
         print(f"    scorer alone, {name:24s} {pps:9.0f} pairs/s   max |Δ log p| {what} {err:.2e}", flush=True)
     return r
 

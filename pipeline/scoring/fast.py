@@ -249,16 +249,13 @@ class FastScorer:
 def pair_flops(cfg, src_len: int, tgt_len: int, shared: bool = False, targets_per_source: float = 1.0) -> float:
     """Floating-point operations (2 per multiply-add) of the model's matrix products for one pair.
 
-    Unshared (``shared=False``): what a plain batched scorer does per pair (encoder over S tokens,
-    c, decoder start, C c and O_c c at every one of the T steps, the full softmax at each step).
-    ``shared=True`` divides the per-source part by ``targets_per_source`` and counts C c and O_c c
-    once per source instead of once per step, as :class:`FastScorer` does.
+    Unshared (``shared=False``): what ``RNNEncoderDecoder.log_prob`` does per row of a batch (as
+    GroundHog does): the encoder over S tokens, c, and once per pair the decoder start, ``C c`` and
+    ``O_c c``; then at each of the T steps the GRU, the output layer and the full softmax.
+    ``shared=True`` divides the per-source part by ``targets_per_source``, as :class:`FastScorer` does.
     """
     E, H, P, R, V = cfg.emb_dim, cfg.hidden_dim, cfg.maxout_units * cfg.maxout_pieces, cfg.rank, cfg.tgt_vocab_size
-    enc = src_len * (3 * H * E + 3 * H * H) + H * H                       # GRU steps + c = tanh(V h)
-    ctx_per_step = 3 * H * H + P * H                                       # C c and O_c c
+    per_source = src_len * (3 * H * E + 3 * H * H) + H * H                 # GRU steps + c = tanh(V h)
+    per_source += H * H + 3 * H * H + P * H                                 # V_dec c, C c, O_c c
     dec = tgt_len * (3 * H * E + 3 * H * H + P * H + P * E + R * cfg.maxout_units + V * R)
-    if shared:
-        per_source = enc + H * H + ctx_per_step                            # + V_dec c, C c, O_c c once
-        return 2.0 * (per_source / targets_per_source + dec)
-    return 2.0 * (enc + H * H + tgt_len * ctx_per_step + dec)
+    return 2.0 * (per_source / (targets_per_source if shared else 1.0) + dec)

@@ -202,7 +202,9 @@ def to_markdown(df: pd.DataFrame, test: SplitScores, dev: SplitScores | None) ->
     lines += ["", "p: paired bootstrap resampling against the first row (sacrebleu).", "",
               "| Configuration | moses.ini sha256 | model sha256 |", "|---|---|---|"]
     for _, r in df.iterrows():
-        lines.append(f"| {r['configuration']} | `{r['ini_sha256']}` | `{r['model_sha256'] or '–'}` |")
+        model = r["model_sha256"]
+        model = "–" if model is None or pd.isna(model) else f"`{model}`"  # a baseline has no model
+        lines.append(f"| {r['configuration']} | `{r['ini_sha256']}` | {model} |")
     lines += ["", "Signatures:"]
     for split, sc in (("dev", dev), ("test", test)):
         if sc is not None:

@@ -169,7 +169,9 @@ def bench_preset(preset, table, work, device, n_a, n_b, threads) -> dict:
         with torch.no_grad():
             spread.decoder.G_l.mul_(2.0)
     variants = [("fp32 (auto precompute)", {}, model), ("fp32 precompute on", {"precompute_vocab": True}, model),
-                ("fp32 precompute off", {"precompute_vocab": False}, model), ("bf16 autocast", {"precision": "bf16"}, model)]
+                ("fp32 precompute off", {"precompute_vocab": False}, model),
+                ("fp32 no prefix sharing", {"share_prefixes": False}, model),
+                ("bf16 autocast", {"precision": "bf16"}, model)]
     if device.type == "cuda":
         variants.append(("fp16 autocast", {"precision": "fp16"}, model))
     timings = {}

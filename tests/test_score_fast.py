@@ -12,7 +12,7 @@ import torch
 
 from pipeline.model.encdec import EncDecConfig, RNNEncoderDecoder
 from pipeline.model.reference import log_p, reference_params
-from pipeline.scoring.batching import ChunkPairs, length_batches, pad
+from pipeline.scoring.batching import ChunkPairs, length_batches, pad, prefix_levels
 from pipeline.scoring.fast import FastScorer, pair_flops
 
 VS, VT = 40, 50
@@ -61,16 +61,18 @@ def _chunk() -> ChunkPairs:
     return cp
 
 
-@pytest.mark.parametrize("gru,bias,precompute,max_tokens", [
-    ("paper", False, False, 4096),    # one length per batch: no mask
-    ("paper", True, True, 24),        # small batches, lengths merged under a mask
-    ("cudnn", False, True, 4096),
-    ("cudnn", True, False, 24),
+@pytest.mark.parametrize("gru,bias,precompute,max_tokens,share", [
+    ("paper", False, False, 4096, True),    # one length per batch: no mask
+    ("paper", True, True, 24, True),        # small batches, lengths merged under a mask
+    ("paper", True, False, 24, False),      # sources encoded whole, padded and masked
+    ("cudnn", False, True, 4096, False),
+    ("cudnn", True, False, 24, True),
 ])
-def test_fast_scores_equal_reference_log_p(gru, bias, precompute, max_tokens):
+def test_fast_scores_equal_reference_log_p(gru, bias, precompute, max_tokens, share):
     model = _model(gru, bias)
     cp = _chunk()
-    got = FastScorer(model, "cpu", precompute_vocab=precompute, max_tokens=max_tokens, softmax_tokens=5).score(cp)
+    got = FastScorer(model, "cpu", precompute_vocab=precompute, max_tokens=max_tokens, softmax_tokens=5,
+                     share_prefixes=share).score(cp)
     P = reference_params(model)
     ref = np.array([log_p(cp.src[cp.pair_src[k]], cp.tgt[k], P, reset=gru) for k in range(len(cp))])
     assert got.shape == ref.shape == (len(cp),)
@@ -108,6 +110,15 @@ def test_length_batches(lengths, max_tokens, min_rows, expected):
     got = length_batches(np.array(lengths), max_tokens, min_rows=min_rows)
     assert [b.tolist() for b in got] == expected
     assert sorted(np.concatenate(got).tolist()) == list(range(len(lengths)))  # every index exactly once
+
+
+def test_prefix_levels_share_prefixes():
+    seqs = [[4, 0], [4, 5, 0], [4, 5, 6, 0], [7, 0], [4, 5, 0]]       # sorted-table sources (+ a repeat)
+    lv = prefix_levels(seqs)
+    assert [t.tolist() for t in lv.tokens] == [[4, 7], [0, 5, 0], [0, 6], [0]]
+    assert [p.tolist() for p in lv.parents] == [[-1, -1], [0, 0, 1], [1, 1], [1]]
+    assert lv.n_nodes == 8 < sum(map(len, seqs))                      # 8 GRU steps instead of 13
+    assert lv.end_level.tolist() == [1, 2, 3, 1, 2] and lv.end_pos.tolist() == [0, 0, 0, 2, 0]
 
 
 def test_pad_fills_rows_in_order():

@@ -118,3 +118,54 @@ def length_batches(lengths: np.ndarray, max_tokens: int, min_rows: int = 64) -> 
         for a in range(lo, hi, rows):
             batches.append(order[a:min(hi, a + rows)])
     return batches
+
+
+@dataclass
+class PrefixLevels:
+    """The distinct prefixes of a set of sequences, level by level (a trie, breadth first).
+
+    Level d (0-based) holds the distinct prefixes of length d+1: ``tokens[d]`` their last token and
+    ``parents[d]`` the index of their length-d prefix in level d-1 (-1 at level 0: the empty prefix).
+    Sequence i ends at level ``end_level[i]``, position ``end_pos[i]``.
+    """
+
+    tokens: list[np.ndarray]
+    parents: list[np.ndarray]
+    end_level: np.ndarray
+    end_pos: np.ndarray
+
+    @property
+    def n_nodes(self) -> int:
+        return sum(len(t) for t in self.tokens)
+
+
+def prefix_levels(seqs: list[list[int]]) -> PrefixLevels:
+    """Build :class:`PrefixLevels` for ``seqs`` (one dict lookup per token, in the batcher, not the model).
+
+    Sorted phrase tables put sources that share a prefix next to each other ("das", "das haus",
+    "das haus ist"): the encoder state after a prefix depends only on the prefix, so it is computed once.
+    """
+    index: list[dict] = []        # per level: (parent position, token) -> position
+    toks: list[list[int]] = []
+    pars: list[list[int]] = []
+    end_level = np.empty(len(seqs), dtype=np.int64)
+    end_pos = np.empty(len(seqs), dtype=np.int64)
+    for i, seq in enumerate(seqs):
+        parent = -1
+        for d, tok in enumerate(seq):
+            if d == len(index):
+                index.append({})
+                toks.append([])
+                pars.append([])
+            key = (parent, tok)
+            pos = index[d].get(key)
+            if pos is None:
+                pos = len(toks[d])
+                index[d][key] = pos
+                toks[d].append(tok)
+                pars[d].append(parent)
+            parent = pos
+        end_level[i] = len(seq) - 1
+        end_pos[i] = parent
+    return PrefixLevels([np.asarray(t, dtype=np.int64) for t in toks], [np.asarray(p, dtype=np.int64) for p in pars],
+                        end_level, end_pos)

@@ -3,7 +3,9 @@
 Same function as :meth:`pipeline.model.encdec.RNNEncoderDecoder.log_prob` (and seed 000's ``log_p``);
 it reads the model's weights and reorganises the arithmetic:
 
-1. **Each distinct source is encoded once** (unique sources of a chunk, batched by length), then
+1. **Each distinct source is encoded once**, and more: each distinct source PREFIX (a sorted table
+   puts "das", "das haus", "das haus ist" together; the encoder state after a prefix depends only on
+   it), level by level with no padding; then
    every c-dependent term is computed once per source in ONE matmul: the decoder start
    ``tanh(V_dec c)``, the context terms of both gates and the candidate ``C c`` (3H) and the output
    layer's ``O_c c`` (2M). The decoder loop then only adds ``C c`` (pre-added to the input terms)
@@ -34,7 +36,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .batching import ChunkPairs, length_batches, lengths_of, pad
+from .batching import ChunkPairs, PrefixLevels, length_batches, lengths_of, pad, prefix_levels
 
 PRECISIONS = ("fp32", "bf16", "fp16")
 
@@ -52,12 +54,15 @@ class FastScorer:
     :param max_tokens: padded target tokens per batch (sources: the same budget); None (auto):
         4,096,000 / H, i.e. 4096 for the paper's H=1000 and 16000 for ``small`` (H=256), so that a
         step's (B, H) tensors have the same size whatever the model.
+    :param share_prefixes: encode each distinct source PREFIX once (:func:`.batching.prefix_levels`);
+        False: each distinct source once, in length-bucketed padded batches (:meth:`encode`).
     :param softmax_tokens: target positions per output-layer slab (bounds the logits' memory; at
         least 4096 on CUDA, where bigger launches pay).
     """
 
     def __init__(self, model, device: str | torch.device | None = None, precision: str = "fp32",
-                 precompute_vocab: bool | None = None, max_tokens: int | None = None, softmax_tokens: int = 256):
+                 precompute_vocab: bool | None = None, max_tokens: int | None = None, softmax_tokens: int = 256,
+                 share_prefixes: bool = True):
         if precision not in PRECISIONS:
             raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
         cfg = model.cfg
@@ -67,6 +72,7 @@ class FastScorer:
         self.reset = cfg.gru
         H, E = cfg.hidden_dim, cfg.emb_dim
         self.max_tokens = int(max_tokens) if max_tokens else max(256, 4_096_000 // H)
+        self.share_prefixes = share_prefixes
         self.softmax_tokens = int(softmax_tokens) if self.device.type == "cpu" else max(int(softmax_tokens), 4096)
         if precompute_vocab is None:
             precompute_vocab = H <= 512
@@ -153,6 +159,36 @@ class FastScorer:
             h = h_new if uniform else torch.where((t < lengths)[:, None], h_new, h)
         return torch.tanh(torch.mm(h, self.V.t()).float())                         # c = tanh(V h_N): (B, H)
 
+    def encode_prefixes(self, levels: PrefixLevels) -> torch.Tensor:
+        """Summaries c (n_seqs, H) of every sequence of ``levels``, each distinct prefix run once.
+
+        Level by level: the GRU step of a prefix reads its parent prefix's state, so there is no
+        padding and no mask, and a prefix shared by many sources costs one step.
+        """
+        dev, H = self.device, self.H
+        n = len(levels.end_level)
+        h_last = torch.empty(n, H, device=dev)
+        rows = max(1, self.max_tokens)
+        prev = None                                                          # states of level d-1
+        for d, (tok, par) in enumerate(zip(levels.tokens, levels.parents)):
+            tok_t = torch.from_numpy(tok).to(dev)
+            cur = torch.empty(len(tok), H, device=dev)                       # (n_d, H)
+            for a in range(0, len(tok), rows):
+                sl = slice(a, a + rows)
+                if self.enc_table is not None:
+                    x = F.embedding(tok_t[sl], self.enc_table)               # (b, 3H)
+                else:
+                    x = F.linear(F.embedding(tok_t[sl], self.E_src), self.enc_Wx, self.enc_b).float()
+                h = x.new_zeros(x.shape[0], H) if prev is None else \
+                    prev.index_select(0, torch.from_numpy(par[sl]).to(dev))  # parents' states
+                self._gru_step(x, h, self.enc_U, self.enc_U_rz, self.enc_U_c, out=cur[sl])
+            ends = np.flatnonzero(levels.end_level == d)
+            if len(ends):
+                h_last[torch.from_numpy(ends).to(dev)] = cur.index_select(
+                    0, torch.from_numpy(levels.end_pos[ends]).to(dev))
+            prev = cur
+        return torch.tanh(torch.mm(h_last, self.V.t()).float())              # c = tanh(V h_N): (n, H)
+
     def contexts(self, c: torch.Tensor) -> torch.Tensor:
         """(B, H) summaries -> (B, 4H+2M) rows [s0 | C c | O_c c + b_o], one matmul per source."""
         ctx = torch.addmm(self.ctx_b, c, self.ctx_W.t()).float()
@@ -226,13 +262,18 @@ class FastScorer:
         dev = self.device
         with torch.inference_mode(), self._autocast():
             # 1. every distinct source once: c and all c-dependent terms
-            src_len = lengths_of(pairs.src)
-            ctx_all = torch.empty(len(pairs.src), 4 * self.H + self.P, device=dev)
-            for idx in length_batches(src_len, self.max_tokens):
-                ids = torch.from_numpy(pad(pairs.src, idx, src_len)).to(dev, non_blocking=True)
-                lens = torch.from_numpy(src_len[idx]).to(dev)
-                c = self.encode(ids, lens, uniform=bool((src_len[idx] == src_len[idx].max()).all()))
-                ctx_all[torch.from_numpy(idx).to(dev)] = self.contexts(c).float()
+            if self.share_prefixes:
+                c_all = self.encode_prefixes(prefix_levels(pairs.src))        # (n_src, H)
+                ctx_all = torch.cat([self.contexts(c_all[a:a + self.max_tokens])
+                                     for a in range(0, c_all.shape[0], self.max_tokens)])
+            else:
+                src_len = lengths_of(pairs.src)
+                ctx_all = torch.empty(len(pairs.src), 4 * self.H + self.P, device=dev)
+                for idx in length_batches(src_len, self.max_tokens):
+                    ids = torch.from_numpy(pad(pairs.src, idx, src_len)).to(dev, non_blocking=True)
+                    lens = torch.from_numpy(src_len[idx]).to(dev)
+                    c = self.encode(ids, lens, uniform=bool((src_len[idx] == src_len[idx].max()).all()))
+                    ctx_all[torch.from_numpy(idx).to(dev)] = self.contexts(c).float()
             # 2. the pairs, bucketed by target length, reading their source's context rows
             tgt_len = lengths_of(pairs.tgt)
             pair_src = torch.from_numpy(np.asarray(pairs.pair_src, dtype=np.int64)).to(dev)

@@ -170,7 +170,7 @@ def sample_phrase(model_path, phrase: str, config: SampleConfig = SampleConfig()
                   ) -> list[Generated]:
     """Load a checkpoint (file or training directory) and generate for ``phrase``."""
     from .model.checkpoint import load_checkpoint
-    from .train import resolve_device
+    from .device import resolve_device
 
     model, vocabs, _ = load_checkpoint(model_path, resolve_device(device))
     if vocabs is None:

@@ -23,6 +23,7 @@ import numpy as np
 import torch
 
 from . import progress
+from .device import resolve_device
 from .errors import PhraseRescoreError
 from .fileio import atomic_open, sha256_file
 from .model.checkpoint import read_checkpoint, save_checkpoint
@@ -70,18 +71,6 @@ def default_init_std(preset: str) -> float:
     layers are 4x narrower, so 0.01 leaves activations and gradients near zero and Adadelta (whose first
     steps are about as large as the gradient) barely moves: it gets 0.05 (measured; see the closing note)."""
     return 0.01 if preset == "paper" else 0.05
-
-
-def resolve_device(name: str) -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    try:
-        dev = torch.device(name)
-    except RuntimeError:
-        raise PhraseRescoreError(f"unknown device {name!r} (expected auto, cpu, cuda or cuda:N)") from None
-    if dev.type == "cuda" and not torch.cuda.is_available():
-        raise PhraseRescoreError(f"device {name!r} requested but CUDA is not available")
-    return dev
 
 
 @torch.inference_mode()

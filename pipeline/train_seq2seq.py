@@ -29,6 +29,7 @@ import numpy as np
 import torch
 
 from .batching import length_batches, pad_batch
+from .device import resolve_device
 from .errors import PhraseRescoreError
 from .model.seq2seq import Seq2Seq, Seq2SeqConfig
 from .model.seq2seq_checkpoint import load_checkpoint, save_checkpoint
@@ -173,7 +174,7 @@ def train(cfg: TrainSeq2SeqConfig) -> TrainSummary:
             raise PhraseRescoreError(f"{name} must be positive, got {v}")
     out = Path(cfg.out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    device = torch.device(cfg.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    device = resolve_device(cfg.device)
 
     src, tgt = read_parallel(cfg.src, cfg.tgt)
     if cfg.valid_src or cfg.valid_tgt:

@@ -25,6 +25,7 @@ import numpy as np
 import torch
 
 from .batching import pad_batch
+from .device import resolve_device
 from .errors import PhraseRescoreError
 from .fileio import atomic_open
 from .model.seq2seq import EOS_ID, Seq2Seq
@@ -240,7 +241,7 @@ class TranslateSummary:
 
 def default_device(device: str | None = None) -> torch.device:
     """``device`` when given, else CUDA when present, else CPU."""
-    return torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    return resolve_device(device)
 
 
 def load_ensemble(paths: list[str], device) -> tuple[Ensemble, Vocabularies]:

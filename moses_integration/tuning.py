@@ -6,6 +6,7 @@ of the tuned moses.ini.
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -18,35 +19,20 @@ from .tune_moses import MosesTuneConfig, tune_moses
 
 
 @dataclass
-class TuneConfig:
-    """Options of ``tune``; ``backend`` picks who runs it. Moses-only options (``decoder_flags``, ``batch_mira``)
-    are refused with ``embedded``; ``seed`` is used by ``embedded`` (mert-moses.pl has only ``predictable_seeds``)."""
+class TuneConfig(MosesTuneConfig):
+    """Options of ``tune``: mert-moses.pl's (:class:`MosesTuneConfig`) plus ``backend``, which picks who runs
+    it, and ``seed``, used by ``embedded`` (mert-moses.pl has only ``predictable_seeds``). Moses-only options
+    (``decoder_flags``, ``batch_mira``) are refused with ``embedded``."""
 
-    backend: str
-    ini: Path
-    dev_src: Path
-    dev_ref: Path
-    workdir: Path
-    out: Path | None = None
-    nbest: int = 100
-    max_iterations: int = 25
-    threads: int = 1
-    decoder_flags: str = ""
-    batch_mira: bool = False
-    return_best_dev: bool = False
-    predictable_seeds: bool = False
+    backend: str = "moses"
     seed: int = 1
-    moses_home: str | None = None
 
 
 def tune(cfg: TuneConfig, echo: Callable[[str], None] | None = None) -> Path:
     """Tune ``cfg.ini`` on the dev set with the chosen backend; return the tuned moses.ini's path."""
     if cfg.backend == "moses":
-        res = tune_moses(MosesTuneConfig(
-            ini=cfg.ini, dev_src=cfg.dev_src, dev_ref=cfg.dev_ref, workdir=cfg.workdir, out=cfg.out,
-            nbest=cfg.nbest, max_iterations=cfg.max_iterations, threads=cfg.threads, decoder_flags=cfg.decoder_flags,
-            batch_mira=cfg.batch_mira, return_best_dev=cfg.return_best_dev, predictable_seeds=cfg.predictable_seeds,
-            moses_home=cfg.moses_home), echo=echo)
+        moses_fields = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(MosesTuneConfig)}
+        res = tune_moses(MosesTuneConfig(**moses_fields), echo=echo)
         return res.tuned_ini
     if cfg.backend == "embedded":
         unsupported = [flag for flag, on in (("--decoder-flags", bool(cfg.decoder_flags.strip())),

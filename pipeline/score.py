@@ -26,6 +26,7 @@ import numpy as np
 import torch
 
 from . import progress
+from .device import resolve_device
 from .errors import PhraseRescoreError
 from .fileio import sha256_file
 from .phrase_table import ON_ERROR_CHOICES, append_columns, read_phrase_table
@@ -102,19 +103,6 @@ class _Chunk:
 
 
 _END = object()
-
-
-def resolve_device(name: str) -> torch.device:
-    """``"auto"`` -> CUDA when present, else CPU; other names as torch understands them."""
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    try:
-        dev = torch.device(name)
-    except RuntimeError:
-        raise PhraseRescoreError(f"unknown device {name!r}: expected auto, cpu, cuda or cuda:N") from None
-    if dev.type == "cuda" and not torch.cuda.is_available():
-        raise PhraseRescoreError("--device cuda was asked for but torch sees no CUDA device")
-    return dev
 
 
 def load_model(model_path, config: ScoreConfig):

@@ -24,12 +24,8 @@ VOCABS = Vocabularies(Vocab(["<eos>", "<unk>", "la", "maison", "est", "petite", 
 
 
 @pytest.fixture(autouse=True)
-def quiet_one_thread(monkeypatch):
+def quiet_one_thread(monkeypatch, one_thread):
     monkeypatch.setenv("PHRASE_RESCORE_QUIET", "1")
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
 
 
 def model(seed) -> Seq2Seq:

@@ -18,13 +18,7 @@ from pipeline.scoring.fast import FastScorer, pair_flops
 VS, VT = 40, 50
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Tiny models: one torch thread avoids OpenMP barriers that cost seconds on a busy 2-core machine."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _model(gru: str, bias: bool) -> RNNEncoderDecoder:

@@ -24,13 +24,7 @@ from pipeline.phrase_table import append_columns
 from pipeline.score import ScoreConfig, score_table
 from pipeline.vocab import EOS_ID, Vocab, Vocabularies
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Tiny models: one torch thread avoids OpenMP barriers that cost seconds on a busy 2-core machine."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 SRC_WORDS = ["das", "haus", "ist", "klein", "ein", "der", "mann", "und"]

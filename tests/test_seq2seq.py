@@ -15,13 +15,6 @@ from pipeline.train_seq2seq import TrainSeq2SeqConfig, epoch_batches, learning_r
 from pipeline.vocab import Vocab, Vocabularies
 
 
-@pytest.fixture
-def one_thread():
-    """Tiny models run ~10x faster on one thread on a shared machine."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
 
 
 def tiny(reverse=True, seed=0, V=7, W=6) -> Seq2Seq:

@@ -18,12 +18,7 @@ from pipeline.vocab import Vocabularies
 TINY = dict(emb_dim=16, hidden_dim=32, maxout_units=16, rank=16)
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)  # tiny matrices: threads only add contention
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def make_learnable_table(path, n_pairs=600, n_words=30, seed=0):

@@ -16,13 +16,7 @@ from pipeline.vocab import Vocab, Vocabularies
 
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny models run several times faster on one thread on a shared machine."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 SOURCES = [np.array([2, 3, 4, 0]), np.array([3, 0]), np.array([4, 4, 2, 3, 2, 0]), np.array([0])]

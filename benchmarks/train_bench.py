@@ -17,7 +17,6 @@ import time
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 

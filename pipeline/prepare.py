@@ -29,7 +29,7 @@ from .fileio import atomic_open, atomic_path
 from .pairs import SCHEMA, pairs_paths
 from .phrase_table import read_phrase_table
 from .progress import bar
-from .vocab import EOS_ID, UNK_ID, Vocab, Vocabularies, build_vocab, count_corpus
+from .vocab import EOS_ID, UNK_ID, Vocabularies, build_vocab, count_corpus
 
 _PAIR_SCHEMA = pa.schema([("source", pa.string()), ("target", pa.string())])
 

@@ -11,7 +11,6 @@ Three ways, all on raw log-probabilities (no length normalisation):
 """
 from __future__ import annotations
 
-import collections
 from dataclasses import dataclass
 
 import torch

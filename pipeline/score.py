@@ -20,7 +20,6 @@ import queue
 import threading
 import time
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 
 import numpy as np
 import torch

@@ -9,7 +9,6 @@ Input "a b":
   X Y  (one phrase "a b"): TM 4*ln(.1), same LM, WP -2, PP 1
 """
 import math
-import os
 
 import numpy as np
 import pytest

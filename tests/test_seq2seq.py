@@ -1,7 +1,6 @@
 """Seq2Seq model and training: reversal, masking, checkpoints, the SGD recipe, learning a reverse task."""
 from __future__ import annotations
 
-import math
 
 import numpy as np
 import pytest

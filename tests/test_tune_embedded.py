@@ -1,6 +1,5 @@
 """End to end: tune a small generated system with the embedded decoder + MERT; dev BLEU must rise."""
 import csv
-import math
 
 import numpy as np
 import pytest

@@ -22,7 +22,6 @@ relative paths against the CWD, not the ini's directory); moving OUT means regen
 """
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import platform

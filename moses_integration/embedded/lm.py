@@ -25,7 +25,6 @@ each order is one ``np.unique`` over int64 keys.
 """
 from __future__ import annotations
 
-import math
 import os
 import shutil
 import subprocess

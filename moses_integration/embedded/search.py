@@ -26,7 +26,7 @@ from typing import Sequence
 import numpy as np
 
 from .features import LN10
-from .translation_options import OptionTable, TranslationOption
+from .translation_options import OptionTable
 
 
 @dataclass

@@ -15,7 +15,6 @@ and re-pruned whenever the weights change (MERT) without reading the file again.
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 

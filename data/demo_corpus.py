@@ -453,26 +453,27 @@ def _loosen(c: Clause, rng: random.Random, kind: str) -> tuple[Clause, str]:
             options.append(lambda: replace(c, subj=replace(c.subj, adj=None)))
         if options:
             return rng.choice(options)(), "omission"
-    # substitution: one content word translated as another word of the same class
+    # substitution: one content word translated as another word of the same class; only words that
+    # have another of their class are candidates (a rare verb kind may have a single member)
     options = []
     for role in ("subj", "obj"):
         np_ = getattr(c, role)
         if np_ is not None and np_.kind == "noun":
-            options.append(("noun", role))
+            others = [n for n in L.NOUNS if n.fr != np_.noun.fr and ("mass" in n.tags) == ("mass" in np_.noun.tags)]
+            if others:
+                options.append(lambda np_=np_, role=role, others=others: replace(
+                    c, **{role: replace(np_, noun=(o := rng.choice(others)), gender=o.gender, adj=None)}))
     if c.verb is not None:
-        options.append(("verb", ""))
+        others = [v for v in L.VERBS if v.kind == c.verb.kind and v.fr != c.verb.fr]
+        if others:
+            options.append(lambda others=others: replace(c, verb=rng.choice(others)))
     if c.adj is not None:
-        options.append(("adj", ""))
-    what, role = rng.choice(options)
-    if what == "noun":
-        np_ = getattr(c, role)
-        other = rng.choice([n for n in L.NOUNS if n.fr != np_.noun.fr and ("mass" in n.tags) == ("mass" in np_.noun.tags)])
-        return replace(c, **{role: replace(np_, noun=other, gender=other.gender, adj=None)}), "substitution"
-    if what == "verb":
-        other = rng.choice([v for v in L.VERBS if v.kind == c.verb.kind and v.fr != c.verb.fr])
-        return replace(c, verb=other), "substitution"
-    other = rng.choice([a for a in L.ADJECTIVES if a.m != c.adj.m])
-    return replace(c, adj=other), "substitution"
+        others = [a for a in L.ADJECTIVES if a.m != c.adj.m]
+        if others:
+            options.append(lambda others=others: replace(c, adj=rng.choice(others)))
+    if not options:  # nothing to swap: the caller sees an unchanged sentence and keeps the pair clean
+        return c, "substitution"
+    return rng.choice(options)(), "substitution"
 
 
 def _noisy(pairs: list[tuple[Clause, Pair]], rng: random.Random, noise_rate: float) -> list[Pair]:

@@ -4,6 +4,7 @@ import os
 
 import pytest
 
+from _tables import write_table as write
 from pipeline.errors import PhraseRescoreError
 from pipeline.phrase_table import (NEUTRAL_VALUE, PhraseTableWriter, append_columns, num_scores,
                                    read_phrase_table)
@@ -17,17 +18,6 @@ GOOD_LINES = [
     b"  f\xc3\xbcr   ||| for  |||0.1 0.2 0.3 0.4|||0-0|||1 1 1",
     b"\xc3\xa9t\xc3\xa9 ||| summer ||| 0.1 0.2 0.3 0.4 ||| ||| 2 2 1 ||| |||",
 ]
-
-
-def write(path, lines, newline_at_end=True):
-    data = b"\n".join(lines) + (b"\n" if newline_at_end else b"")
-    if str(path).endswith(".gz"):
-        with gzip.open(path, "wb") as f:
-            f.write(data)
-    else:
-        with open(path, "wb") as f:
-            f.write(data)
-    return data
 
 
 def read_bytes(path):

@@ -16,6 +16,7 @@ from click.testing import CliRunner
 
 from pipeline.cli import main as cli
 from pipeline.errors import PhraseRescoreError
+from _tables import write_table
 from pipeline.model.checkpoint import save_checkpoint
 from pipeline.model.encdec import EncDecConfig, RNNEncoderDecoder
 from pipeline.model.reference import log_p, reference_params
@@ -54,15 +55,6 @@ def model_path(tmp_path_factory):
     return path, model, vocabs
 
 
-def _write_table(path, lines, final_newline=False):
-    data = b"\n".join(lines) + (b"\n" if final_newline else b"")
-    if str(path).endswith(".gz"):
-        with gzip.open(path, "wb") as f:
-            f.write(data)
-    else:
-        path.write_bytes(data)
-
-
 def _read(path) -> bytes:
     with open(path, "rb") as f:
         head = f.read(2)
@@ -80,7 +72,7 @@ def _ref_logp(model, vocabs, line: bytes) -> float:
 def test_columns_by_hand_and_every_original_byte_kept(tmp_path, model_path, suffix):
     path, model, vocabs = model_path
     table, out = tmp_path / f"pt{suffix}", tmp_path / f"new{suffix}"
-    _write_table(table, [l for l, _ in HAND_TABLE])
+    write_table(table, [l for l, _ in HAND_TABLE], final_newline=False)
     s = score_table(path, table, out, ScoreConfig(chunk_lines=3))     # chunks cut through a source's lines
     assert s["lines"] == len(HAND_TABLE) and s["pairs"] == len(HAND_TABLE) and s["rejected"] == 0
     got = _read(out).split(b"\n")
@@ -97,7 +89,7 @@ def test_columns_by_hand_and_every_original_byte_kept(tmp_path, model_path, suff
 def test_columns_option_and_raw_logprob(tmp_path, model_path):
     path, model, vocabs = model_path
     table = tmp_path / "pt"
-    _write_table(table, [l for l, _ in HAND_TABLE], final_newline=True)
+    write_table(table, [l for l, _ in HAND_TABLE], final_newline=True)
     score_table(path, table, tmp_path / "unk", ScoreConfig(columns="unk"))
     score_table(path, table, tmp_path / "raw", ScoreConfig(columns=("unk", "logprob"), raw_logprob=True))
     unk_lines = _read(tmp_path / "unk").splitlines()
@@ -121,7 +113,7 @@ BAD_TABLE = [
 def test_on_error_keep_keeps_bad_lines_in_place_with_neutral_values(tmp_path, model_path):
     path, _, _ = model_path
     table, out = tmp_path / "pt", tmp_path / "new.gz"
-    _write_table(table, BAD_TABLE, final_newline=True)
+    write_table(table, BAD_TABLE, final_newline=True)
     s = score_table(path, table, out, ScoreConfig(on_error="keep", chunk_lines=2))
     assert s["lines"] == 4 and s["rejected"] == 2 and s["pairs"] == 2
     got = _read(out).splitlines()
@@ -135,7 +127,7 @@ def test_on_error_keep_keeps_bad_lines_in_place_with_neutral_values(tmp_path, mo
 def test_on_error_raise_names_file_and_line(tmp_path, model_path):
     path, _, _ = model_path
     table = tmp_path / "pt"
-    _write_table(table, BAD_TABLE, final_newline=True)
+    write_table(table, BAD_TABLE, final_newline=True)
     with pytest.raises(PhraseRescoreError) as e:
         score_table(path, table, tmp_path / "new", ScoreConfig())
     assert f"{table}:2" in str(e.value)
@@ -151,7 +143,7 @@ def _big_table(path, n_sources=700, seed=0):
         for _ in range(int(rng.integers(1, 5))):
             tgt = " ".join(rng.choice(words_t, size=rng.integers(1, 8)))
             lines.add(f"{src} ||| {tgt} ||| 0.5 0.5 0.5 0.5 ||| 0-0 ||| 1 1 1 ||| |||".encode())
-    _write_table(path, sorted(lines), final_newline=True)
+    write_table(path, sorted(lines), final_newline=True)
     return len(lines)
 
 
@@ -211,7 +203,7 @@ def test_changed_options_start_afresh(tmp_path, model_path):
 def test_cli_score(tmp_path, model_path):
     path, _, _ = model_path
     table, out = tmp_path / "pt.gz", tmp_path / "new.gz"
-    _write_table(table, [l for l, _ in HAND_TABLE])
+    write_table(table, [l for l, _ in HAND_TABLE], final_newline=False)
     r = CliRunner().invoke(cli, ["--quiet", "score", str(path), str(table), "--out", str(out), "--columns", "logprob"])
     assert r.exit_code == 0, r.output
     assert f"scored {len(HAND_TABLE)} lines" in r.output

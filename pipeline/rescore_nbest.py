@@ -105,21 +105,15 @@ class EncDecScorer(_GroupedScorer):
 
 def load_scorer(checkpoints: Sequence[str], device: torch.device, hyp_batch: int = 256) -> tuple[SentenceScorer, str]:
     """A scorer for the checkpoint(s), and its kind: ``seq2seq`` (several = an ensemble) or ``encdec``."""
+    from .model.checkpoint import read_checkpoint
     from .model.seq2seq_checkpoint import FORMAT as S2S_FORMAT
     from .translate import load_ensemble
 
     if not checkpoints:
         raise PhraseRescoreError("give at least one model checkpoint")
     first = checkpoints[0]
-    head = None
-    if not os.path.isdir(first):  # a directory is a phrase-level training directory (its model.pt)
-        try:
-            head = torch.load(first, map_location="cpu", weights_only=True)
-        except FileNotFoundError:
-            raise PhraseRescoreError("checkpoint not found", first) from None
-        except Exception as e:
-            raise PhraseRescoreError(f"not a readable torch checkpoint ({type(e).__name__})", first) from None
-    if isinstance(head, dict) and head.get("format") == S2S_FORMAT:
+    head = read_checkpoint(first, "cpu", fmt=None)  # a directory means a training directory's model.pt
+    if head["format"] == S2S_FORMAT:
         ens, vocabs = load_ensemble(list(checkpoints), device)
         return Seq2SeqScorer(ens, vocabs, hyp_batch), "seq2seq"
     del head

@@ -62,18 +62,27 @@ def resolve_checkpoint(path: str | os.PathLike) -> Path:
     return p
 
 
-def read_checkpoint(path: str | os.PathLike, device="cpu") -> dict:
-    """The raw checkpoint dict, checked for format and version (``weights_only=True``)."""
+def read_checkpoint(path: str | os.PathLike, device="cpu", fmt: str | None = FORMAT, version: int = VERSION,
+                    kind: str = "an encoder-decoder") -> dict:
+    """The raw checkpoint dict, checked for format and version (``weights_only=True``).
+
+    ``fmt``/``version``/``kind`` name the expected checkpoint (the encoder-decoder's by default; Seq2Seq
+    passes its own); ``fmt=None`` accepts any project checkpoint, for callers that dispatch on ``"format"``.
+    """
     p = resolve_checkpoint(path)
     try:
         ckpt = torch.load(p, map_location=device, weights_only=True)
     except Exception as e:  # torch raises assorted errors for truncated or foreign files
         raise PhraseRescoreError(f"cannot read checkpoint ({type(e).__name__}: {str(e).splitlines()[0][:200]})",
                                  p) from None
-    if not isinstance(ckpt, dict) or ckpt.get("format") != FORMAT:
-        raise PhraseRescoreError(f"not an encoder-decoder checkpoint: expected format {FORMAT!r}", p)
-    if ckpt.get("version") != VERSION:
-        raise PhraseRescoreError(f"checkpoint version {ckpt.get('version')} is not supported (expected {VERSION})", p)
+    if not isinstance(ckpt, dict) or not isinstance(ckpt.get("format"), str):
+        raise PhraseRescoreError("not a phrase-rescore checkpoint: it has no \"format\" entry", p)
+    if fmt is None:
+        return ckpt
+    if ckpt["format"] != fmt:
+        raise PhraseRescoreError(f"not {kind} checkpoint: expected format {fmt!r}, found {ckpt['format']!r}", p)
+    if ckpt.get("version") != version:
+        raise PhraseRescoreError(f"checkpoint version {ckpt.get('version')} is not supported (expected {version})", p)
     return ckpt
 
 

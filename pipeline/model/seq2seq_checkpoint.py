@@ -15,6 +15,7 @@ import torch
 from ..errors import PhraseRescoreError
 from ..fileio import atomic_path
 from ..vocab import Vocabularies
+from .checkpoint import read_checkpoint
 from .seq2seq import Seq2Seq, Seq2SeqConfig
 
 FORMAT = "phrase-rescore-seq2seq"
@@ -49,17 +50,7 @@ def save_checkpoint(path: str | os.PathLike, model: Seq2Seq, vocabs: Vocabularie
 def load_checkpoint(path: str | os.PathLike, device: str | torch.device = "cpu") -> Seq2SeqCheckpoint:
     """Rebuild the model saved in ``path`` on ``device`` (eval mode) with its vocabularies."""
     path = os.fspath(path)
-    try:
-        payload = torch.load(path, map_location="cpu", weights_only=True)
-    except FileNotFoundError:
-        raise PhraseRescoreError("checkpoint not found", path) from None
-    except Exception as e:  # unpickling errors, truncated files
-        raise PhraseRescoreError(f"not a readable torch checkpoint ({type(e).__name__}: {e})", path) from None
-    if not isinstance(payload, dict) or payload.get("format") != FORMAT:
-        raise PhraseRescoreError(f"not a {FORMAT} checkpoint: expected \"format\": \"{FORMAT}\"", path)
-    if payload.get("version") != VERSION:
-        raise PhraseRescoreError(f"checkpoint version {payload.get('version')} is not supported "
-                                 f"(expected {VERSION})", path)
+    payload = read_checkpoint(path, "cpu", fmt=FORMAT, version=VERSION, kind="a Seq2Seq")
     cfg = Seq2SeqConfig.from_dict(payload["config"])
     model = Seq2Seq(cfg)
     model.load_state_dict(payload["weights"])

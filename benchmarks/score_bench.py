@@ -39,7 +39,8 @@ from pipeline.model.checkpoint import save_checkpoint  # noqa: E402
 from pipeline.model.encdec import EncDecConfig, RNNEncoderDecoder  # noqa: E402
 from pipeline.phrase_table import read_phrase_table  # noqa: E402
 from pipeline.score import ScoreConfig, score_table  # noqa: E402
-from pipeline.scoring.batching import PairCollector, pad  # noqa: E402
+from pipeline.batching import pad_batch  # noqa: E402
+from pipeline.scoring.batching import PairCollector  # noqa: E402
 from pipeline.scoring.fast import FastScorer, pair_flops  # noqa: E402
 from pipeline.vocab import EOS_ID, Vocabularies, build_vocab  # noqa: E402
 
@@ -81,13 +82,8 @@ def file_order_batches(model, pairs, device, batch=64) -> tuple[np.ndarray, floa
     with torch.inference_mode():
         for s in range(0, len(pairs), batch):
             chunk = pairs[s:s + batch]
-            src, tgt = [p[0] for p in chunk], [p[1] for p in chunk]
-            idx = np.arange(len(chunk))
-            sl, tl = np.array([len(x) for x in src]), np.array([len(x) for x in tgt])
-            a = torch.from_numpy(pad(src, idx, sl)).to(device)
-            b = torch.from_numpy(pad(tgt, idx, tl)).to(device)
-            am = torch.arange(a.shape[1], device=device)[None] < torch.from_numpy(sl).to(device)[:, None]
-            bm = torch.arange(b.shape[1], device=device)[None] < torch.from_numpy(tl).to(device)[:, None]
+            a, am = pad_batch([p[0] for p in chunk], device=device)
+            b, bm = pad_batch([p[1] for p in chunk], device=device)
             out[s:s + len(chunk)] = model.log_prob(a, am, b, bm).double().cpu().numpy()
     _sync(device)
     return out, time.perf_counter() - t
@@ -161,7 +157,7 @@ def bench_preset(preset, table, work, device, n_a, n_b, threads) -> dict:
     # G_l until the mean per-token log p is about -4 (perplexity ~50) instead of -log(Vt)
     spread = RNNEncoderDecoder(cfg).eval().to(device)
     spread.load_state_dict(model.state_dict())
-    n_tok = sum(len(t) for t in chunk.tgt)
+    n_tok = int(chunk.tgt.lengths.sum())
     for _ in range(12):
         ref_spread = FastScorer(spread, device, precision="fp32").score(chunk)
         if ref_spread.sum() / n_tok > -4.0 or not np.isfinite(ref_spread).all():

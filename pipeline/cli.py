@@ -478,10 +478,10 @@ def sample_cmd(model, phrase, num_samples, greedy, beam, max_len, seed, device):
 @click.option("--precision", type=click.Choice(["fp32", "bf16", "fp16"]), default="fp32", show_default=True,
               help="bf16/fp16 autocast (for CUDA).")
 @click.option("--precompute-vocab/--no-precompute-vocab", default=None,
-              help="Precompute each word's input products per vocabulary entry [auto: when hidden size <= 512].")
-@click.option("--max-tokens", type=int, help="Padded tokens per batch [auto: 4,096,000 / hidden size].")
-@click.option("--chunk-lines", default=50_000, show_default=True, help="Lines per resumable chunk.")
-@click.option("--threads", type=int, help="torch CPU threads (default: torch's).")
+              help="Precompute each word's input products per vocabulary entry [auto: when they fit in 1 GiB].")
+@click.option("--max-tokens", type=int, help="Target tokens per group of sources [auto: 4,096,000 / hidden size].")
+@click.option("--chunk-lines", default=10_000, show_default=True, help="Lines per resumable chunk.")
+@click.option("--threads", type=int, help="CPU scoring workers, one torch thread each [default: torch's thread count].")
 @click.option("--restart", is_flag=True, help="Ignore an earlier interrupted run instead of resuming it.")
 def score_cmd(model, table, out, columns, raw_logprob, on_error, rejects, vocab, device, precision,
               precompute_vocab, max_tokens, chunk_lines, threads, restart):

@@ -60,11 +60,32 @@ class RaggedIds:
         values = arr.values.to_numpy().astype(np.int64)
         return cls(values[offsets[0]:offsets[-1]], offsets - offsets[0])
 
+    @classmethod
+    def from_lists(cls, seqs) -> "RaggedIds":
+        lengths = np.fromiter(map(len, seqs), dtype=np.int64, count=len(seqs))
+        offsets = np.zeros(len(seqs) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        values = np.fromiter((int(t) for q in seqs for t in q), dtype=np.int64, count=int(offsets[-1]))
+        return cls(values, offsets)
+
     def __len__(self) -> int:
         return len(self.lengths)
 
     def __getitem__(self, i: int) -> np.ndarray:
         return self.values[self.offsets[i]:self.offsets[i + 1]]
+
+    def padded(self, index: np.ndarray, pad_id: int = 0) -> tuple[np.ndarray, np.ndarray]:
+        """Rows ``index`` as an (n, max length) int64 matrix padded with ``pad_id``, and their lengths
+        (vectorised: no Python per row)."""
+        index = np.asarray(index, dtype=np.int64)
+        lengths = self.lengths[index]
+        width = int(lengths.max()) if len(index) else 0
+        cols = np.arange(width)
+        inside = cols[None, :] < lengths[:, None]
+        if not len(self.values):
+            return np.full((len(index), width), pad_id, dtype=np.int64), lengths
+        pos = np.minimum(self.offsets[index][:, None] + cols[None, :], len(self.values) - 1)
+        return np.where(inside, self.values[pos], pad_id).astype(np.int64, copy=False), lengths
 
 
 class PairSet:

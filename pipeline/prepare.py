@@ -29,7 +29,7 @@ from .fileio import atomic_open, atomic_path
 from .pairs import SCHEMA, pairs_paths
 from .phrase_table import read_phrase_table
 from .progress import bar
-from .vocab import EOS_ID, UNK_ID, Vocabularies, build_vocab, count_corpus
+from .vocab import Vocabularies, build_vocab, count_corpus, encode_phrases
 
 _PAIR_SCHEMA = pa.schema([("source", pa.string()), ("target", pa.string())])
 
@@ -57,27 +57,6 @@ def _num_partitions(table_path: str, partition_bytes: int) -> int:
 
 def _is_valid(source: str, seed_bytes: bytes, threshold: int) -> bool:
     return zlib.crc32(source.encode("utf-8"), zlib.crc32(seed_bytes)) % 1_000_000 < threshold
-
-
-def _encode(phrases: pa.ChunkedArray | pa.Array, vocab_array: pa.Array) -> tuple[pa.ListArray, np.ndarray]:
-    """Word ids of each phrase with ``<eos>`` appended, and the number of ``<unk>`` ids per phrase."""
-    words = pc.utf8_split_whitespace(phrases)
-    if isinstance(words, pa.ChunkedArray):
-        words = words.combine_chunks()
-    offsets = words.offsets.to_numpy().astype(np.int64)
-    flat = words.values.slice(int(offsets[0]), int(offsets[-1] - offsets[0]))
-    offsets = offsets - offsets[0]
-    ids = pc.fill_null(pc.index_in(flat, value_set=vocab_array), UNK_ID).to_numpy(zero_copy_only=False)
-    ids = ids.astype(np.int32)
-    ids[ids == EOS_ID] = UNK_ID  # a literal "<eos>" token in the data is not the end of the sequence
-    n = len(offsets) - 1
-    lengths = np.diff(offsets)
-    row = np.repeat(np.arange(n), lengths)
-    new_offsets = np.concatenate([[0], np.cumsum(lengths + 1)]).astype(np.int32)
-    values = np.full(int(new_offsets[-1]), EOS_ID, dtype=np.int32)
-    values[np.arange(len(ids)) + row] = ids  # row i's tokens shift by the i <eos> ids before it
-    n_unk = np.bincount(row[ids == UNK_ID], minlength=n) if n else np.zeros(0, np.int64)
-    return pa.ListArray.from_arrays(pa.array(new_offsets), pa.array(values)), n_unk
 
 
 def prepare(table_path: str | os.PathLike, out_dir: str | os.PathLike,
@@ -186,8 +165,7 @@ def _dedup_and_count(tmp: Path, partitions: list[int], config: PrepareConfig):
 
 def _encode_and_write(tmp: Path, partitions: list[int], vocabs: Vocabularies, paths: dict, config: PrepareConfig):
     """Encode every partition with the vocabularies and stream it into train/valid Parquet files."""
-    src_vocab = pa.array(vocabs.source.words, pa.string())
-    tgt_vocab = pa.array(vocabs.target.words, pa.string())
+    src_vocab, tgt_vocab = vocabs.source, vocabs.target
     seed_bytes = str(config.seed).encode()
     threshold = round(config.valid_fraction * 1_000_000)
     counts = {"train_pairs": 0, "valid_pairs": 0, "train_sources": 0, "valid_sources": 0}
@@ -196,8 +174,8 @@ def _encode_and_write(tmp: Path, partitions: list[int], vocabs: Vocabularies, pa
         try:
             for p in bar(partitions, desc="prepare: encode", unit="parts"):
                 table = _read_partition(tmp, p)
-                src_ids, src_unk = _encode(table["source"], src_vocab)
-                tgt_ids, tgt_unk = _encode(table["target"], tgt_vocab)
+                src_ids, src_unk = encode_phrases(table["source"], src_vocab)
+                tgt_ids, tgt_unk = encode_phrases(table["target"], tgt_vocab)
                 encoded = pa.table({
                     "source": table["source"], "target": table["target"],
                     "src_ids": src_ids, "tgt_ids": tgt_ids,

@@ -5,20 +5,26 @@ each line's scores field (every other byte kept; line count and order unchanged)
 (the source phrase, the encoder's input), f the second. Column values and Moses's floor are described
 in :mod:`pipeline.scoring.moses_values`.
 
-Three threads overlap the work, joined by bounded queues (memory stays bounded whatever the table's
+Threads overlap the work, joined by bounded queues (memory stays bounded whatever the table's
 size): a reader parses lines, encodes words to ids and collects each chunk's distinct sources; the
-main thread scores the chunk with :class:`pipeline.scoring.fast.FastScorer` (torch releases the GIL);
-a writer formats the new columns, compresses and appends the chunk to the resumable output of
-:mod:`pipeline.scoring.chunked`. Rerunning the same command after a crash or kill continues after the
-last completed chunk, and the final file is byte-identical to an uninterrupted run's (on the same
-machine and thread count: floating-point sums can differ between BLAS builds).
+main thread cuts each chunk into groups of sources (:meth:`pipeline.scoring.fast.FastScorer.groups`)
+for a pool of scoring workers -- on a CPU one per core, each with one torch thread, which beats one
+scorer with many torch threads on the small matrices of a phrase (no barrier after every op) -- and
+hands the next chunk to the pool before waiting for the current one, so no core idles at chunk
+boundaries; a writer formats the new columns, compresses and appends the chunk to the resumable
+output of :mod:`pipeline.scoring.chunked`. Rerunning the same command after a crash or kill
+continues after the last completed chunk, and the final file is byte-identical to an uninterrupted
+run's: a group's scores do not depend on which worker, or how many, computed them (on the same
+machine: floating-point sums can differ between BLAS builds).
 """
 from __future__ import annotations
 
+import collections
 import os
 import queue
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
@@ -52,10 +58,11 @@ class ScoreConfig:
     :param device: ``"auto"`` (CUDA when present), ``"cpu"``, ``"cuda"``, ``"cuda:1"``... [auto].
     :param precision: ``"fp32"``, or ``"bf16"``/``"fp16"`` autocast (for CUDA) [fp32].
     :param precompute_vocab: look up word-input products in per-vocabulary tables [None: auto, when
-        the hidden size is at most 512].
-    :param max_tokens: padded tokens per batch [None: auto, 4,096,000 / hidden size].
-    :param chunk_lines: lines per resumable chunk [50000].
-    :param threads: torch CPU threads (None: torch's default) [None].
+        they take at most 1 GiB].
+    :param max_tokens: target tokens per group of sources [None: auto, 4,096,000 / hidden size].
+    :param chunk_lines: lines per resumable chunk [10000].
+    :param threads: CPU scoring workers, each with one torch thread; a CUDA device has one worker
+        [None: torch's default thread count, normally the cores].
     :param compresslevel: gzip level of a .gz output [6].
     :param restart: ignore an earlier partial run of the same output [False].
     """
@@ -69,7 +76,7 @@ class ScoreConfig:
     precision: str = "fp32"
     precompute_vocab: bool | None = None
     max_tokens: int | None = None
-    chunk_lines: int = 50_000
+    chunk_lines: int = 10_000
     threads: int | None = None
     compresslevel: int = 6
     restart: bool = False
@@ -129,7 +136,7 @@ def score_table(model_path, table_path, out_path, config: ScoreConfig | None = N
         renamed at the end. Rerunning after an interruption resumes (see the module docstring).
     :returns: summary dict: ``lines``, ``pairs``, ``sources`` (distinct per chunk, summed),
         ``rejected``, ``seconds``, ``pairs_per_s``, ``lines_per_s``, ``resumed_from_line``,
-        ``restart_reason``, ``device``, ``out``.
+        ``restart_reason``, ``device``, ``workers``, ``rejects``, ``out``, ``config``.
     """
     config = config or ScoreConfig()
     from .model.checkpoint import resolve_checkpoint
@@ -147,17 +154,20 @@ def score_table(model_path, table_path, out_path, config: ScoreConfig | None = N
 def score_table_with_model(model, vocabs, table_path, out_path, config: ScoreConfig, identity: dict) -> dict:
     """:func:`score_table` for an already loaded model; ``identity`` guards resumes (see chunked.py)."""
     check_not_same_file(table_path, out_path)
+    device = resolve_device(config.device)
     threads_before = torch.get_num_threads()
-    if config.threads:
-        torch.set_num_threads(int(config.threads))
+    workers = 1 if device.type != "cpu" else int(config.threads or threads_before)
+    if device.type == "cpu":
+        torch.set_num_threads(1)         # each worker computes on its own core
     try:
-        return _run(model, vocabs, table_path, out_path, config, identity)
+        with ThreadPoolExecutor(workers, thread_name_prefix="score-worker") as pool:
+            return _run(model, vocabs, table_path, out_path, config, identity, device, pool, workers)
     finally:
         torch.set_num_threads(threads_before)
 
 
-def _run(model, vocabs, table_path, out_path, config: ScoreConfig, identity: dict) -> dict:
-    device = resolve_device(config.device)
+def _run(model, vocabs, table_path, out_path, config: ScoreConfig, identity: dict, device, pool,
+         workers: int) -> dict:
     scorer = FastScorer(model, device, precision=config.precision, precompute_vocab=config.precompute_vocab,
                         max_tokens=config.max_tokens)
     rejects = config.rejects or (os.fspath(out_path) + ".rejects") if config.on_error == "keep" else None
@@ -217,26 +227,40 @@ def _run(model, vocabs, table_path, out_path, config: ScoreConfig, identity: dic
             while out_q.get() is not _END:  # drain so the main thread never blocks
                 pass
 
+    def finish(chunk: _Chunk, groups: list, futures: list) -> None:
+        logp = np.zeros(len(chunk.pairs), dtype=np.float64)          # (pairs,)
+        for idx, f in zip(groups, futures):
+            logp[idx] = f.result()
+        counts["lines"] += len(chunk.raw)
+        counts["pairs"] += len(chunk.pairs)
+        counts["sources"] += len(chunk.pairs.src)
+        counts["rejected"] += len(chunk.bad)
+        bar.update(len(chunk.raw))
+        out_q.put((chunk, logp))
+
     threads = [threading.Thread(target=read_chunks, name="score-reader", daemon=True),
                threading.Thread(target=write_chunks, name="score-writer", daemon=True)]
     for t in threads:
         t.start()
     bar = progress.bar(desc="score", unit="line", initial=start_line)
+    pending: collections.deque = collections.deque()                 # chunks in the pool, oldest first
     completed = False
     try:
         while True:
             chunk = in_q.get()
             if chunk is _END or errors:
                 break
-            logp = scorer.score(chunk.pairs)             # (pairs,) float64
-            counts["lines"] += len(chunk.raw)
-            counts["pairs"] += len(chunk.pairs)
-            counts["sources"] += len(chunk.pairs.src)
-            counts["rejected"] += len(chunk.bad)
-            bar.update(len(chunk.raw))
-            out_q.put((chunk, logp))
-        completed = True
+            groups = scorer.groups(chunk.pairs)
+            pending.append((chunk, groups, [pool.submit(scorer.score_group, chunk.pairs, g) for g in groups]))
+            if len(pending) == 2:                                     # the next chunk is queued: finish one
+                finish(*pending.popleft())
+        while pending and not errors:
+            finish(*pending.popleft())
+        completed = not errors
     finally:
+        for _, _, futures in pending:
+            for f in futures:
+                f.cancel()
         stop.set()
         out_q.put(_END)
         for t in threads:
@@ -254,7 +278,8 @@ def _run(model, vocabs, table_path, out_path, config: ScoreConfig, identity: dic
             "pairs_per_s": counts["pairs"] / seconds if seconds > 0 else 0.0,
             "lines_per_s": counts["lines"] / seconds if seconds > 0 else 0.0,
             "resumed_from_line": start_line, "restart_reason": out.restart_reason, "device": str(device),
-            "rejects": rejects, "out": os.fspath(out_path), "config": asdict(config)}
+            "workers": workers, "rejects": rejects, "out": os.fspath(out_path),
+            "config": asdict(config)}
 
 
 def _put(q: queue.Queue, item, stop: threading.Event) -> None:
@@ -276,10 +301,10 @@ def _format_chunk(chunk: _Chunk, logp: np.ndarray, config: ScoreConfig) -> bytes
         if name == "logprob":
             cols.append(logprob_texts(logp, raw=config.raw_logprob))
         else:
-            cols.append(unk_texts(np.asarray(pairs.n_unk, dtype=np.int64), raw=config.raw_logprob))
+            cols.append(unk_texts(pairs.n_unk, raw=config.raw_logprob))
     texts = [" ".join(t).encode("ascii") for t in zip(*cols)]        # one per pair
     lines = list(chunk.raw)
-    for k, pos in enumerate(pairs.pair_line):
+    for k, pos in enumerate(pairs.pair_line.tolist()):
         raw = lines[pos]
         nl = raw.endswith(b"\n")
         lines[pos] = append_columns(raw[:-1] if nl else raw, texts[k]) + (b"\n" if nl else b"")

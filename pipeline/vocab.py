@@ -15,10 +15,15 @@ A vocabulary file is JSON with a format name and version so that it can travel w
 from __future__ import annotations
 
 import collections
+import functools
 import json
 import os
 from dataclasses import dataclass
 from typing import Iterable, Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from .errors import PhraseRescoreError
 
@@ -54,6 +59,11 @@ class Vocab:
     def __eq__(self, other) -> bool:
         return isinstance(other, Vocab) and self.words == other.words
 
+    @functools.cached_property
+    def arrow(self) -> pa.Array:
+        """The words as a pyarrow string array (the value set of :func:`encode_phrases`)."""
+        return pa.array(self.words, pa.string())
+
     def encode(self, tokens: Iterable[str]) -> list[int]:
         """Ids of ``tokens``; words outside the shortlist become :data:`UNK_ID`. No ``<eos>`` is added."""
         get = self.index.get
@@ -82,6 +92,32 @@ def build_vocab(counter: collections.Counter, size: int) -> Vocab:
     items = [(w, n) for w, n in counter.items() if w not in SPECIALS]
     items.sort(key=lambda wn: (-wn[1], wn[0].encode("utf-8")))
     return Vocab(list(SPECIALS) + [w for w, _ in items[:size]])
+
+
+def encode_phrases(phrases: pa.ChunkedArray | pa.Array, vocab: Vocab) -> tuple[pa.ListArray, np.ndarray]:
+    """Word ids of many phrases at once, ``<eos>`` appended, and the number of ``<unk>`` ids per phrase.
+
+    Vectorised with pyarrow (no Python per word), for ``prepare`` and ``score`` alike, so that both see
+    the same ids: words are split on Unicode whitespace, and a literal ``<eos>`` token in the data is
+    an unknown word, not the end of the sequence.
+    """
+    words = pc.utf8_split_whitespace(phrases)
+    if isinstance(words, pa.ChunkedArray):
+        words = words.combine_chunks()
+    offsets = words.offsets.to_numpy().astype(np.int64)
+    flat = words.values.slice(int(offsets[0]), int(offsets[-1] - offsets[0]))
+    offsets = offsets - offsets[0]
+    ids = pc.fill_null(pc.index_in(flat, value_set=vocab.arrow), UNK_ID).to_numpy(zero_copy_only=False)
+    ids = ids.astype(np.int32)
+    ids[ids == EOS_ID] = UNK_ID  # a literal "<eos>" token in the data is not the end of the sequence
+    n = len(offsets) - 1
+    lengths = np.diff(offsets)
+    row = np.repeat(np.arange(n), lengths)
+    new_offsets = np.concatenate([[0], np.cumsum(lengths + 1)]).astype(np.int32)
+    values = np.full(int(new_offsets[-1]), EOS_ID, dtype=np.int32)
+    values[np.arange(len(ids)) + row] = ids  # row i's tokens shift by the i <eos> ids before it
+    n_unk = np.bincount(row[ids == UNK_ID], minlength=n) if n else np.zeros(0, np.int64)
+    return pa.ListArray.from_arrays(pa.array(new_offsets), pa.array(values)), n_unk
 
 
 @dataclass

@@ -1,10 +1,12 @@
 """The fast scorer equals the seed's pair-at-a-time log_p (numpy float64) within 1e-4 in float32.
 
 The chunk mixes source and target lengths 1-7 (+eos), repeats sources (some on non-adjacent lines),
-and contains unknown words (id 1); batches are cut both so that each holds one length (no mask) and
-so that lengths are merged under a mask.
+and contains unknown words (id 1); groups are cut both wide (the whole chunk) and narrow (a source or
+two), and the softmax's blocks both cover the vocabulary and cut it unevenly.
 """
 from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
@@ -12,8 +14,11 @@ import torch
 
 from pipeline.model.encdec import EncDecConfig, RNNEncoderDecoder
 from pipeline.model.reference import log_p, reference_params
-from pipeline.scoring.batching import ChunkPairs, length_batches, pad, prefix_levels
+from pipeline.batching import pad_batch
+from pipeline.pairs import RaggedIds
+from pipeline.scoring.batching import ChunkPairs
 from pipeline.scoring.fast import FastScorer, pair_flops
+from pipeline.scoring.trie import build_trie
 
 VS, VT = 40, 50
 
@@ -36,50 +41,55 @@ def _model(gru: str, bias: bool) -> RNNEncoderDecoder:
 
 def _chunk() -> ChunkPairs:
     rng = np.random.default_rng(7)
-    cp = ChunkPairs()
+    src, pair_src, tgt = [], [], []
     for L in range(1, 8):                                 # every source length 1..7, twice
         for _ in range(2):
-            ids = rng.integers(1, VS, size=L).tolist()    # id 1 = <unk> appears
-            cp.src.append(ids + [0])
-    cp.src[3][0] = 1                                      # make sure unknown words are in
-    order = list(range(len(cp.src))) * 3 + [0, 5, 0]      # repeats, adjacent and not
+            src.append(rng.integers(1, VS, size=L).tolist() + [0])   # id 1 = <unk> appears
+    src[3][0] = 1                                         # make sure unknown words are in
+    order = list(range(len(src))) * 3 + [0, 5, 0]         # repeats, adjacent and not
     for k, s in enumerate(order):
         T = 1 + (k % 7)                                   # every target length 1..7
         t = rng.integers(1, VT, size=T).tolist()
         if k % 5 == 0:
             t[0] = 1
-        cp.pair_src.append(s)
-        cp.tgt.append(t + [0])
-        cp.pair_line.append(k)
-        cp.n_unk.append(0)
-    return cp
+        if k % 6 == 0 and k:                              # targets of a source that start alike
+            same = min(2, T, len(tgt[k - 1]) - 1)
+            t[:same] = tgt[k - 1][:same]
+            pair_src.append(pair_src[-1])
+        else:
+            pair_src.append(s)
+        tgt.append(t + [0])
+    return ChunkPairs.from_lists(src, pair_src, tgt)
+
+
+def _pairs(cp: ChunkPairs) -> list[tuple[list[int], list[int]]]:
+    return [(cp.src[cp.pair_src[k]].tolist(), cp.tgt[k].tolist()) for k in range(len(cp))]
 
 
 @pytest.mark.parametrize("gru,bias,precompute,max_tokens,share", [
-    ("paper", False, False, 4096, True),    # one length per batch: no mask
-    ("paper", True, True, 24, True),        # small batches, lengths merged under a mask
-    ("paper", True, False, 24, False),      # sources encoded whole, padded and masked
+    ("paper", False, False, 4096, True),    # one group: every prefix shared
+    ("paper", True, True, 24, True),        # small groups
+    ("paper", True, False, 24, False),      # nothing shared: every sequence its own root
     ("cudnn", False, True, 4096, False),
     ("cudnn", True, False, 24, True),
 ])
 def test_fast_scores_equal_reference_log_p(gru, bias, precompute, max_tokens, share):
     model = _model(gru, bias)
     cp = _chunk()
-    got = FastScorer(model, "cpu", precompute_vocab=precompute, max_tokens=max_tokens, softmax_tokens=5,
-                     share_prefixes=share).score(cp)
+    kw = dict(precompute_vocab=precompute, max_tokens=max_tokens, softmax_rows=5, vocab_block=16,
+              share_prefixes=share)
+    got = FastScorer(model, "cpu", **kw).score(cp)
     P = reference_params(model)
-    ref = np.array([log_p(cp.src[cp.pair_src[k]], cp.tgt[k], P, reset=gru) for k in range(len(cp))])
+    ref = np.array([log_p(x, y, P, reset=gru) for x, y in _pairs(cp)])
     assert got.shape == ref.shape == (len(cp),)
+    with ThreadPoolExecutor(2) as pool:                    # groups on worker threads: the same numbers
+        np.testing.assert_array_equal(FastScorer(model, "cpu", **kw).score(cp, pool), got)
     assert np.isfinite(ref).all() and ref.min() < -5.0     # non-trivial values
     np.testing.assert_allclose(got, ref, rtol=0, atol=1e-4)
     # and the model's own batched log_prob (teacher forcing, torch) agrees with both
     with torch.inference_mode():
-        k = np.arange(len(cp))
-        src = [cp.src[s] for s in cp.pair_src]
-        sl = np.array([len(s) for s in src]); tl = np.array([len(t) for t in cp.tgt])
-        a, b = torch.from_numpy(pad(src, k, sl)), torch.from_numpy(pad(cp.tgt, k, tl))
-        am = torch.arange(a.shape[1])[None] < torch.from_numpy(sl)[:, None]
-        bm = torch.arange(b.shape[1])[None] < torch.from_numpy(tl)[:, None]
+        a, am = pad_batch([cp.src[s] for s in cp.pair_src])
+        b, bm = pad_batch([cp.tgt[k] for k in range(len(cp))])
         np.testing.assert_allclose(model.log_prob(a, am, b, bm).double().numpy(), ref, atol=1e-4)
 
 
@@ -90,35 +100,51 @@ def test_large_logits_take_the_stable_logsumexp_path():
     cp = _chunk()
     got = FastScorer(model, "cpu").score(cp)
     P = reference_params(model)
-    ref = np.array([log_p(cp.src[cp.pair_src[k]], cp.tgt[k], P) for k in range(len(cp))])
+    ref = np.array([log_p(x, y, P) for x, y in _pairs(cp)])
     np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-3)
 
 
-@pytest.mark.parametrize("lengths,max_tokens,min_rows,expected", [
-    ([3, 1, 3, 2, 1], 100, 1, [[1, 4], [3], [0, 2]]),           # one batch per length, stable order
-    ([2, 2, 2, 2, 2], 4, 1, [[0, 1], [2, 3], [4]]),             # cut by tokens: 4 // 2 = 2 rows
-    ([1, 5, 5, 5], 100, 2, [[0, 1, 2, 3]]),                     # a lone length-1 row rides with length 5
-    ([9], 4, 1, [[0]]),                                         # a row longer than the budget still goes
-])
-def test_length_batches(lengths, max_tokens, min_rows, expected):
-    got = length_batches(np.array(lengths), max_tokens, min_rows=min_rows)
-    assert [b.tolist() for b in got] == expected
-    assert sorted(np.concatenate(got).tolist()) == list(range(len(lengths)))  # every index exactly once
-
-
-def test_prefix_levels_share_prefixes():
+def test_trie_shares_prefixes_per_root():
     seqs = [[4, 0], [4, 5, 0], [4, 5, 6, 0], [7, 0], [4, 5, 0]]       # sorted-table sources (+ a repeat)
-    lv = prefix_levels(seqs)
-    assert [t.tolist() for t in lv.tokens] == [[4, 7], [0, 5, 0], [0, 6], [0]]
-    assert [p.tolist() for p in lv.parents] == [[-1, -1], [0, 0, 1], [1, 1], [1]]
-    assert lv.n_nodes == 8 < sum(map(len, seqs))                      # 8 GRU steps instead of 13
-    assert lv.end_level.tolist() == [1, 2, 3, 1, 2] and lv.end_pos.tolist() == [0, 0, 0, 2, 0]
+    ids, lens = RaggedIds.from_lists(seqs).padded(np.arange(5))
+    t = build_trie(ids, lens)
+    assert t.n_nodes == 8 < lens.sum()                                # 8 GRU steps instead of 13
+    assert t.starts.tolist() == [0, 2, 5, 7, 8]
+    assert t.token.tolist() == [4, 7, 0, 5, 0, 0, 6, 0]
+    assert t.parent.tolist() == [0, 0, 0, 0, 1, 3, 3, 6]              # level 0: the root
+    assert t.path.tolist() == [[0, 2, -1, -1], [0, 3, 5, -1], [0, 3, 6, 7], [1, 4, -1, -1], [0, 3, 5, -1]]
+    # the same sequences under two roots share only within a root (the decoder: one root per source)
+    t2 = build_trie(ids, lens, roots=np.array([1, 0, 1, 0, 0]))
+    assert t2.n_nodes == 10 and t2.starts.tolist() == [0, 3, 7, 9, 10]
+    assert t2.root.tolist() == [0, 0, 1, 0, 0, 1, 1, 0, 1, 1]
+    for k, q in enumerate(seqs):                                      # each path spells its sequence
+        nodes = t2.path[k, :len(q)]
+        assert t2.token[nodes].tolist() == q
+        assert (t2.root[nodes] == [1, 0, 1, 0, 0][k]).all()
+        assert t2.parent[nodes[1:]].tolist() == nodes[:-1].tolist()
 
 
-def test_pad_fills_rows_in_order():
-    seqs = [[5, 6, 0], [7, 0], [8, 9, 10, 0]]
-    lens = np.array([3, 2, 4])
-    assert pad(seqs, np.array([2, 1]), lens).tolist() == [[8, 9, 10, 0], [7, 0, 0, 0]]
+@pytest.mark.parametrize("max_tokens,expected", [
+    (100, [[0, 1, 2, 3, 4, 5]]),                  # everything fits
+    (6, [[0, 1], [2, 3], [4, 5]]),                # cut at source boundaries, 6 tokens at most
+    (3, [[0, 1], [2, 3], [4, 5]]),                # a source over the budget forms its own group
+    (9, [[0, 1, 2, 3], [4, 5]]),
+])
+def test_groups_cut_at_source_boundaries(max_tokens, expected):
+    cp = ChunkPairs.from_lists([[5, 0], [6, 0], [7, 0]], [0, 1, 0, 2, 1, 2], [[1, 0]] * 6)
+    model = _model("paper", False)
+    got = FastScorer(model, "cpu", max_tokens=max_tokens).groups(cp)
+    # pairs come source by source (0: pairs 0, 2; 1: 1, 4; 2: 3, 5), in table order within a source
+    order = [0, 2, 1, 4, 3, 5]
+    assert [[order.index(int(k)) for k in g] for g in got] == expected
+
+
+def test_ragged_padded_rows_in_order():
+    r = RaggedIds.from_lists([[5, 6, 0], [7, 0], [8, 9, 10, 0]])
+    ids, lens = r.padded(np.array([2, 1]))
+    assert ids.tolist() == [[8, 9, 10, 0], [7, 0, 0, 0]] and lens.tolist() == [4, 2]
+    assert r.padded(np.array([1]), pad_id=-1)[0].tolist() == [[7, 0]]
+    assert r.padded(np.array([], dtype=np.int64))[0].shape == (0, 0)
 
 
 def test_pair_flops_paper_size():

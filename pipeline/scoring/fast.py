@@ -3,66 +3,73 @@
 Same function as :meth:`pipeline.model.encdec.RNNEncoderDecoder.log_prob` (and seed 000's ``log_p``);
 it reads the model's weights and reorganises the arithmetic:
 
-1. **Each distinct source is encoded once**, and more: each distinct source PREFIX (a sorted table
-   puts "das", "das haus", "das haus ist" together; the encoder state after a prefix depends only on
-   it), level by level with no padding; then
-   every c-dependent term is computed once per source in ONE matmul: the decoder start
-   ``tanh(V_dec c)``, the context terms of both gates and the candidate ``C c`` (3H) and the output
-   layer's ``O_c c`` (2M). The decoder loop then only adds ``C c`` (pre-added to the input terms)
-   instead of multiplying by C at every step.
-2. **Input-side products of a word** (``W_x e(x)`` in both GRUs and ``O_y e(y)`` in the output
-   layer) are computed for all positions of a batch in one matmul before the loop, or, with
-   ``precompute_vocab=True``, looked up in per-vocabulary tables ``E W_x^T`` (Vs x 3H) and
-   ``E_tgt [W_x; O_y]^T`` (Vt+1 x (3H+2M)), built once at start-up.
-3. **Batches** are length-bucketed and sized in tokens (:func:`.batching.length_batches`); the loop
-   runs time-major so each step reads contiguous rows; the recurrence needs no mask when a batch has
-   one length (the common case) and uses one ``where`` per step otherwise.
-4. **The output layer and softmax run after the recurrence on the real target positions only**
-   (padding is skipped), in slabs of ``softmax_tokens`` rows so the (tokens x Vt) logits stay small;
-   the true word's logit is a row dot product, the normaliser a ``logsumexp``.
-5. Everything under ``torch.inference_mode``; optional autocast (``precision="bf16"``/``"fp16"``) on
+1. **Prefix tries, no padding** (:mod:`.trie`). The encoder runs once per distinct source PREFIX
+   (a sorted table puts "das", "das haus", "das haus ist" together); the decoder once per distinct
+   (source, target prefix): all targets of a source share the first step and its softmax normaliser,
+   and targets that start alike share more. Both run level by level -- a node's GRU step reads its
+   parent's state -- so a level holds exactly the sequences still running: no padding, no masks.
+2. **c-dependent terms once per source**, in ONE matmul: the decoder start ``tanh(V_dec c)``, the
+   context terms of both gates and the candidate ``C c`` (3H) and the output layer's ``O_c c``
+   (2M); the decoder adds ``C c`` instead of multiplying by C at every step.
+3. **Input-side products of a word** (``W_x e(x)`` in both GRUs, ``O_y e(y)`` in the output layer)
+   are one matmul per level, or, with ``precompute_vocab=True``, rows of per-vocabulary tables
+   ``E W_x^T`` (Vs x 3H) and ``E_tgt [W_x; O_y]^T`` (Vt+1 x (3H+2M)) built once at start-up.
+4. **The softmax normaliser in base 2, in cache-sized blocks.** ``log sum_j exp(l_j)`` equals
+   ``log sum_j 2^(l_j log2 e)``: with ``G_l`` and ``b_g`` scaled by ``log2 e`` once, the logits come
+   out in base 2 and torch's ``exp2`` (about 4x faster than ``exp`` on a CPU, same float32 accuracy)
+   replaces ``exp``. On a CPU the logits are made in blocks of ``softmax_rows`` x ``vocab_block``
+   that stay in cache, exponentiated and summed in place; no (tokens x Vt) matrix is ever stored.
+   When a bound on the logits allows it (|u| max_j |G_l[j]| + max |b_g| <= 60) the sum needs no max
+   subtraction; otherwise the row maximum is subtracted first (always on CUDA, where the bound would
+   cost a sync). The true word's logit is a row dot product.
+5. **Groups bound memory**: pairs are taken source by source in groups of at most ``max_tokens``
+   target tokens; a group's sources are encoded, their context rows made and its pairs decoded.
+6. Everything under ``torch.inference_mode``; optional autocast (``precision="bf16"``/``"fp16"``) on
    CUDA, whose effect on scores the benchmark measures: the matrix products run in low precision,
-   while the recurrent state, the gates and the softmax normaliser stay float32 (``.float()`` after each
-   product is a no-op in fp32).
+   while the recurrent state, the gates and the softmax normaliser stay float32 (``.float()`` after
+   each product is a no-op in fp32).
 
-Shapes: S/T source/target length, B batch, N real target tokens, H hidden, E embedding,
-M maxout units (2M pre-activations), R rank, Vs/Vt vocabularies.
+Shapes: n_d nodes at a level, H hidden, E embedding, M maxout units (2M pre-activations), R rank,
+Vs/Vt vocabularies.
 """
 from __future__ import annotations
 
 import contextlib
+import math
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .batching import ChunkPairs, PrefixLevels, length_batches, lengths_of, pad, prefix_levels
+from .batching import ChunkPairs
+from .trie import PrefixTrie, build_trie
 
 PRECISIONS = ("fp32", "bf16", "fp16")
+LOG2E = 1.0 / math.log(2.0)
+PRECOMPUTE_MAX_BYTES = 1 << 30
 
 
 class FastScorer:
-    """Batched, source-sharing log p(y|x) over an :class:`~pipeline.model.encdec.RNNEncoderDecoder`.
+    """Batched, prefix-sharing log p(y|x) over an :class:`~pipeline.model.encdec.RNNEncoderDecoder`.
 
     :param model: the encoder-decoder (its weights are copied to ``device`` in float32).
     :param device: ``"cpu"``, ``"cuda"``... (default: CUDA when present).
     :param precision: ``"fp32"`` (default) or ``"bf16"``/``"fp16"`` autocast (meant for CUDA).
-    :param precompute_vocab: look input-side products up in per-vocabulary tables; None (auto): only
-        when H <= 512. On 2 CPU cores it made the ``small`` preset faster (its E=64 input products
-        are thin matmuls) and the ``paper`` preset slower (420 MB of tables gathered at random);
-        see benchmarks/score_bench.py.
-    :param max_tokens: padded target tokens per batch (sources: the same budget); None (auto):
-        4,096,000 / H, i.e. 4096 for the paper's H=1000 and 16000 for ``small`` (H=256), so that a
-        step's (B, H) tensors have the same size whatever the model.
-    :param share_prefixes: encode each distinct source PREFIX once (:func:`.batching.prefix_levels`);
-        False: each distinct source once, in length-bucketed padded batches (:meth:`encode`).
-    :param softmax_tokens: target positions per output-layer slab (bounds the logits' memory; at
-        least 4096 on CUDA, where bigger launches pay).
+    :param precompute_vocab: look input-side products up in per-vocabulary tables; None (auto): when
+        the tables take at most 1 GiB (420 MB for the ``paper`` preset with 15k-word vocabularies).
+        On 2 CPU cores it made both presets 1-6% faster; see benchmarks/score_bench.py.
+    :param max_tokens: target tokens per group (see 5. above); None (auto): 4,096,000 / H, i.e.
+        4096 for the paper's H=1000 and 16000 for ``small`` (H=256), so that a level's (n_d, H)
+        tensors have about the same size whatever the model.
+    :param share_prefixes: share prefixes (1. above); False: every source and every pair its own
+        root (each sequence still runs without padding) -- to measure what sharing saves.
+    :param softmax_rows, vocab_block: the softmax's block shape on a CPU (defaults: 512 x 1024, the
+        best of a sweep on 2 cores); on CUDA one block spans the vocabulary, with 4096 rows.
     """
 
     def __init__(self, model, device: str | torch.device | None = None, precision: str = "fp32",
-                 precompute_vocab: bool | None = None, max_tokens: int | None = None, softmax_tokens: int = 256,
-                 share_prefixes: bool = True):
+                 precompute_vocab: bool | None = None, max_tokens: int | None = None,
+                 share_prefixes: bool = True, softmax_rows: int = 512, vocab_block: int = 1024):
         if precision not in PRECISIONS:
             raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
         cfg = model.cfg
@@ -73,9 +80,11 @@ class FastScorer:
         H, E = cfg.hidden_dim, cfg.emb_dim
         self.max_tokens = int(max_tokens) if max_tokens else max(256, 4_096_000 // H)
         self.share_prefixes = share_prefixes
-        self.softmax_tokens = int(softmax_tokens) if self.device.type == "cpu" else max(int(softmax_tokens), 4096)
-        if precompute_vocab is None:
-            precompute_vocab = H <= 512
+        cpu = self.device.type == "cpu"
+        self.softmax_rows = int(softmax_rows) if cpu else max(int(softmax_rows), 4096)
+        if precompute_vocab is None:              # 420 MB for the paper's sizes and 15k-word vocabularies
+            table_bytes = 4 * (cfg.src_vocab_size * 3 * H + (cfg.tgt_vocab_size + 1) * (3 * H + cfg.maxout_units * cfg.maxout_pieces))
+            precompute_vocab = table_bytes <= PRECOMPUTE_MAX_BYTES
         self.precompute_vocab = precompute_vocab
         self.H, self.E = H, E
         self.M, self.pieces = cfg.maxout_units, cfg.maxout_pieces
@@ -103,11 +112,18 @@ class FastScorer:
         self.G_r = sd["decoder.G_r"]                                       # (R, M)
         self.G_l = sd["decoder.G_l"]                                       # (Vt, R)
         self.b_g = sd.get("decoder.b_g")                                   # (Vt,) or None
+        # the softmax in base 2 (4. above), cut into vocabulary blocks
+        block = int(vocab_block) if cpu else self.Vt
+        G2 = self.G_l * LOG2E
+        b2 = self.b_g * LOG2E if self.b_g is not None else None
+        self._blocks = [(G2[a:a + block], None if b2 is None else b2[a:a + block])
+                        for a in range(0, self.Vt, block)]
         # the paper's form needs U split: [U_r; U_z] before the gates, U after (r * h)
         self.enc_U_rz, self.enc_U_c = self.enc_U[:2 * H].contiguous(), self.enc_U[2 * H:].contiguous()
         self.dec_U_rz, self.dec_U_c = self.dec_U[:2 * H].contiguous(), self.dec_U[2 * H:].contiguous()
         self._gl_norm = float(self.G_l.norm(dim=1).max())
         self._bg_max = float(self.b_g.abs().max()) if self.b_g is not None else 0.0
+        self._tanh_ = self._tanh_cpu if cpu else torch.tanh_
         self.enc_table = self.dec_table = None
         if precompute_vocab:
             with torch.inference_mode():
@@ -121,169 +137,175 @@ class FastScorer:
         dtype = torch.bfloat16 if self.precision == "bf16" else torch.float16
         return torch.autocast(device_type=self.device.type, dtype=dtype)
 
+    @staticmethod
+    def _tanh_cpu(x: torch.Tensor) -> torch.Tensor:
+        """tanh in place as 2 sigmoid(2x) - 1 (within 2e-7): torch's CPU tanh is ~6x slower than its sigmoid."""
+        return x.mul_(2.0).sigmoid_().mul_(2.0).sub_(1.0)
+
+    def _tensor(self, a: np.ndarray) -> torch.Tensor:
+        return torch.from_numpy(np.ascontiguousarray(a)).to(self.device, non_blocking=True)
+
     def _gru_step(self, a: torch.Tensor, h: torch.Tensor, U: torch.Tensor, U_rz: torch.Tensor,
-                  U_c: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
-        """a: (B, 3H) input (+ context) terms, h: (B, H) -> new h (B, H), written to ``out`` if given.
+                  U_c: torch.Tensor) -> torch.Tensor:
+        """a: (n, 3H) input (+ context) terms, h: (n, H) -> new h (n, H).
 
         z multiplies the old state (eq 7); r acts before U (eq 8, ``"paper"``) or after (``"cudnn"``).
         """
         H = self.H
         if self.reset == "paper":
-            rz = torch.addmm(a[:, :2 * H], h, U_rz.t()).float().sigmoid_()          # (B, 2H): (5), (6)
+            rz = torch.addmm(a[:, :2 * H], h, U_rz.t()).float().sigmoid_()          # (n, 2H): (5), (6)
             r, z = rz[:, :H], rz[:, H:]
-            cand = torch.addmm(a[:, 2 * H:], r * h, U_c.t()).float().tanh_()        # (B, H): (8)
+            cand = self._tanh_(torch.addmm(a[:, 2 * H:], r * h, U_c.t()).float())   # (n, H): (8)
         else:
-            g = torch.mm(h, U.t()).float()                                  # (B, 3H): one matmul
+            g = torch.mm(h, U.t()).float()                                  # (n, 3H): one matmul
             rz = torch.add(a[:, :2 * H], g[:, :2 * H]).sigmoid_()
             r, z = rz[:, :H], rz[:, H:]
-            cand = torch.addcmul(a[:, 2 * H:], r, g[:, 2 * H:]).tanh_()     # r after U
-        return torch.lerp(cand, h, z, out=out)                              # z*h + (1-z)*cand (7)
+            cand = self._tanh_(torch.addcmul(a[:, 2 * H:], r, g[:, 2 * H:]))  # r after U
+        return torch.lerp(cand, h, z)                                       # z*h + (1-z)*cand (7)
+
+    def _enc_inputs(self, tok: torch.Tensor) -> torch.Tensor:
+        """W_x e(x) + b for source tokens: (n,) -> (n, 3H)."""
+        if self.enc_table is not None:
+            return F.embedding(tok, self.enc_table)
+        return F.linear(F.embedding(tok, self.E_src), self.enc_Wx, self.enc_b).float()
+
+    def _dec_inputs(self, tok: torch.Tensor) -> torch.Tensor:
+        """[W_x e(y) + b | O_y e(y)] for previous target words (Vt = y_0): (n,) -> (n, 3H+2M)."""
+        if self.dec_table is not None:
+            return F.embedding(tok, self.dec_table)
+        return F.linear(F.embedding(tok, self.E_tgt0), self.in_W, self.in_b).float()
 
     # ------------------------------------------------------------------ encoder
-    def encode(self, ids: torch.Tensor, lengths: torch.Tensor, uniform: bool | None = None) -> torch.Tensor:
-        """Padded source ids (B, S) with their lengths (B,) -> summaries c (B, H).
-
-        ``uniform``: every length is S (no mask needed); computed when not given (a device sync).
-        """
-        B, S = ids.shape
-        ids_t = ids.t()                                                    # (S, B) time-major
-        if self.enc_table is not None:
-            x = F.embedding(ids_t, self.enc_table)                         # (S, B, 3H)
-        else:
-            x = F.linear(F.embedding(ids_t, self.E_src), self.enc_Wx, self.enc_b).float()  # (S, B, 3H)
-        h = x.new_zeros(B, self.H)                                         # h<0> = 0
-        if uniform is None:
-            uniform = bool((lengths == S).all())
-        for t in range(S):
-            h_new = self._gru_step(x[t], h, self.enc_U, self.enc_U_rz, self.enc_U_c)
-            h = h_new if uniform else torch.where((t < lengths)[:, None], h_new, h)
-        return torch.tanh(torch.mm(h, self.V.t()).float())                         # c = tanh(V h_N): (B, H)
-
-    def encode_prefixes(self, levels: PrefixLevels) -> torch.Tensor:
-        """Summaries c (n_seqs, H) of every sequence of ``levels``, each distinct prefix run once.
-
-        Level by level: the GRU step of a prefix reads its parent prefix's state, so there is no
-        padding and no mask, and a prefix shared by many sources costs one step.
-        """
-        dev, H = self.device, self.H
-        n = len(levels.end_level)
-        h_last = torch.empty(n, H, device=dev)
-        rows = max(1, self.max_tokens)
-        prev = None                                                          # states of level d-1
-        for d, (tok, par) in enumerate(zip(levels.tokens, levels.parents)):
-            tok_t = torch.from_numpy(tok).to(dev)
-            cur = torch.empty(len(tok), H, device=dev)                       # (n_d, H)
-            for a in range(0, len(tok), rows):
-                sl = slice(a, a + rows)
-                if self.enc_table is not None:
-                    x = F.embedding(tok_t[sl], self.enc_table)               # (b, 3H)
-                else:
-                    x = F.linear(F.embedding(tok_t[sl], self.E_src), self.enc_Wx, self.enc_b).float()
-                h = x.new_zeros(x.shape[0], H) if prev is None else \
-                    prev.index_select(0, torch.from_numpy(par[sl]).to(dev))  # parents' states
-                self._gru_step(x, h, self.enc_U, self.enc_U_rz, self.enc_U_c, out=cur[sl])
-            ends = np.flatnonzero(levels.end_level == d)
+    def encode(self, trie: PrefixTrie) -> torch.Tensor:
+        """Summaries c (n, H) of the trie's sequences (roots: the zero state), one GRU step per node."""
+        H = self.H
+        last = torch.empty(len(trie.lengths), H, device=self.device)       # h_N of each sequence
+        prev = None
+        for d in range(trie.n_levels):
+            lv = trie.level(d)
+            x = self._enc_inputs(self._tensor(trie.token[lv]))             # (n_d, 3H)
+            h = x.new_zeros(x.shape[0], H) if d == 0 else \
+                prev.index_select(0, self._tensor(trie.parent[lv] - trie.starts[d - 1]))  # parents' states
+            cur = self._gru_step(x, h, self.enc_U, self.enc_U_rz, self.enc_U_c)
+            ends = np.flatnonzero(trie.lengths == d + 1)
             if len(ends):
-                h_last[torch.from_numpy(ends).to(dev)] = cur.index_select(
-                    0, torch.from_numpy(levels.end_pos[ends]).to(dev))
+                last[self._tensor(ends)] = cur.index_select(0, self._tensor(trie.path[ends, d] - lv.start))
             prev = cur
-        return torch.tanh(torch.mm(h_last, self.V.t()).float())              # c = tanh(V h_N): (n, H)
+        return self._tanh_(torch.mm(last, self.V.t()).float())             # c = tanh(V h_N): (n, H)
 
     def contexts(self, c: torch.Tensor) -> torch.Tensor:
-        """(B, H) summaries -> (B, 4H+2M) rows [s0 | C c | O_c c + b_o], one matmul per source."""
+        """(n, H) summaries -> (n, 4H+2M) rows [s0 | C c | O_c c + b_o], one matmul per source."""
         ctx = torch.addmm(self.ctx_b, c, self.ctx_W.t()).float()
-        ctx[:, :self.H] = torch.tanh(ctx[:, :self.H])                      # h'_0 = tanh(V_dec c)
+        self._tanh_(ctx[:, :self.H])                                       # h'_0 = tanh(V_dec c)
         return ctx
 
     # ------------------------------------------------------------------ decoder
-    def decode(self, ctx: torch.Tensor, tgt: torch.Tensor, lengths: torch.Tensor,
-               uniform: bool | None = None) -> torch.Tensor:
-        """Per-pair context rows (B, 4H+2M), padded targets (B, T), lengths (B,) -> log p (B,)."""
-        H, P = self.H, self.P
-        B, T = tgt.shape
-        prev = torch.cat([tgt.new_full((B, 1), self.Vt), tgt[:, :-1]], 1).t()  # (T, B); Vt = e(y_0)=0
-        if self.dec_table is not None:
-            xin = F.embedding(prev, self.dec_table)                        # (T, B, 3H+2M)
-        else:
-            xin = F.linear(F.embedding(prev, self.E_tgt0), self.in_W, self.in_b).float()  # (T, B, 3H+2M)
-        a = xin[..., :3 * H] + ctx[None, :, H:4 * H]                       # (T, B, 3H): W_x e + C c
-        s = ctx[:, :H]                                                     # (B, H) start state
-        states = a.new_empty(T, B, H)
-        for t in range(T):                                                 # past a row's end: unused
-            s = self._gru_step(a[t], s, self.dec_U, self.dec_U_rz, self.dec_U_c, out=states[t])
-        # the output layer on real positions only, time-major flattening: position k = t*B + b
-        if uniform is None:
-            uniform = bool((lengths == T).all())
-        if uniform:
-            pos = None
-            rows = torch.arange(B, device=tgt.device).repeat(T)            # (N,) pair of each token
-            words = tgt.t().reshape(-1)                                    # (N,)
-            s_n = states.reshape(T * B, H)
-            y_n = xin[..., 3 * H:].reshape(T * B, P)
-        else:
-            valid = (torch.arange(T, device=tgt.device)[:, None] < lengths[None, :]).reshape(-1)
-            pos = valid.nonzero().squeeze(1)                               # (N,)
-            rows = pos % B
-            words = tgt.t().reshape(-1)[pos]
-            s_n = states.reshape(T * B, H)[pos]
-            y_n = xin[..., 3 * H:].reshape(T * B, P)[pos]
-        out_c = ctx[:, 4 * H:]                                             # (B, 2M)
-        token_lp = torch.empty(rows.shape[0], device=tgt.device)
-        for k in range(0, rows.shape[0], self.softmax_tokens):
-            sl = slice(k, k + self.softmax_tokens)
-            pre = torch.addmm(y_n[sl] + out_c[rows[sl]], s_n[sl], self.O_h.t()).float()  # (n, 2M)
-            m = pre.unflatten(1, (self.M, self.pieces)).amax(2)            # maxout: (n, M)
-            u = torch.mm(m, self.G_r.t())                                  # (n, R)
-            if self.b_g is None:
-                logits = torch.mm(u, self.G_l.t())                         # (n, Vt)
-                true = (u * self.G_l[words[sl]]).sum(1)                    # (n,)
+    def log_normalizer(self, u: torch.Tensor) -> torch.Tensor:
+        """log sum_j exp(u G_l[j] + b_g[j]) for the rows of u (n, R) -> (n,), in base 2 (4. above)."""
+        n = u.shape[0]
+        out = torch.empty(n, device=u.device)
+        direct = self.device.type == "cpu" and \
+            float(u.float().norm(dim=1).max()) * self._gl_norm + self._bg_max <= 60.0
+        for a in range(0, n, self.softmax_rows):
+            us = u[a:a + self.softmax_rows]
+            if direct:          # |logits| small: sum 2^l directly, block by block, in cache
+                acc = None
+                for G2, b2 in self._blocks:
+                    l2 = (torch.mm(us, G2.t()) if b2 is None else torch.addmm(b2, us, G2.t())).float()
+                    s = l2.exp2_().sum(1)
+                    acc = s if acc is None else acc.add_(s)
+                out[a:a + self.softmax_rows] = acc.log_()               # ln sum 2^(l log2 e) = ln sum e^l
             else:
-                logits = torch.addmm(self.b_g, u, self.G_l.t())
-                true = (u * self.G_l[words[sl]]).sum(1) + self.b_g[words[sl]]
-            logits = logits.float()
-            # |logit| <= |u| max_j |G_l[j]| + max |b_g|: when that bound is small, sum(exp) can neither
-            # overflow nor lose the sum, so one exp pass replaces logsumexp's max/subtract passes.
-            # On CUDA the check would cost a device sync per slab, and logsumexp is cheap there.
-            if self.device.type == "cpu" and \
-                    float(u.float().norm(dim=1).max()) * self._gl_norm + self._bg_max <= 60.0:
-                lse = logits.exp_().sum(1).log_()
+                l2 = torch.cat([(torch.mm(us, G2.t()) if b2 is None else torch.addmm(b2, us, G2.t())).float()
+                                for G2, b2 in self._blocks], 1)
+                m = l2.amax(1, keepdim=True)                              # the stable form, in base 2
+                out[a:a + self.softmax_rows] = (m.squeeze(1) + l2.sub_(m).exp2_().sum(1).log2_()) / LOG2E
+        return out
+
+    def decode(self, ctx: torch.Tensor, trie: PrefixTrie, tgt: np.ndarray) -> torch.Tensor:
+        """log p of the targets (n, T) padded (row k: ``trie.lengths[k]`` tokens), given the context
+        rows (n_roots, 4H+2M) that the trie's roots index; the trie is over ``<bos> y_1 .. y_{T-1}``."""
+        H = self.H
+        lp = torch.zeros(len(trie.lengths), device=self.device)
+        tail = ctx[:, H:].contiguous()                                      # (n_roots, 3H+2M): [C c | O_c c + b_o]
+        prev = None
+        for d in range(trie.n_levels):
+            lv = trie.level(d)
+            x = self._dec_inputs(self._tensor(trie.token[lv]))             # (n_d, 3H+2M) [W_x e + b | O_y e]
+            if d == 0 and lv.stop - lv.start == len(ctx):                   # one node per root, in order
+                x.add_(tail)
+                h = ctx[:, :H]                                              # h'_0 = tanh(V_dec c)
             else:
-                lse = torch.logsumexp(logits, 1)
-            token_lp[sl] = true.float() - lse
-        return torch.zeros(B, device=tgt.device, dtype=torch.float32).index_add_(0, rows, token_lp)
+                root = self._tensor(trie.root[lv])
+                x.add_(tail.index_select(0, root))                          # + its source's terms
+                h = ctx[:, :H].index_select(0, root) if d == 0 else \
+                    prev.index_select(0, self._tensor(trie.parent[lv] - trie.starts[d - 1]))
+            s = self._gru_step(x[:, :3 * H], h, self.dec_U, self.dec_U_rz, self.dec_U_c)
+            # the output layer (maxout, rank-R softmax) at every node of the level
+            pre = torch.addmm(x[:, 3 * H:], s, self.O_h.t()).float()        # (n_d, 2M)
+            u = torch.mm(pre.unflatten(1, (self.M, self.pieces)).amax(2), self.G_r.t()).float()  # (n_d, R)
+            lse = self.log_normalizer(u)                                    # (n_d,)
+            # the words read at this level: y_{d+1} of every target longer than d
+            rows = np.flatnonzero(trie.lengths > d)
+            node = self._tensor(trie.path[rows, d] - lv.start)
+            words = self._tensor(tgt[rows, d])
+            true = (u.index_select(0, node) * self.G_l.index_select(0, words)).sum(1)
+            if self.b_g is not None:
+                true = true + self.b_g.index_select(0, words)
+            lp.index_add_(0, self._tensor(rows), true - lse.index_select(0, node))
+            prev = s
+        return lp
 
     # ------------------------------------------------------------------ a chunk
-    def score(self, pairs: ChunkPairs) -> np.ndarray:
-        """log p(tgt | src) for every pair of a chunk: (len(pairs),) float64, in pair order."""
+    def groups(self, pairs: ChunkPairs) -> list[np.ndarray]:
+        """The chunk's pair indices, source by source, cut into groups of <= ``max_tokens`` target
+        tokens at source boundaries (a source with more tokens forms a group of its own)."""
         n = len(pairs)
-        out = np.zeros(n, dtype=np.float64)
-        if n == 0:
-            return out
-        dev = self.device
+        order = np.argsort(pairs.pair_src, kind="stable")
+        src_sorted = pairs.pair_src[order]
+        cum = np.cumsum(pairs.tgt.lengths[order])
+        bounds = np.flatnonzero(np.r_[True, src_sorted[1:] != src_sorted[:-1], True])  # source starts + n
+        out, a = [], 0
+        while a < n:
+            b = int(np.searchsorted(cum, (cum[a - 1] if a else 0) + self.max_tokens, side="right"))
+            b = int(bounds[np.searchsorted(bounds, b, side="right") - 1])   # back to a source boundary
+            if b <= a:
+                b = int(bounds[np.searchsorted(bounds, a, side="right")])   # one whole source
+            out.append(order[a:b])
+            a = b
+        return out
+
+    def score_group(self, pairs: ChunkPairs, idx: np.ndarray) -> np.ndarray:
+        """log p(tgt | src) of the pairs ``idx`` (one of :meth:`groups`): (len(idx),) float64.
+
+        Worker threads may score different groups at once (torch releases the GIL).
+        """
         with torch.inference_mode(), self._autocast():
-            # 1. every distinct source once: c and all c-dependent terms
+            # 1. the group's sources: c and all c-dependent terms, once each
+            srcs, local = np.unique(pairs.pair_src[idx], return_inverse=True)
+            src_ids, src_len = pairs.src.padded(srcs)
+            enc = build_trie(src_ids, src_len, None if self.share_prefixes else np.arange(len(srcs)))
+            ctx = self.contexts(self.encode(enc))
+            # 2. its pairs: one trie over <bos> y_1 .. y_{T-1} rooted at each source
+            tgt, tgt_len = pairs.tgt.padded(idx)                                     # (n_g, T)
+            dec_in = np.concatenate([np.full((len(idx), 1), self.Vt, dtype=np.int64), tgt[:, :-1]], 1)
             if self.share_prefixes:
-                c_all = self.encode_prefixes(prefix_levels(pairs.src))        # (n_src, H)
-                ctx_all = torch.cat([self.contexts(c_all[a:a + self.max_tokens])
-                                     for a in range(0, c_all.shape[0], self.max_tokens)])
+                trie = build_trie(dec_in, tgt_len, local)
             else:
-                src_len = lengths_of(pairs.src)
-                ctx_all = torch.empty(len(pairs.src), 4 * self.H + self.P, device=dev)
-                for idx in length_batches(src_len, self.max_tokens):
-                    ids = torch.from_numpy(pad(pairs.src, idx, src_len)).to(dev, non_blocking=True)
-                    lens = torch.from_numpy(src_len[idx]).to(dev)
-                    c = self.encode(ids, lens, uniform=bool((src_len[idx] == src_len[idx].max()).all()))
-                    ctx_all[torch.from_numpy(idx).to(dev)] = self.contexts(c).float()
-            # 2. the pairs, bucketed by target length, reading their source's context rows
-            tgt_len = lengths_of(pairs.tgt)
-            pair_src = torch.from_numpy(np.asarray(pairs.pair_src, dtype=np.int64)).to(dev)
-            for idx in length_batches(tgt_len, self.max_tokens):
-                ids = torch.from_numpy(pad(pairs.tgt, idx, tgt_len)).to(dev, non_blocking=True)
-                lens = torch.from_numpy(tgt_len[idx]).to(dev)
-                idx_t = torch.from_numpy(idx).to(dev)
-                ctx = ctx_all.index_select(0, pair_src.index_select(0, idx_t))
-                lp = self.decode(ctx, ids, lens, uniform=bool((tgt_len[idx] == tgt_len[idx].max()).all()))
-                out[idx] = lp.double().cpu().numpy()
+                ctx, trie = ctx.index_select(0, self._tensor(local)), build_trie(dec_in, tgt_len, np.arange(len(idx)))
+            return self.decode(ctx, trie, tgt).double().cpu().numpy()
+
+    def score(self, pairs: ChunkPairs, pool=None) -> np.ndarray:
+        """log p(tgt | src) for every pair of a chunk: (len(pairs),) float64, in pair order; groups
+        run on ``pool`` (a :class:`concurrent.futures.Executor`) when given."""
+        out = np.zeros(len(pairs), dtype=np.float64)
+        groups = self.groups(pairs)
+        if pool is None:
+            results = (self.score_group(pairs, idx) for idx in groups)
+        else:
+            results = pool.map(lambda idx: self.score_group(pairs, idx), groups)
+        for idx, lp in zip(groups, results):
+            out[idx] = lp
         return out
 
 

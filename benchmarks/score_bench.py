@@ -10,11 +10,14 @@ on training) on a generated table with a real table's shape (:mod:`gen_table`):
 (a) and (b) run on the table's first lines (a sample; pairs/s does not depend on the table's length),
 (c) on the whole table; the scores (c) wrote for the sample must equal (a)'s and (b)'s within 1e-4.
 Also reported: FLOPs per pair (matrix products, 2 per multiply-add) for (b) as it runs (padding
-included) and for (c) (sources shared, no padding), the machine's dense fp32 matmul FLOP/s measured
-in the same run, and (c)'s effective FLOP/s = (b)'s FLOPs per pair x (c)'s pairs/s, as a fraction of
-it; the effect of ``--precompute-vocab`` and of bf16 autocast on speed and scores.
+included) and for (c) (the GRU steps of its prefix tries, counted as the stage cuts the table; no
+padding), the machine's dense fp32 matmul FLOP/s measured in the same run, and (c)'s effective FLOP/s
+= (b)'s FLOPs per pair x (c)'s pairs/s, as a fraction of it ("real": (c)'s own FLOPs); the scorer
+alone on (b)'s sample (one scorer with all torch threads) with and without ``--precompute-vocab``
+and prefix sharing, and bf16 autocast's effect on speed and scores. Exits 1 if an fp32 score differs by
+more than 1e-4.
 
-    python benchmarks/score_bench.py --threads 1 # 200k lines, both presets (~10 min on a shared CPU)
+    python benchmarks/score_bench.py --threads 2 # 200k lines, both presets (~8 min on 2 cores)
     python benchmarks/score_bench.py --quick     # 20k lines
     python benchmarks/score_bench.py --device cuda --lines 1000000    # on a GPU
 """
@@ -41,7 +44,7 @@ from pipeline.phrase_table import read_phrase_table  # noqa: E402
 from pipeline.score import ScoreConfig, score_table  # noqa: E402
 from pipeline.batching import pad_batch  # noqa: E402
 from pipeline.scoring.batching import PairCollector  # noqa: E402
-from pipeline.scoring.fast import FastScorer, pair_flops  # noqa: E402
+from pipeline.scoring.fast import FastScorer, pair_flops, work_flops  # noqa: E402
 from pipeline.vocab import EOS_ID, Vocabularies, build_vocab  # noqa: E402
 
 
@@ -89,9 +92,9 @@ def file_order_batches(model, pairs, device, batch=64) -> tuple[np.ndarray, floa
     return out, time.perf_counter() - t
 
 
-def baseline_b_flops(cfg, table: Path, vocabs, batch=64) -> tuple[float, float, float]:
+def baseline_b_flops(cfg, table: Path, batch=64) -> tuple[float, float]:
     """FLOPs per pair that (b) performs on the whole table (padding to each batch's longest row
-    included), the FLOPs per pair (c) needs (shared sources, no padding), and targets per source."""
+    included), and targets per source."""
     sl, tl, src = [], [], []
     for e in read_phrase_table(table):
         sl.append(len(e.source.split()) + 1)
@@ -102,12 +105,33 @@ def baseline_b_flops(cfg, table: Path, vocabs, batch=64) -> tuple[float, float, 
     for s in range(0, len(sl), batch):
         rows = min(batch, len(sl) - s)
         total_b += rows * pair_flops(cfg, int(sl[s:s + batch].max()), int(tl[s:s + batch].max()))
-    firsts = [i for i in range(len(src)) if i == 0 or src[i] != src[i - 1]]
-    tps = len(src) / len(firsts)
-    # (c): each source once per chunk (its own length), each pair its own target length, no padding
-    per_source = sum(pair_flops(cfg, int(sl[i]), 0) for i in firsts)
-    dec = sum(pair_flops(cfg, 0, int(t)) for t in tl) - len(tl) * pair_flops(cfg, 0, 0)
-    return total_b / len(sl), (per_source + dec) / len(sl), tps
+    n_sources = sum(1 for i in range(len(src)) if i == 0 or src[i] != src[i - 1])
+    return total_b / len(sl), len(src) / n_sources
+
+
+def stage_work(scorer: FastScorer, table: Path, vocabs, chunk_lines: int) -> dict:
+    """What (c) computes on the whole table, chunk by chunk and group by group as the stage cuts it:
+    GRU steps of the encoder and decoder tries, and sources (c and its terms)."""
+    work = {"pairs": 0, "sources": 0, "encoder_steps": 0, "decoder_steps": 0, "source_tokens": 0,
+            "target_tokens": 0}
+
+    def count(chunk):
+        for idx in scorer.groups(chunk):
+            enc, dec, tgt, _ = scorer.tries(chunk, idx)
+            work["sources"] += len(enc.lengths)
+            work["encoder_steps"] += enc.n_nodes
+            work["decoder_steps"] += dec.n_nodes
+            work["source_tokens"] += int(enc.lengths.sum())
+            work["target_tokens"] += int(dec.lengths.sum())
+        work["pairs"] += len(chunk)
+
+    pc = PairCollector(vocabs)
+    for i, e in enumerate(read_phrase_table(table)):
+        if i and i % chunk_lines == 0:
+            count(pc.reset())
+        pc.add(i % chunk_lines, e.source, e.target)
+    count(pc.reset())
+    return work
 
 
 def bench_preset(preset, table, work, device, n_a, n_b, threads) -> dict:
@@ -171,6 +195,7 @@ def bench_preset(preset, table, work, device, n_a, n_b, threads) -> dict:
     if device.type == "cuda":
         variants.append(("fp16 autocast", {"precision": "fp16"}, model))
     timings = {}
+    # one scorer with all torch threads: the sample is too small to keep one worker per core busy
     for name, kw, m in variants:
         scorer = FastScorer(m, device, **kw)
         scorer.score(chunk)                                       # warm-up
@@ -184,11 +209,14 @@ def bench_preset(preset, table, work, device, n_a, n_b, threads) -> dict:
         timings[name] = (pps, err)
 
     peak = max(peak_before, matmul_flops(device))
-    flops_b, flops_c, tps = baseline_b_flops(cfg, table, vocabs)
+    flops_b, tps = baseline_b_flops(cfg, table)
+    scorer = FastScorer(model, device)
+    w = stage_work(scorer, table, vocabs, ScoreConfig().chunk_lines)
+    flops_c = work_flops(cfg, w, scorer.precompute_vocab) / w["pairs"]
     r = {"preset": preset, "lines": s["lines"], "pairs_a": n_a / t_a, "pairs_b": n_b / t_b,
          "pairs_c": s["pairs_per_s"], "err_a": err_a, "err_b": err_b, "err_ab": err_ab,
          "flops_b": flops_b, "flops_c": flops_c, "flops_5x5": pair_flops(cfg, 5, 5), "peak": peak,
-         "targets_per_source": tps, "timings": timings}
+         "targets_per_source": tps, "timings": timings, "work": w}
     r["effective"] = flops_b * r["pairs_c"]
     r["real"] = flops_c * r["pairs_c"]
     print(f"(a) one pair at a time        {r['pairs_a']:10.0f} pairs/s   ({n_a} pairs)")
@@ -199,12 +227,18 @@ def bench_preset(preset, table, work, device, n_a, n_b, threads) -> dict:
     print(f"    max |log p difference|: (c)-(a) {err_a:.2e}, (c)-(b) {err_b:.2e}, (a)-(b) {err_ab:.2e}")
     print(f"FLOPs per pair: 5+5 tokens as (b) runs {r['flops_5x5'] / 1e6:.1f} M; as (b) runs on this table "
           f"{flops_b / 1e6:.1f} M; as (c) runs {flops_c / 1e6:.1f} M ({tps:.2f} targets per source)")
+    print(f"(c)'s GRU steps: encoder {w['encoder_steps']} for {w['source_tokens']} source tokens "
+          f"({w['encoder_steps'] / w['source_tokens']:.2f}), decoder {w['decoder_steps']} for "
+          f"{w['target_tokens']} target tokens ({w['decoder_steps'] / w['target_tokens']:.3f})")
     print(f"dense fp32 matmul on {device}: {peak / 1e9:.1f} GFLOP/s")
     print(f"(c) effective {r['effective'] / 1e9:.1f} GFLOP/s = {100 * r['effective'] / peak:.0f}% of matmul; "
           f"real {r['real'] / 1e9:.1f} GFLOP/s = {100 * r['real'] / peak:.0f}%")
     for name, (pps, err) in timings.items():
         what = f"vs fp32 (G_l scaled: {ref_spread.sum() / n_tok:.2f}/token)" if "autocast" in name else "vs (b)"
         print(f"    scorer alone, {name:24s} {pps:9.0f} pairs/s   max |Δ log p| {what} {err:.2e}", flush=True)
+    r["exact"] = max(err_a, err_b, err_ab, *(e for n, (_, e) in timings.items() if "autocast" not in n)) <= 1e-4
+    if not r["exact"]:
+        print("MISMATCH: fp32 scores differ by more than 1e-4", flush=True)
     return r
 
 
@@ -228,14 +262,15 @@ def main(argv=None) -> int:
         print("table: " + " ".join(f"{k}={v:.3f}" if isinstance(v, float) else f"{k}={v}" for k, v in stats.items()))
         print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, device {device}, "
               f"load average {os.getloadavg()[0]:.1f}")
+        exact = []
         for preset in args.presets.split(","):
             n_a = {"paper": 100, "small": 400}[preset] // (2 if args.quick else 1)
             n_b = {"paper": 2048, "small": 8192}[preset] // (2 if args.quick else 1)
             if device.type == "cuda":
                 n_a, n_b = n_a * 4, n_b * 8
-            bench_preset(preset, table, work, device, n_a, n_b, args.threads)
+            exact.append(bench_preset(preset, table, work, device, n_a, n_b, args.threads)["exact"])
         print(f"load average at the end {os.getloadavg()[0]:.1f}")
-    return 0
+    return 0 if all(exact) else 1
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ from pipeline.model.reference import log_p, reference_params
 from pipeline.batching import pad_batch
 from pipeline.pairs import RaggedIds
 from pipeline.scoring.batching import ChunkPairs
-from pipeline.scoring.fast import FastScorer, pair_flops
+from pipeline.scoring.fast import FastScorer, pair_flops, work_flops
 from pipeline.scoring.trie import build_trie
 
 VS, VT = 40, 50
@@ -154,6 +154,28 @@ def test_pair_flops_paper_size():
     assert pair_flops(cfg, 5, 5) == pytest.approx(2 * 52.2505e6)
     assert pair_flops(cfg, 5, 5, shared=True, targets_per_source=1.24) == pytest.approx(
         2 * (22.5e6 / 1.24 + 29.7505e6))
+
+
+def test_work_without_sharing_is_the_unshared_pair_flops():
+    model = _model("paper", False)
+    cp = _chunk()
+    scorer = FastScorer(model, "cpu", share_prefixes=False, precompute_vocab=False, max_tokens=50)
+    work = {"sources": 0, "encoder_steps": 0, "decoder_steps": 0}
+    for idx in scorer.groups(cp):
+        enc, dec, tgt, root_src = scorer.tries(cp, idx)
+        work["sources"] += len(enc.lengths)
+        work["encoder_steps"] += enc.n_nodes
+        work["decoder_steps"] += dec.n_nodes
+    # every source of a group once; every target token one decoder step
+    expected = sum(pair_flops(model.cfg, len(x), len(y)) for x, y in _pairs(cp))
+    expected -= sum(pair_flops(model.cfg, len(cp.src[s]), 0) for s in cp.pair_src)   # per pair ...
+    src_once = work_flops(model.cfg, {"sources": work["sources"], "encoder_steps": work["encoder_steps"],
+                                      "decoder_steps": 0}, False)
+    assert work["decoder_steps"] == cp.tgt.lengths.sum()
+    assert work_flops(model.cfg, work, False) == pytest.approx(expected + src_once)   # ... or per source
+    shared = FastScorer(model, "cpu", max_tokens=50)
+    steps = sum(shared.tries(cp, idx)[1].n_nodes for idx in shared.groups(cp))
+    assert steps < cp.tgt.lengths.sum()                    # targets of a source share their first step
 
 
 @pytest.mark.parametrize("precision,tol", [("bf16", 0.2), ("fp16", 0.05)])

@@ -22,7 +22,7 @@ from pipeline.model.encdec import EncDecConfig, RNNEncoderDecoder
 from pipeline.model.reference import log_p, reference_params
 from pipeline.phrase_table import append_columns
 from pipeline.score import ScoreConfig, score_table
-from pipeline.vocab import EOS_ID, Vocab, Vocabularies
+from pipeline.vocab import EOS_ID, UNK_ID, Vocab, Vocabularies
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -39,6 +39,7 @@ HAND_TABLE = [
     (b"ein mann ||| a man |||   0.1  0.2  0.3  0.4   ||| 0-0 1-1 |||  1 1 1 ||| ||| {{Key value}}", 0),
     (b"der Mann und ||| the Man and Kind ||| 0.7 0.6 0.5 0.4 ||| 0-0 ||| 1 1 1 ||| |||", 3),
     (b"das haus ||| the house ||| 0.5 0.25 0.125 1 ||| 0-0 1-1 ||| 4 2 1 ||| |||", 0),  # repeated pair
+    (b"das <eos> ||| <unk> house ||| 0.5 0.5 0.5 0.5 ||| 0-0 ||| 1 1 1 ||| |||", 2),  # literal tokens: unknown
     (b"ist ||| is ||| 0.9 0.8 0.7 0.6 ||| 0-0 ||| 3 3 3 ||| |||", 0),      # last line: no final newline
 ]
 
@@ -63,8 +64,9 @@ def _read(path) -> bytes:
 
 def _ref_logp(model, vocabs, line: bytes) -> float:
     src, tgt = (f.strip().decode() for f in line.split(b"|||")[:2])
-    s = vocabs.source.encode(src.split()) + [EOS_ID]
-    t = vocabs.target.encode(tgt.split()) + [EOS_ID]
+    # a literal "<eos>" in the data is a word outside the shortlist, not the end of the phrase
+    s = [UNK_ID if i == EOS_ID else i for i in vocabs.source.encode(src.split())] + [EOS_ID]
+    t = [UNK_ID if i == EOS_ID else i for i in vocabs.target.encode(tgt.split())] + [EOS_ID]
     return log_p(s, t, reference_params(model))
 
 
@@ -179,6 +181,19 @@ def test_resume_after_kill_is_byte_identical(tmp_path, model_path):
     assert s["lines"] == n
     assert out.read_bytes() == ref.read_bytes()                       # the same bytes, gzip included
     assert len(gzip.open(out).read().splitlines()) == n
+
+
+def test_output_does_not_depend_on_the_worker_count(tmp_path, model_path):
+    # each group of sources is scored by one worker with one torch thread: the same bytes however many
+    path, _, _ = model_path
+    table = tmp_path / "pt.gz"
+    _big_table(table, n_sources=300)
+    outs = []
+    for threads in (1, 3):
+        outs.append(tmp_path / f"new{threads}.gz")
+        s = score_table(path, table, outs[-1], ScoreConfig(chunk_lines=100, max_tokens=64, threads=threads))
+        assert s["workers"] == threads
+    assert outs[0].read_bytes() == outs[1].read_bytes()
 
 
 def test_changed_options_start_afresh(tmp_path, model_path):

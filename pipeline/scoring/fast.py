@@ -275,25 +275,30 @@ class FastScorer:
             a = b
         return out
 
+    def tries(self, pairs: ChunkPairs, idx: np.ndarray):
+        """The work of group ``idx``: (encoder trie over its distinct sources, decoder trie over
+        ``<bos> y_1 .. y_{T-1}`` rooted at each pair's source, targets (n_g, T) padded, and without
+        sharing the source row of each root -- a root per pair -- else None)."""
+        srcs, local = np.unique(pairs.pair_src[idx], return_inverse=True)
+        src_ids, src_len = pairs.src.padded(srcs)
+        enc = build_trie(src_ids, src_len, None if self.share_prefixes else np.arange(len(srcs)))
+        tgt, tgt_len = pairs.tgt.padded(idx)                                         # (n_g, T)
+        dec_in = np.concatenate([np.full((len(idx), 1), self.Vt, dtype=np.int64), tgt[:, :-1]], 1)
+        if self.share_prefixes:
+            return enc, build_trie(dec_in, tgt_len, local), tgt, None
+        return enc, build_trie(dec_in, tgt_len, np.arange(len(idx))), tgt, local
+
     def score_group(self, pairs: ChunkPairs, idx: np.ndarray) -> np.ndarray:
         """log p(tgt | src) of the pairs ``idx`` (one of :meth:`groups`): (len(idx),) float64.
 
         Worker threads may score different groups at once (torch releases the GIL).
         """
+        enc, dec, tgt, root_src = self.tries(pairs, idx)
         with torch.inference_mode(), self._autocast():
-            # 1. the group's sources: c and all c-dependent terms, once each
-            srcs, local = np.unique(pairs.pair_src[idx], return_inverse=True)
-            src_ids, src_len = pairs.src.padded(srcs)
-            enc = build_trie(src_ids, src_len, None if self.share_prefixes else np.arange(len(srcs)))
-            ctx = self.contexts(self.encode(enc))
-            # 2. its pairs: one trie over <bos> y_1 .. y_{T-1} rooted at each source
-            tgt, tgt_len = pairs.tgt.padded(idx)                                     # (n_g, T)
-            dec_in = np.concatenate([np.full((len(idx), 1), self.Vt, dtype=np.int64), tgt[:, :-1]], 1)
-            if self.share_prefixes:
-                trie = build_trie(dec_in, tgt_len, local)
-            else:
-                ctx, trie = ctx.index_select(0, self._tensor(local)), build_trie(dec_in, tgt_len, np.arange(len(idx)))
-            return self.decode(ctx, trie, tgt).double().cpu().numpy()
+            ctx = self.contexts(self.encode(enc))                  # 1. each source: c, c-dependent terms
+            if root_src is not None:                                # no sharing: a root per pair
+                ctx = ctx.index_select(0, self._tensor(root_src))
+            return self.decode(ctx, dec, tgt).double().cpu().numpy()   # 2. its pairs
 
     def score(self, pairs: ChunkPairs, pool=None) -> np.ndarray:
         """log p(tgt | src) for every pair of a chunk: (len(pairs),) float64, in pair order; groups
@@ -322,3 +327,16 @@ def pair_flops(cfg, src_len: int, tgt_len: int, shared: bool = False, targets_pe
     per_source += H * H + 3 * H * H + P * H                                 # V_dec c, C c, O_c c
     dec = tgt_len * (3 * H * E + 3 * H * H + P * H + P * E + R * cfg.maxout_units + V * R)
     return 2.0 * (per_source / (targets_per_source if shared else 1.0) + dec)
+
+
+def work_flops(cfg, work: dict, precompute_vocab: bool) -> float:
+    """Floating-point operations of the matrix products :class:`FastScorer` performs for ``work``
+    (``encoder_steps``, ``sources``, ``decoder_steps``, as counted by the score benchmark): per
+    encoder step the GRU, per source ``c = tanh(V h)`` and the c-dependent terms, per decoder step the
+    GRU, the output layer and the full softmax; the word-input products only without ``precompute_vocab``."""
+    E, H, P, R, V = cfg.emb_dim, cfg.hidden_dim, cfg.maxout_units * cfg.maxout_pieces, cfg.rank, cfg.tgt_vocab_size
+    inputs = 0 if precompute_vocab else 1
+    enc = 3 * H * H + inputs * 3 * H * E
+    src = H * H + (4 * H + P) * H
+    dec = 3 * H * H + P * H + R * cfg.maxout_units + V * R + inputs * (3 * H + P) * E
+    return 2.0 * (work["encoder_steps"] * enc + work["sources"] * src + work["decoder_steps"] * dec)

@@ -73,11 +73,12 @@ def _pairs(cp: ChunkPairs) -> list[tuple[list[int], list[int]]]:
     ("cudnn", False, True, 4096, False),
     ("cudnn", True, False, 24, True),
 ])
-def test_fast_scores_equal_reference_log_p(gru, bias, precompute, max_tokens, share):
+@pytest.mark.parametrize("matmul", ["torch", "numpy"])
+def test_fast_scores_equal_reference_log_p(gru, bias, precompute, max_tokens, share, matmul):
     model = _model(gru, bias)
     cp = _chunk()
     kw = dict(precompute_vocab=precompute, max_tokens=max_tokens, softmax_rows=5, vocab_block=16,
-              share_prefixes=share)
+              share_prefixes=share, matmul=matmul)
     got = FastScorer(model, "cpu", **kw).score(cp)
     P = reference_params(model)
     ref = np.array([log_p(x, y, P, reset=gru) for x, y in _pairs(cp)])

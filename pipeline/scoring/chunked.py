@@ -50,6 +50,7 @@ class ChunkedOutput:
         self.crc = 0
         self.isize = 0
         self.stats: dict = {}   # cumulative counters carried across resumes
+        self.notes: dict = {}   # choices a resumed run must repeat (see :meth:`note`)
         self.restart_reason: str | None = None
         self._f = None
 
@@ -64,6 +65,7 @@ class ChunkedOutput:
             self._f.seek(state["bytes"])
             self.lines, self.chunks = state["lines"], state["chunks"]
             self.crc, self.isize, self.stats = state["crc32"], state["isize"], state.get("stats", {})
+            self.notes = state.get("notes", {})
             return self.lines
         if state is not None:
             self.restart_reason = f"{self.partial} is shorter than its manifest says"
@@ -95,12 +97,18 @@ class ChunkedOutput:
     def _save_manifest(self) -> None:
         m = {"format": MANIFEST_FORMAT, "version": MANIFEST_VERSION, "identity": self.identity,
              "state": {"lines": self.lines, "chunks": self.chunks, "bytes": self._f.tell(),
-                       "crc32": self.crc, "isize": self.isize, "stats": self.stats}}
+                       "crc32": self.crc, "isize": self.isize, "stats": self.stats, "notes": self.notes}}
         tmp = self.manifest_path.with_name(self.manifest_path.name + ".tmp")
         with open(tmp, "w", encoding="utf-8") as f:
             json.dump(m, f, indent=1, sort_keys=True)
             f.write("\n")
         os.replace(tmp, self.manifest_path)
+
+    def note(self, key: str, value) -> None:
+        """Record a choice made on the first run (e.g. the BLAS picked by timing) that a resumed run
+        must repeat for its bytes to match; read it back from :attr:`notes` after :meth:`open`."""
+        self.notes[key] = value
+        self._save_manifest()
 
     # ------------------------------------------------------------------ chunks
     def write_chunk(self, data: bytes, n_lines: int, stats: dict | None = None) -> None:

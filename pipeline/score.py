@@ -30,7 +30,6 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 import torch
-from threadpoolctl import threadpool_limits
 
 from . import progress
 from .device import resolve_device
@@ -39,7 +38,7 @@ from .fileio import sha256_file
 from .phrase_table import ON_ERROR_CHOICES, append_columns, read_phrase_table
 from .scoring.batching import ChunkPairs, PairCollector
 from .scoring.chunked import ChunkedOutput, check_not_same_file
-from .scoring.fast import MATMULS, PRECISIONS, FastScorer, choose_matmul
+from .scoring.fast import MATMULS, PRECISIONS, FastScorer, choose_matmul, one_thread_each
 from .scoring.moses_values import logprob_texts, neutral_text, parse_columns, unk_texts
 
 CONFIG_VERSION = 1
@@ -164,16 +163,11 @@ def score_table_with_model(model, vocabs, table_path, out_path, config: ScoreCon
     """:func:`score_table` for an already loaded model; ``identity`` guards resumes (see chunked.py)."""
     check_not_same_file(table_path, out_path)
     device = resolve_device(config.device)
-    threads_before = torch.get_num_threads()
-    workers = 1 if device.type != "cpu" else int(config.threads or threads_before)
-    if device.type == "cpu":
-        torch.set_num_threads(1)         # each worker computes on its own core, with either BLAS
-    try:
-        with threadpool_limits(1, user_api="blas") if device.type == "cpu" else contextlib.nullcontext(), \
-                ThreadPoolExecutor(workers, thread_name_prefix="score-worker") as pool:
-            return _run(model, vocabs, table_path, out_path, config, identity, device, pool, workers)
-    finally:
-        torch.set_num_threads(threads_before)
+    workers = 1 if device.type != "cpu" else int(config.threads or torch.get_num_threads())
+    # on a CPU each worker computes on its own core, torch and either BLAS on one thread
+    with one_thread_each() if device.type == "cpu" else contextlib.nullcontext(), \
+            ThreadPoolExecutor(workers, thread_name_prefix="score-worker") as pool:
+        return _run(model, vocabs, table_path, out_path, config, identity, device, pool, workers)
 
 
 def _run(model, vocabs, table_path, out_path, config: ScoreConfig, identity: dict, device, pool,

@@ -171,7 +171,8 @@ def run_score(ctx: StageContext) -> dict:
     n = drop_last_column(ctx.input("phrase_table"), ctx.output("table_rnn_wp"), ctx.output("table_rnn"),
                          compresslevel=ctx.params.get("compresslevel", 6))
     return {"lines": n, "pairs_per_s": res.get("pairs_per_s"), "seconds": res.get("seconds"),
-            "rejected": res.get("rejected"), "device": res.get("device")}
+            "rejected": res.get("rejected"), "device": res.get("device"), "workers": res.get("workers"),
+            "matmul": res.get("matmul")}
 
 
 def drop_last_column(original: Path, rescored: Path, out: Path, compresslevel: int = 6) -> int:

@@ -45,6 +45,7 @@ import time
 import numpy as np
 import torch
 import torch.nn.functional as F
+from threadpoolctl import threadpool_limits
 
 from .batching import ChunkPairs
 from .trie import PrefixTrie, build_trie
@@ -72,7 +73,9 @@ class FastScorer:
     :param softmax_rows, vocab_block: the softmax's block shape on a CPU (defaults: 512 x 1024, the
         best of a sweep on 2 cores); on CUDA one block spans the vocabulary, with 4096 rows.
     :param matmul: the BLAS of the matrix products (7. above): ``"torch"`` or, on a CPU in float32,
-        ``"numpy"`` (:func:`choose_matmul` picks the faster).
+        ``"numpy"`` (:func:`choose_matmul` picks the faster). ``"numpy"`` is meant for scorers on one
+        thread each (:func:`one_thread_each`): with torch's and numpy's thread pools both spinning on the
+        same cores, it measured 20x slower.
     """
 
     def __init__(self, model, device: str | torch.device | None = None, precision: str = "fp32",
@@ -340,11 +343,24 @@ def linear(x: torch.Tensor, W: torch.Tensor, b: torch.Tensor | None, matmul: str
     return (torch.mm(x, W.t()) if b is None else torch.addmm(b, x, W.t())).float()
 
 
+@contextlib.contextmanager
+def one_thread_each():
+    """Run torch and every BLAS (numpy's too) on one thread, as each of the stage's workers does;
+    restored on exit. Process-wide: enter it once, around all the workers, never per worker."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        with threadpool_limits(1, user_api="blas"):
+            yield
+    finally:
+        torch.set_num_threads(before)
+
+
 def choose_matmul(cfg, device: torch.device | str, rows: int = 512, rounds: int = 3) -> str:
     """``"numpy"`` when numpy's BLAS runs this model's main products -- a decoder GRU step, the
     output layer and a softmax block, ``rows`` at a time -- at least 3% faster than torch's on this
     machine, else ``"torch"`` (always on CUDA). About 0.1 s for the paper's sizes; call it under the
-    thread settings the scorer will run with (the stage: one thread per worker).
+    thread settings the scorer will run with (the stage's: :func:`one_thread_each`).
     """
     if torch.device(device).type != "cpu":
         return "torch"

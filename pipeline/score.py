@@ -163,6 +163,9 @@ def score_table_with_model(model, vocabs, table_path, out_path, config: ScoreCon
     """:func:`score_table` for an already loaded model; ``identity`` guards resumes (see chunked.py)."""
     check_not_same_file(table_path, out_path)
     device = resolve_device(config.device)
+    if config.matmul == "numpy" and (device.type != "cpu" or config.precision != "fp32"):
+        raise PhraseRescoreError(f"matmul 'numpy' is for float32 on a CPU, not {config.precision} on {device}: "
+                                 "use --matmul auto or torch")
     workers = 1 if device.type != "cpu" else int(config.threads or torch.get_num_threads())
     # on a CPU each worker computes on its own core, torch and either BLAS on one thread
     with one_thread_each() if device.type == "cpu" else contextlib.nullcontext(), \

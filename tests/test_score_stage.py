@@ -198,6 +198,14 @@ def test_output_does_not_depend_on_the_worker_count(tmp_path, model_path):
     assert outs[0].read_bytes() == outs[1].read_bytes()
 
 
+def test_numpy_matmul_with_low_precision_is_a_clear_error(tmp_path, model_path):
+    path, _, _ = model_path
+    table = tmp_path / "pt"
+    write_table(table, [l for l, _ in HAND_TABLE], final_newline=True)
+    with pytest.raises(PhraseRescoreError, match="float32 on a CPU"):
+        score_table(path, table, tmp_path / "new", ScoreConfig(matmul="numpy", precision="bf16"))
+
+
 def test_changed_options_start_afresh(tmp_path, model_path):
     path, _, _ = model_path
     table = tmp_path / "pt"

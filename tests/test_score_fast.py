@@ -94,12 +94,17 @@ def test_fast_scores_equal_reference_log_p(gru, bias, precompute, max_tokens, sh
         np.testing.assert_allclose(model.log_prob(a, am, b, bm).double().numpy(), ref, atol=1e-4)
 
 
-def test_large_logits_take_the_stable_logsumexp_path():
+@pytest.mark.parametrize("scale,vocab_block", [
+    (20.0, 16),       # beyond the direct bound: rows shifted by the first block's maxima
+    (200.0, 1024),    # one block: its maxima are the rows' maxima
+    (2000.0, 16),     # later blocks overflow the shifted sum: the rows' maxima over all blocks first
+])
+def test_large_logits_take_the_shifted_and_stable_paths(scale, vocab_block):
     model = _model("paper", True)
     with torch.no_grad():
-        model.decoder.G_l.mul_(200.0)                     # logits far beyond the direct-exp bound
+        model.decoder.G_l.mul_(scale)                     # logits beyond the direct-exp bound
     cp = _chunk()
-    got = FastScorer(model, "cpu").score(cp)
+    got = FastScorer(model, "cpu", vocab_block=vocab_block).score(cp)
     P = reference_params(model)
     ref = np.array([log_p(x, y, P) for x, y in _pairs(cp)])
     np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-3)

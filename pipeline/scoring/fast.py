@@ -19,9 +19,11 @@ it reads the model's weights and reorganises the arithmetic:
    out in base 2 and torch's ``exp2`` (about 4x faster than ``exp`` on a CPU, same float32 accuracy)
    replaces ``exp``. On a CPU the logits are made in blocks of ``softmax_rows`` x ``vocab_block``
    that stay in cache, exponentiated and summed in place; no (tokens x Vt) matrix is ever stored.
-   When a bound on the logits allows it (|u| max_j |G_l[j]| + max |b_g| <= 60) the sum needs no max
-   subtraction; otherwise the row maximum is subtracted first (always on CUDA, where the bound would
-   cost a sync). The true word's logit is a row dot product.
+   When a bound on the logits allows it (|u| max_j |G_l[j]| + max |b_g| <= 60) the sum needs no
+   shift; otherwise each row is shifted by its maximum over the first block (one more pass over each
+   block, still in cache), and only when a later logit exceeds that by 2^127 (the sum overflows) are
+   the row maxima over the whole vocabulary taken first, as on CUDA, where the checks would cost a
+   sync. The true word's logit is a row dot product.
 5. **Groups bound memory**: pairs are taken source by source in groups of at most ``max_tokens``
    target tokens; a group's sources are encoded, their context rows made and its pairs decoded.
 6. Everything under ``torch.inference_mode``; optional autocast (``precision="bf16"``/``"fp16"``) on
@@ -224,21 +226,31 @@ class FastScorer:
         """log sum_j exp(u G_l[j] + b_g[j]) for the rows of u (n, R) -> (n,), in base 2 (4. above)."""
         n = u.shape[0]
         out = torch.empty(n, device=u.device)
-        direct = self.device.type == "cpu" and \
-            float(u.float().norm(dim=1).max()) * self._gl_norm + self._bg_max <= 60.0
+        cpu = self.device.type == "cpu"
+        direct = cpu and float(u.float().norm(dim=1).max()) * self._gl_norm + self._bg_max <= 60.0
         for a in range(0, n, self.softmax_rows):
             us = u[a:a + self.softmax_rows]
             if direct:          # |logits| small: sum 2^l directly, block by block, in cache
                 acc = None
                 for G2, b2 in self._blocks:
-                    l2 = self._linear(us, G2, b2)
-                    s = l2.exp2_().sum(1)
+                    s = self._linear(us, G2, b2).exp2_().sum(1)
                     acc = s if acc is None else acc.add_(s)
                 out[a:a + self.softmax_rows] = acc.log_()               # ln sum 2^(l log2 e) = ln sum e^l
-            else:
-                l2 = torch.cat([self._linear(us, G2, b2) for G2, b2 in self._blocks], 1)
-                m = l2.amax(1, keepdim=True)                              # the stable form, in base 2
-                out[a:a + self.softmax_rows] = (m.squeeze(1) + l2.sub_(m).exp2_().sum(1).log2_()) / LOG2E
+                continue
+            if cpu:             # shifted by the first block's row maxima: one more pass, still in cache
+                shift = acc = None
+                for G2, b2 in self._blocks:
+                    l2 = self._linear(us, G2, b2)
+                    if shift is None:
+                        shift = l2.amax(1, keepdim=True)                   # (rows, 1); the sum is >= 1
+                    s = l2.sub_(shift).exp2_().sum(1)
+                    acc = s if acc is None else acc.add_(s)
+                if bool(torch.isfinite(acc).all()):                       # no logit 2^127 above the shift
+                    out[a:a + self.softmax_rows] = (shift.squeeze(1) + acc.log2_()) / LOG2E
+                    continue
+            l2 = torch.cat([self._linear(us, G2, b2) for G2, b2 in self._blocks], 1)  # the row maxima first
+            m = l2.amax(1, keepdim=True)
+            out[a:a + self.softmax_rows] = (m.squeeze(1) + l2.sub_(m).exp2_().sum(1).log2_()) / LOG2E
         return out
 
     def decode(self, ctx: torch.Tensor, trie: PrefixTrie, tgt: np.ndarray) -> torch.Tensor:

@@ -14,8 +14,8 @@ included) and for (c) (the GRU steps of its prefix tries, counted as the stage c
 padding), the machine's dense fp32 matmul FLOP/s measured in the same run, and (c)'s effective FLOP/s
 = (b)'s FLOPs per pair x (c)'s pairs/s, as a fraction of it ("real": (c)'s own FLOPs); the scorer
 alone on (b)'s sample, on one core as each of the stage's workers runs, with either BLAS, with and
-without ``--precompute-vocab`` and prefix sharing, and bf16 autocast's effect on speed and scores. Exits 1 if an fp32 score differs by
-more than 1e-4.
+without ``--precompute-vocab`` and prefix sharing, and bf16 autocast's effect on speed and scores.
+Exits 1 if an fp32 score differs by more than 1e-4.
 
     python benchmarks/score_bench.py --threads 2 # 200k lines, both presets (~8 min on 2 cores)
     python benchmarks/score_bench.py --quick     # 20k lines

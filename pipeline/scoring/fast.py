@@ -101,13 +101,13 @@ class FastScorer:
         self.share_prefixes = share_prefixes
         cpu = self.device.type == "cpu"
         self.softmax_rows = int(softmax_rows) if cpu else max(int(softmax_rows), 4096)
-        if precompute_vocab is None:              # 420 MB for the paper's sizes and 15k-word vocabularies
-            table_bytes = 4 * (cfg.src_vocab_size * 3 * H + (cfg.tgt_vocab_size + 1) * (3 * H + cfg.maxout_units * cfg.maxout_pieces))
-            precompute_vocab = table_bytes <= PRECOMPUTE_MAX_BYTES
-        self.precompute_vocab = precompute_vocab
         self.H, self.E = H, E
         self.M, self.pieces = cfg.maxout_units, cfg.maxout_pieces
         self.P = self.M * self.pieces
+        if precompute_vocab is None:              # 420 MB for the paper's sizes and 15k-word vocabularies
+            table_bytes = 4 * (cfg.src_vocab_size * 3 * H + (cfg.tgt_vocab_size + 1) * (3 * H + self.P))
+            precompute_vocab = table_bytes <= PRECOMPUTE_MAX_BYTES
+        self.precompute_vocab = precompute_vocab
         sd = {k: v.detach().to(self.device, torch.float32) for k, v in model.state_dict().items()}
         zeros = lambda n: torch.zeros(n, device=self.device)  # noqa: E731
 

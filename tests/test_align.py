@@ -54,8 +54,10 @@ def test_parse_pharaoh_checks_bounds_and_syntax():
 
 
 def test_eflomal_directions_and_bounds():
-    src = [s.split() for s in ["the house is small", "the house is big", "a small house", "the big dog"] * 5]
-    tgt = [t.split() for t in ["das haus ist klein", "das haus ist gross", "ein kleines haus", "der grosse hund"] * 5]
+    # eflomal has no seed: 20 copies make the links below hold in every run (0 misses in 550 runs;
+    # with 5 copies the "the house" link missed in 5 of 300)
+    src = [s.split() for s in ["the house is small", "the house is big", "a small house", "the big dog"] * 20]
+    tgt = [t.split() for t in ["das haus ist klein", "das haus ist gross", "ein kleines haus", "der grosse hund"] * 20]
     fwd, rev = align_eflomal(src, tgt)
     assert len(fwd) == len(rev) == len(src)
     for s, t, f, r in zip(src, tgt, fwd, rev):

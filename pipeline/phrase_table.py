@@ -8,19 +8,30 @@ The reader yields one :class:`PhraseEntry` per line and holds nothing else; the 
 columns at the end of the scores field and leaves every other byte of the line as it was, so reading and
 writing with no new columns reproduces the input exactly (plain or gzip, whatever the suffix says).
 
-Bad lines (fewer than 3 fields, a score that is not a finite number, a score count that differs from the
-table's first line, invalid UTF-8, an empty source or target, a CRLF ending) raise
-:class:`~pipeline.errors.PhraseRescoreError` naming the file and line. With ``on_error="keep"`` they are
-yielded with ``error`` set instead, counted in :class:`ReadStats` and listed in a rejects file; the writer
-then gives them :data:`NEUTRAL_VALUE` in every new column when the line has a scores field, and copies the
-line unchanged otherwise, so no line is dropped or moved.
+A score is accepted only when Moses reads it as the same finite number: Moses's loader
+(``RuleTableLoaderStandard``) splits the scores field on spaces and tabs and converts each token with
+double-conversion's ``StringToFloat`` (no flags: the whole token must be a decimal number, ``inf`` and
+``nan`` aside), then stores ``FloorScore(log(x))``. So a token must match :data:`SCORE_TOKEN` (digits with
+an optional sign, point and exponent; not ``1_0``, ``0x1p3``, ``Infinity`` or ``١``, which Python's
+``float`` takes), must be finite as a float32 (``1e39`` is ``inf`` to Moses, whose log is ``inf``), and
+must not be negative (Moses's log makes it NaN); 0 is allowed (Moses floors ``log 0`` to -100). A table
+of log-probabilities (``score --raw-logprob``) is read with ``allow_negative=True``.
+
+Bad lines (fewer than 3 fields, a score Moses would not read as the same finite non-negative float32, a
+score count that differs from the table's first line, invalid UTF-8, an empty source or target, a CRLF
+ending) raise :class:`~pipeline.errors.PhraseRescoreError` naming the file and line. With
+``on_error="keep"`` they are yielded with ``error`` set instead, counted in :class:`ReadStats` and listed in
+a rejects file; the writer then gives them :data:`NEUTRAL_VALUE` in every new column when the line has a
+scores field, and copies the line unchanged otherwise, so no line is dropped or moved. A table without a
+single line is refused (:data:`EMPTY_TABLE`) in both modes: there is nothing to rescore.
 """
 from __future__ import annotations
 
 import collections
 import gzip
-import math
 import os
+import re
+import struct
 import zlib
 from dataclasses import dataclass, field
 from typing import IO, Iterable, Iterator, Sequence
@@ -35,6 +46,18 @@ FIELD_SEP = b"|||"
 NEUTRAL_VALUE = 1.0
 
 ON_ERROR_CHOICES = ("raise", "keep")
+
+#: One score as double-conversion's ``StringToFloat`` reads it whole (Moses's phrase-table loader):
+#: an optional sign, digits with at most one point (``5.``, ``.5``), an optional exponent.
+SCORE_TOKEN = r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?"
+_SCORE_TOKEN_RE = re.compile(SCORE_TOKEN)
+#: A whole scores field: tokens separated by spaces or tabs, the only separators Moses splits on.
+_SCORES_FIELD_RE = re.compile(rf"[ \t]*(?:{SCORE_TOKEN}(?:[ \t]+{SCORE_TOKEN})*[ \t]*)?")
+_MOSES_SEPARATORS = re.compile(r"[ \t]+")
+#: The smallest magnitude a float32 rounds to infinity (2**128 - 2**103, half-way past FLT_MAX).
+FLOAT32_OVERFLOW = 2.0 ** 128 - 2.0 ** 103
+
+EMPTY_TABLE = "the phrase table is empty: expected at least one line 'source ||| target ||| scores'"
 
 
 @dataclass(slots=True)
@@ -84,14 +107,17 @@ class PhraseTableReader:
         :class:`PhraseRescoreError`; ``"keep"`` yields it with ``error`` set.
     :param rejects_path: with ``on_error="keep"``, where to list rejected lines as
         ``line<TAB>reason<TAB>original bytes``; written atomically when the reader is exhausted.
+    :param allow_negative: accept negative scores (a table of log-probabilities, not one for Moses).
     """
 
-    def __init__(self, path: str | os.PathLike, on_error: str = "raise", rejects_path=None):
+    def __init__(self, path: str | os.PathLike, on_error: str = "raise", rejects_path=None,
+                 allow_negative: bool = False):
         if on_error not in ON_ERROR_CHOICES:
             raise PhraseRescoreError(f"on_error must be one of {', '.join(ON_ERROR_CHOICES)}, got {on_error!r}")
         self.path = os.fspath(path)
         self.on_error = on_error
         self.rejects_path = rejects_path
+        self.allow_negative = allow_negative
         self.stats = ReadStats()
 
     def __iter__(self) -> Iterator[PhraseEntry]:
@@ -107,7 +133,7 @@ class PhraseTableReader:
                     newline = raw.endswith(b"\n")
                     if newline:
                         raw = raw[:-1]
-                    entry = _parse(raw, line_no, newline)
+                    entry = _parse(raw, line_no, newline, self.allow_negative)
                     if entry.error is None:
                         n = len(entry.scores)
                         if expected is None:
@@ -128,12 +154,14 @@ class PhraseTableReader:
                 raise PhraseRescoreError(
                     f"corrupt or truncated gzip data after line {line_no} ({e}); the file is incomplete",
                     self.path, line_no + 1) from None
+        if line_no == 0:
+            raise PhraseRescoreError(EMPTY_TABLE, self.path)
         if keep and self.rejects_path is not None:
             with atomic_open(self.rejects_path, "wb") as out:
                 out.writelines(rejects)
 
 
-def _parse(raw: bytes, line_no: int, newline: bool) -> PhraseEntry:
+def _parse(raw: bytes, line_no: int, newline: bool, allow_negative: bool = False) -> PhraseEntry:
     """Parse one line (without its ``\\n``); problems are returned in ``error``, never raised."""
     if raw.endswith(b"\r"):
         return PhraseEntry(line_no, raw, "", "", (), newline,
@@ -149,16 +177,9 @@ def _parse(raw: bytes, line_no: int, newline: bool) -> PhraseEntry:
                            f"expected at least 3 fields 'source ||| target ||| scores', found {len(fields)}")
     source = fields[0].strip()
     target = fields[1].strip()
-    try:
-        scores = tuple(map(float, fields[2].split()))
-    except ValueError:
-        bad = next(t for t in fields[2].split() if not _is_float(t))
-        return PhraseEntry(line_no, raw, source, target, (), newline,
-                           f"score {bad!r} is not a number: expected space-separated finite numbers")
-    if not math.isfinite(math.fsum(scores)):
-        bad = next(s for s in scores if not math.isfinite(s))
-        return PhraseEntry(line_no, raw, source, target, (), newline,
-                           f"score {bad!r} is not finite: expected finite numbers")
+    scores, problem = parse_scores(fields[2], allow_negative)
+    if problem is not None:
+        return PhraseEntry(line_no, raw, source, target, (), newline, problem)
     if not source or not target:
         side = "source" if not source else "target"
         return PhraseEntry(line_no, raw, source, target, scores, newline,
@@ -166,27 +187,74 @@ def _parse(raw: bytes, line_no: int, newline: bool) -> PhraseEntry:
     return PhraseEntry(line_no, raw, source, target, scores, newline)
 
 
-def _is_float(token: str) -> bool:
-    try:
-        float(token)
-        return True
-    except ValueError:
-        return False
+def parse_scores(text: str, allow_negative: bool = False) -> tuple[tuple[float, ...], str | None]:
+    """``(scores, None)`` for a scores field Moses reads as the same finite numbers, else ``((), problem)``.
+
+    See the module docstring: tokens of :data:`SCORE_TOKEN` separated by spaces or tabs, each finite as a
+    float32 and, unless ``allow_negative``, not negative.
+    """
+    if _SCORES_FIELD_RE.fullmatch(text):
+        scores = tuple(map(float, text.split()))  # only spaces and tabs separate: split() splits as Moses
+        if not scores or (max(map(abs, scores)) < FLOAT32_OVERFLOW and (allow_negative or min(scores) >= 0)):
+            return scores, None
+    for token in _MOSES_SEPARATORS.split(text.strip(" \t")):
+        problem = score_problem(token, allow_negative)
+        if problem is not None:
+            return (), problem
+    raise AssertionError(f"no bad token in a rejected scores field {text!r}")
 
 
-def read_phrase_table(path, on_error: str = "raise", rejects_path=None) -> PhraseTableReader:
+def score_problem(token: str, allow_negative: bool = False) -> str | None:
+    """Why Moses would not read ``token`` as the same finite non-negative float32; None when it would."""
+    if not _SCORE_TOKEN_RE.fullmatch(token):
+        if token.lstrip("+-").lower() in ("inf", "infinity", "nan"):
+            return f"score {token!r} is not finite: expected finite numbers"
+        return (f"score {token!r} is not a number: expected decimal numbers such as 0.25 or 1e-05, "
+                "separated by spaces or tabs (Moses reads nothing else)")
+    x = float(token)
+    if abs(x) >= FLOAT32_OVERFLOW:
+        return (f"score {token!r} is out of float range: Moses reads scores as float32, in which it is infinite "
+                "(expected at most 3.4028235e+38)")
+    if x < 0 and not allow_negative:
+        return (f"score {token!r} is negative: Moses takes the log of every phrase-table score, which is NaN for "
+                "a negative number (expected probabilities >= 0, not log-probabilities)")
+    return None
+
+
+def moses_float32(token: str) -> float | None:
+    """The float32 Moses reads for one score token (as a Python float), or None when Moses rejects it
+    ("Bad score") or reads it as infinite."""
+    if _SCORE_TOKEN_RE.fullmatch(token) is None:
+        return None
+    x = float(token)
+    return struct.unpack("f", struct.pack("f", x))[0] if abs(x) < FLOAT32_OVERFLOW else None
+
+
+def read_phrase_table(path, on_error: str = "raise", rejects_path=None,
+                      allow_negative: bool = False) -> PhraseTableReader:
     """Open a phrase table for streaming; iterate the result for :class:`PhraseEntry` records.
 
     The returned reader's ``stats`` (:class:`ReadStats`) count lines and rejects as it advances.
     """
-    return PhraseTableReader(path, on_error, rejects_path)
+    return PhraseTableReader(path, on_error, rejects_path, allow_negative)
 
 
 def num_scores(path) -> int:
     """The number of score columns on the first line of a phrase table."""
     for entry in read_phrase_table(path):
         return len(entry.scores)
-    raise PhraseRescoreError("the phrase table is empty: expected at least one line", path)
+    raise AssertionError("the reader refuses an empty table")
+
+
+def check_not_empty(path) -> None:
+    """Refuse a phrase table without a single line (before any output is opened); a missing file too."""
+    with open_binary_read(path) as f:
+        try:
+            empty = not f.read(1)
+        except (EOFError, zlib.error, gzip.BadGzipFile) as e:
+            raise PhraseRescoreError(f"corrupt or truncated gzip data ({e}); the file is incomplete", path, 1) from None
+    if empty:
+        raise PhraseRescoreError(EMPTY_TABLE, path)
 
 
 def format_score(x: float) -> str:

@@ -6,8 +6,8 @@ import pytest
 
 from _tables import write_table as write
 from pipeline.errors import PhraseRescoreError
-from pipeline.phrase_table import (NEUTRAL_VALUE, PhraseTableWriter, append_columns, num_scores,
-                                   read_phrase_table)
+from pipeline.phrase_table import (NEUTRAL_VALUE, PhraseTableWriter, append_columns, check_not_empty,
+                                   num_scores, read_phrase_table)
 
 # Lines in the shapes Moses writes and accepts: 3 fields, 5 fields with the trailing ``||| |||``,
 # sparse features, {{Key value}} properties, odd spacing, non-ASCII text.
@@ -89,6 +89,18 @@ BAD_LINES = [
     (b" ||| b ||| 0.1 0.2 0.3 0.4", "empty source"),
     (b"a |||  ||| 0.1 0.2 0.3 0.4", "empty target"),
     (b"a ||| b ||| 0.1 0.2 0.3 0.4\r", "CRLF"),
+    # only what Moses's StringToFloat reads whole, as a finite non-negative float32
+    (b"a ||| b ||| -inf inf 0.3 0.4", "'-inf' is not finite"),
+    (b"a ||| b ||| 0.1 Infinity 0.3 0.4", "'Infinity' is not finite"),
+    (b"a ||| b ||| 1e308 1e308 0.3 0.4", "'1e308' is out of float range"),
+    (b"a ||| b ||| 0.1 0.2 1e39 0.4", "'1e39' is out of float range"),
+    (b"a ||| b ||| 0.1 0.2 0.3 1e400", "'1e400' is out of float range"),
+    (b"a ||| b ||| 1_0 0.2 0.3 0.4", "'1_0' is not a number"),
+    (b"a ||| b ||| 0x1p3 0.2 0.3 0.4", "'0x1p3' is not a number"),
+    (b"a ||| b ||| 0.1 \xd9\xa3 0.3 0.4", "'\u0663' is not a number"),
+    (b"a ||| b ||| 0.1 1e 0.3 0.4", "'1e' is not a number"),
+    (b"a ||| b ||| 0.1\x0b0.2 0.3 0.4", "'0.1\\x0b0.2' is not a number"),
+    (b"a ||| b ||| 0.1 -0.5 0.3 0.4", "'-0.5' is negative"),
 ]
 
 
@@ -146,3 +158,30 @@ def test_writer_is_atomic(tmp_path):
 def test_missing_file(tmp_path):
     with pytest.raises(PhraseRescoreError, match="not found"):
         list(read_phrase_table(tmp_path / "nope.gz"))
+
+
+def test_scores_moses_reads_are_accepted_as_it_reads_them(tmp_path):
+    path = tmp_path / "t.txt"
+    write(path, [b"a ||| b ||| 0 -0 +0.5 .5", b"a ||| c |||\t5.\t1E-5 3.4028234e38 1e-50\t"])
+    assert [e.scores for e in read_phrase_table(path)] == [(0.0, -0.0, 0.5, 0.5), (5.0, 1e-05, 3.4028234e38, 1e-50)]
+
+
+def test_negative_scores_with_allow_negative(tmp_path):
+    path = tmp_path / "raw.txt"
+    write(path, [b"a ||| b ||| -1.5 -250 0", b"a ||| c ||| -0.5 -1e39 0"])
+    entries = list(read_phrase_table(path, on_error="keep", allow_negative=True))
+    assert entries[0].error is None and entries[0].scores == (-1.5, -250.0, 0.0)
+    assert "out of float range" in entries[1].error
+
+
+@pytest.mark.parametrize("data", [b"", gzip.compress(b"", mtime=0)], ids=["plain", "gzip"])
+@pytest.mark.parametrize("on_error", ["raise", "keep"])
+def test_empty_table_is_refused(tmp_path, data, on_error):
+    path = tmp_path / "empty.gz"
+    path.write_bytes(data)
+    for read in (lambda: list(read_phrase_table(path, on_error=on_error)), lambda: num_scores(path),
+                 lambda: check_not_empty(path)):
+        with pytest.raises(PhraseRescoreError) as err:
+            read()
+        assert str(err.value) == f"{path}: the phrase table is empty: expected at least one line " \
+                                 "'source ||| target ||| scores'"

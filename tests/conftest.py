@@ -10,3 +10,7 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(n)
+
+
+# the real-Moses tests say in the summary which Moses they used, or why they were skipped
+from _real_moses import pytest_terminal_summary  # noqa: E402,F401

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Sequence
 
 from pipeline.errors import PhraseRescoreError
+from pipeline.fileio import open_binary_read
 from pipeline.phrase_table import num_scores
 
 from .moses_ini import read_moses_ini
@@ -150,7 +151,7 @@ def rewrite_moses_ini(cfg: RewriteConfig) -> RewriteResult:
         result.notes.append(f"{feat.name} is a PhraseDictionaryCompact: the new table must be binarized "
                             f"(sorted as Moses sorts it, LC_ALL=C) with: {' '.join(argv)}")
         if tool is not None and cfg.binarize:
-            _run_binarizer(argv, prefix)
+            _run_binarizer(argv, prefix, table)
             result.binarized = True
             result.notes.append(f"binarized into {prefix}{MINPHR}")
         else:
@@ -170,12 +171,38 @@ def rewrite_moses_ini(cfg: RewriteConfig) -> RewriteResult:
     return result
 
 
-def _run_binarizer(argv: Sequence[str], prefix: Path) -> None:
+def check_c_sorted(table: str | os.PathLike) -> None:
+    """Refuse a text phrase table that is not in ``LC_ALL=C sort`` order, the order processPhraseTableMin needs.
+
+    Lines are compared as bytes up to and including the separator after the target phrase (the source and
+    target phrases, as written); a table sorted by ``LC_ALL=C sort`` whole lines always passes.
+
+    :raises PhraseRescoreError: naming the first line that sorts before the line above it.
+    """
+    prev = b""
+    with open_binary_read(table) as f:
+        for line_no, raw in enumerate(f, start=1):
+            i = raw.find(b"|||")
+            j = raw.find(b"|||", i + 3) if i >= 0 else -1
+            key = raw[: j + 3] if j >= 0 else raw.rstrip(b"\r\n")
+            if key < prev:
+                raise PhraseRescoreError("this line sorts before the line above it, but processPhraseTableMin needs "
+                                         "the table in LC_ALL=C sort order (sort it with: LC_ALL=C sort)",
+                                         table, line_no)
+            prev = key
+
+
+def _run_binarizer(argv: Sequence[str], prefix: Path, table: str | os.PathLike | None = None) -> None:
+    """Run processPhraseTableMin (``argv``) after checking ``table``'s order; its output goes to a log file."""
+    if table is not None:
+        check_c_sorted(table)
     log = Path(f"{prefix}.processPhraseTableMin.log")
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "wb") as lf:
         rc = subprocess.run(list(argv), stdout=lf, stderr=subprocess.STDOUT).returncode
     if rc != 0:
-        raise PhraseRescoreError(f"processPhraseTableMin exited with status {rc}; its output is in {log}")
+        tail = [ln for ln in log.read_text(encoding="utf-8", errors="replace").splitlines() if ln.strip()][-4:]
+        raise PhraseRescoreError(f"processPhraseTableMin exited with status {rc}; its output is in {log}; last lines:"
+                                 "\n  " + "\n  ".join(tail))
     if not Path(f"{prefix}{MINPHR}").is_file():
         raise PhraseRescoreError(f"processPhraseTableMin succeeded but {prefix}{MINPHR} is missing; see {log}")

@@ -19,8 +19,9 @@ from pipeline.errors import PhraseRescoreError
 
 FIX = Path(__file__).parent / "fixtures" / "moses"
 
-TABLE6 = ("das Haus ||| the house ||| 0.8 0.6 0.7 0.5 0.0123 1 ||| 0-0 1-1 ||| 10 12 8 ||| |||\n"
-          "das Haus ||| the home ||| 0.1 0.2 0.1 0.2 0.0011 2.718282 ||| 0-0 1-1 ||| 2 12 2 ||| |||\n")
+# in LC_ALL=C sort order, as processPhraseTableMin needs
+TABLE6 = ("das Haus ||| the home ||| 0.1 0.2 0.1 0.2 0.0011 2.718282 ||| 0-0 1-1 ||| 2 12 2 ||| |||\n"
+          "das Haus ||| the house ||| 0.8 0.6 0.7 0.5 0.0123 1 ||| 0-0 1-1 ||| 10 12 8 ||| |||\n")
 
 
 @pytest.fixture

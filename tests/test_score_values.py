@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from pipeline.errors import PhraseRescoreError
-from pipeline.scoring.moses_values import (FLOOR_TEXT, logprob_texts, moses_reads, neutral_text, parse_columns,
-                                           unk_texts)
+from pipeline.scoring.moses_values import (FLOOR_TEXT, RAW_LOGPROB_MIN, UNK_COUNT_MAX, logprob_texts, moses_reads,
+                                           neutral_text, parse_columns, unk_texts)
 
 
 @pytest.mark.parametrize("logp,moses_value,tol", [
@@ -43,11 +43,43 @@ def test_nan_is_an_error():
         logprob_texts(np.array([-1.0, math.nan]))
 
 
-@pytest.mark.parametrize("n,text", [(0, "1"), (1, "2.718282"), (2, "7.389056"), (14, "1202604")])
-def test_unknown_word_column_is_exp_count(n, text):
+@pytest.mark.parametrize("n,text,moses_value", [
+    (0, "1", 0), (1, "2.718282", 1), (2, "7.389056", 2), (14, "1202604", 14),
+    (88, "1.651636e+38", 88),          # the largest count whose exp is a finite float32
+    (89, "1.651636e+38", 88),          # clamped: exp(89) is a float32 infinity
+    (200, "1.651636e+38", 88),         # a 200-word phrase pair, all words unknown
+    (10 ** 6, "1.651636e+38", 88),
+])
+def test_unknown_word_column_is_exp_count(n, text, moses_value):
     assert unk_texts(np.array([n])) == [text]
-    assert abs(moses_reads(text) - n) < 1e-5
+    assert abs(moses_reads(text) - moses_value) < 1e-5
     assert unk_texts(np.array([n]), raw=True) == [str(n)]
+    assert math.exp(UNK_COUNT_MAX) < np.finfo(np.float32).max < math.exp(UNK_COUNT_MAX + 1)
+
+
+def test_every_moses_form_text_is_a_finite_positive_float32():
+    logp = np.concatenate([-np.logspace(-12, 6, 400), [0.0, 1e-8, -87.3, -100.0, -math.inf]])
+    texts = logprob_texts(logp) + unk_texts(np.arange(0, 400)) + [neutral_text(False)]
+    for t in texts:
+        x = np.float32(float(t))
+        assert np.isfinite(x) and x > 0, t
+        assert -100.0 <= moses_reads(t) <= 88.0 + 1e-5, t
+
+
+def test_raw_minus_infinity_is_the_lowest_float32():
+    assert logprob_texts(np.array([-math.inf, -3.0]), raw=True) == [RAW_LOGPROB_MIN, "-3"]
+    assert np.isfinite(np.float32(float(RAW_LOGPROB_MIN)))
+
+
+@pytest.mark.parametrize("text", ["inf", "1e39", "1_0", "nan", "0x10", "1e"])
+def test_moses_reads_refuses_what_moses_refuses_or_reads_as_infinite(text):
+    with pytest.raises(PhraseRescoreError, match="finite float32"):
+        moses_reads(text)
+
+
+def test_moses_reads_a_negative_number_as_nan_and_zero_as_the_floor():
+    assert math.isnan(moses_reads("-0.5"))
+    assert moses_reads("0") == -100.0 and moses_reads("-0") == -100.0
 
 
 def test_neutral_values_add_nothing():

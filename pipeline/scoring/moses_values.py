@@ -16,13 +16,20 @@ Conventions of this module (the project's documented floor):
   For ``log p < -100`` (including -inf) the text is :data:`FLOOR_TEXT` (``1e-45``): it parses to the
   smallest positive float32 (or to 0 where subnormals are flushed), whose log is at most -103.3 or
   -inf, so Moses stores exactly its floor, -100. Nothing written is ever 0 or negative.
-* **unknown-word column**: ``exp(n)`` for ``n`` words outside the networks' shortlists (source words
-  outside the source shortlist plus target words outside the target shortlist), so Moses's log gives
-  ``n`` (the convention of the old 2.718 phrase-penalty column).
+* **unknown-word column**: ``exp(min(n, 88))`` for ``n`` words outside the networks' shortlists (source
+  words outside the source shortlist plus target words outside the target shortlist), so Moses's log
+  gives ``n`` (the convention of the old 2.718 phrase-penalty column). The count is clamped at
+  :data:`UNK_COUNT_MAX` = 88, the largest integer whose exp is a finite float32 (exp(88) = 1.65e38,
+  exp(89) = 4.5e38 > FLT_MAX = 3.4e38): a longer phrase pair (89 or more unknown words) is written as
+  ``1.651636e+38`` and counts as 88 unknown words, never as a value that Moses reads as ``inf``.
 * ``raw=True`` (``--raw-logprob``, for consumers other than Moses) writes the log-domain values
-  themselves: log p (no floor) and the count ``n``.
+  themselves: log p (no floor; -inf, which only an underflowing model gives, as :data:`RAW_LOGPROB_MIN`,
+  the lowest float32 in 7 digits) and the count ``n`` (not clamped).
 * A line rejected by the reader (``--on-error keep``) gets neutral values that add 0 to the
   log-linear score: :data:`pipeline.phrase_table.NEUTRAL_VALUE` (1) in Moses form, 0 in raw form.
+
+Every text written in Moses form is one that Moses's loader reads as a finite, positive float32
+(:func:`moses_reads` mirrors it, and the tests check every column against it).
 """
 from __future__ import annotations
 
@@ -31,7 +38,7 @@ import math
 import numpy as np
 
 from ..errors import PhraseRescoreError
-from ..phrase_table import NEUTRAL_VALUE, format_score
+from ..phrase_table import NEUTRAL_VALUE, format_score, moses_float32
 
 #: Moses's floor on the log of any phrase-table score (moses/TypeDef.h ``LOWEST_SCORE``).
 LOWEST_SCORE = -100.0
@@ -40,6 +47,10 @@ LOWEST_SCORE = -100.0
 FLOOR_TEXT = "1e-45"
 #: Below this log value exp() is a float32 subnormal (log of FLT_MIN = 1.17549435e-38).
 FLOAT32_NORMAL_LOG_MIN = math.log(1.17549435e-38)
+#: The largest unknown-word count written as exp(n): exp(88) = 1.65e38 is a finite float32, exp(89) is not.
+UNK_COUNT_MAX = 88
+#: A raw log p of -inf is written as the lowest float32 in 7 significant digits (finite for every reader).
+RAW_LOGPROB_MIN = "-3.402823e+38"
 
 COLUMN_CHOICES = ("logprob", "unk")
 
@@ -62,7 +73,7 @@ def logprob_texts(logp: np.ndarray, raw: bool = False) -> list[str]:
         raise PhraseRescoreError("the model produced NaN log-probabilities: the checkpoint is broken")
     logp = np.minimum(logp, 0.0)  # a log-probability; rounding can leave +1e-8
     if raw:
-        return [format_score(v) for v in logp.tolist()]
+        return [format_score(v) if v != -math.inf else RAW_LOGPROB_MIN for v in logp.tolist()]
     probs = np.exp(np.maximum(logp, LOWEST_SCORE))
     floor = logp < LOWEST_SCORE
     out = [format_score(v) for v in probs.tolist()]
@@ -73,11 +84,11 @@ def logprob_texts(logp: np.ndarray, raw: bool = False) -> list[str]:
 
 
 def unk_texts(n_unk: np.ndarray, raw: bool = False) -> list[str]:
-    """Text of the unknown-word column: ``exp(n)`` (Moses) or ``n`` (raw)."""
+    """Text of the unknown-word column: ``exp(min(n, UNK_COUNT_MAX))`` (Moses) or ``n`` (raw)."""
     n = np.asarray(n_unk, dtype=np.int64)
     if raw:
         return [str(v) for v in n.tolist()]
-    return [format_score(v) for v in np.exp(n.astype(np.float64)).tolist()]
+    return [format_score(v) for v in np.exp(np.minimum(n, UNK_COUNT_MAX).astype(np.float64)).tolist()]
 
 
 def neutral_text(raw: bool) -> str:
@@ -88,9 +99,15 @@ def neutral_text(raw: bool) -> str:
 def moses_reads(text: str) -> float:
     """What Moses stores for a score written as ``text``: FloorScore(log(float32(text))).
 
-    For tests and documentation; mirrors LoaderStandard.cpp (parse as float, log, floor at -100).
+    For tests and documentation; mirrors LoaderStandard.cpp (parse the whole token as a float, log in
+    float, floor at -100): NaN for a negative number, and an error for a text that Moses refuses ("Bad
+    score") or reads as an infinite float32.
     """
-    x = np.float32(float(text))
+    x = moses_float32(text)
+    if x is None:
+        raise PhraseRescoreError(f"Moses does not read {text!r} as a finite float32")
+    if x < 0:
+        return math.nan
     with np.errstate(divide="ignore"):
-        v = np.log(x) if x > 0 else np.float32(-np.inf)
+        v = np.log(np.float32(x)) if x > 0 else np.float32(-np.inf)
     return float(max(np.float32(v), np.float32(LOWEST_SCORE)))

@@ -54,7 +54,7 @@ def test_unknown_word_column_is_exp_count(n, text, moses_value):
     assert unk_texts(np.array([n])) == [text]
     assert abs(moses_reads(text) - moses_value) < 1e-5
     assert unk_texts(np.array([n]), raw=True) == [str(n)]
-    assert math.exp(UNK_COUNT_MAX) < np.finfo(np.float32).max < math.exp(UNK_COUNT_MAX + 1)
+    assert math.exp(UNK_COUNT_MAX) < float(np.finfo(np.float32).max) < math.exp(UNK_COUNT_MAX + 1)
 
 
 def test_every_moses_form_text_is_a_finite_positive_float32():

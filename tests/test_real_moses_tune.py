@@ -1,0 +1,67 @@
+"""``tune --backend moses`` runs the real mert-moses.pl; ``evaluate --backend moses`` reports from its tuned ini."""
+from __future__ import annotations
+
+import csv
+
+import pytest
+
+from _real_moses import cli, moses_decode, needs_moses, run, tiny_system, tool  # noqa: F401
+from moses_integration.moses_ini import read_moses_ini
+
+pytestmark = needs_moses
+
+
+@pytest.fixture(scope="module")
+def tuned(tiny_system, tmp_path_factory):
+    s = tiny_system
+    work = tmp_path_factory.mktemp("tune")
+    out = cli("tune", str(s.rescored_ini), "--backend", "moses", "--dev-src", str(s.dev_src), "--dev-ref",
+              str(s.dev_ref), "--workdir", str(work), "--nbest", "20", "--maximum-iterations", "2",
+              "--decoder-flags", "-threads 1 -stack 50", "--predictable-seeds",
+              "--moses-home", str(tool("moses").parent.parent))
+    return work, out
+
+
+def test_real_mert_moses_two_iterations_and_the_tuned_ini(tiny_system, tuned):
+    work, out = tuned
+    tuned_ini = work / "moses.tuned.ini"
+    assert f"tuned moses.ini: {tuned_ini}" in out
+    mw = work / "mert-work"
+    assert tuned_ini.read_bytes() == (mw / "moses.ini").read_bytes()
+    # two decoder runs and two optimisations, no third decoding
+    for i in (1, 2):
+        assert (mw / f"run{i}.best20.out.gz").is_file() and (mw / f"run{i}.mert.log").is_file()
+    assert not (mw / "run3.best20.out.gz").exists()
+    log = (work / "mert-moses.log").read_text()
+    assert "Maximum number of iterations exceeded" in log and log.rstrip().endswith("# exit status: 0")
+    ini = read_moses_ini(tuned_ini)
+    ini.check_weights_match()
+    tm = ini.weights_for("TranslationModel0")
+    assert len(tm) == 6 and tm != [0.2] * 6
+    # the real decoder loads it with exactly these weights
+    shown = {}
+    for ln in run([tool("moses"), "-f", tuned_ini, "-show-weights"]).stdout.decode().splitlines():
+        if "=" in ln:
+            name, vals = ln.split("=")
+            shown[name] = [float(v) for v in vals.split()]
+    for name, w in shown.items():
+        assert w == pytest.approx(ini.weights_for(name), abs=1e-6), name
+
+
+def test_evaluate_with_the_real_moses_reports_from_the_tuned_ini(tiny_system, tuned, tmp_path):
+    s = tiny_system
+    work, _ = tuned
+    tuned_ini = work / "moses.tuned.ini"
+    ev = tmp_path / "eval"
+    cli("evaluate", "--system", f"baseline={s.ini}", "--system", f"rnn+wp={tuned_ini}", "--model",
+        f"rnn+wp={s.model}", "--test-src", str(s.test_src), "--test-ref", str(s.test_ref), "--detok-lang", "fr",
+        "--workdir", str(ev), "--backend", "moses", "--bootstrap", "50",
+        "--moses-home", str(tool("moses").parent.parent))
+    rows = list(csv.DictReader((ev / "table1.csv").open()))
+    assert [r[next(iter(r))] for r in rows] == ["baseline", "rnn+wp"]
+    md = (ev / "table1.md").read_text()
+    assert "rnn+wp" in md and "baseline" in md
+    # the report's translations are the real decoder's with the tuned weights
+    src = s.test_src.read_text().splitlines()
+    direct, _ = moses_decode(tuned_ini, src)
+    assert [ln.rstrip(" ") for ln in (ev / "test.rnn+wp.tok").read_text().splitlines()] == direct

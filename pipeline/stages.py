@@ -59,6 +59,114 @@ def _config(cls, params: dict, **fixed):
     return cls(**{k: v for k, v in params.items() if k in names}, **fixed)
 
 
+# ----------------------------------------------------------------------------- parameter checks
+# Each stage's ``check`` runs before any stage does (the runner puts "[section] " in front of the message).
+
+def _at_least(p: dict, lo: float, *keys: str, none_ok: bool = False) -> None:
+    """Each of ``keys`` is a number >= ``lo`` (or None, with ``none_ok``)."""
+    for k in keys:
+        v = p[k]
+        if v is None and none_ok:
+            continue
+        if v is None or v < lo:
+            raise PhraseRescoreError(f"{k} = {v!r}: expected at least {lo}" + (" (or leave it unset)" if none_ok else ""))
+
+
+def _above(p: dict, lo: float, *keys: str, none_ok: bool = False) -> None:
+    """Each of ``keys`` is a number > ``lo`` (or None, with ``none_ok``)."""
+    for k in keys:
+        v = p[k]
+        if v is None and none_ok:
+            continue
+        if v is None or v <= lo:
+            raise PhraseRescoreError(f"{k} = {v!r}: expected a number above {lo}"
+                                     + (" (or leave it unset)" if none_ok else ""))
+
+
+def _check_device(p: dict) -> None:
+    from .device import resolve_device
+
+    try:
+        resolve_device(p["device"])
+    except PhraseRescoreError as e:
+        raise PhraseRescoreError(f"device = {p['device']!r}: {e.message}") from None
+
+
+def _check_demo_data(p: dict) -> None:
+    _at_least(p, 1, "train", "dev", "test")
+    if not 0.0 <= p["noise"] <= 1.0:
+        raise PhraseRescoreError(f"noise = {p['noise']!r}: expected a share between 0 and 1")
+
+
+def _check_build_smt(p: dict) -> None:
+    from moses_integration.embedded.build import BuildConfig
+
+    _at_least(p, 1, "max_sentence_length", "max_phrase_length", "lm_order", "eflomal_samplers")
+    _above(p, 0, "max_length_ratio")
+    _check_compresslevel(p)
+    _config(BuildConfig, p)
+
+
+def _check_compresslevel(p: dict) -> None:
+    if not 0 <= p["compresslevel"] <= 9:
+        raise PhraseRescoreError(f"compresslevel = {p['compresslevel']!r}: expected 0 to 9")
+
+
+def _check_tokenize(p: dict) -> None:
+    from moses_integration.embedded.tokenizer import TokenizeConfig
+
+    TokenizeConfig(lang=p["source_lang"], case=p["case"], escape=p["escape"])
+
+
+def _check_prepare(p: dict) -> None:
+    _at_least(p, 1, "vocab_size", "partition_bytes", "buffer_pairs")
+    if not 0.0 <= p["valid_fraction"] < 1.0:
+        raise PhraseRescoreError(f"valid_fraction = {p['valid_fraction']!r}: expected at least 0 and below 1")
+
+
+def _check_train(p: dict) -> None:
+    from .model.encdec import EncDecConfig
+
+    _at_least(p, 1, "batch_size", "max_steps", "valid_every", "valid_batch_tokens")
+    _at_least(p, 1, "patience", "valid_max_pairs", none_ok=True)
+    _above(p, 0, "lr", "eps", "clip_norm")
+    _above(p, 0, "init_std", "time_budget_s", none_ok=True)
+    if not 0.0 <= p["rho"] <= 1.0:
+        raise PhraseRescoreError(f"rho = {p['rho']!r}: expected a number from 0 to 1")
+    valid = sorted({f.name for f in dataclasses.fields(EncDecConfig)}
+                   - {"src_vocab_size", "tgt_vocab_size", "gru", "bias", "init_std"})
+    unknown = sorted(set(p["model_overrides"]) - set(valid))
+    if unknown:
+        raise PhraseRescoreError(f"model_overrides: unknown key(s) {', '.join(unknown)}; valid keys: {', '.join(valid)}")
+    try:
+        EncDecConfig.preset(p["preset"], 2, 2, **p["model_overrides"])
+    except (TypeError, ValueError) as e:
+        raise PhraseRescoreError(f"model_overrides = {p['model_overrides']!r}: {e}") from None
+    _check_device(p)
+
+
+def _check_score(p: dict) -> None:
+    from .score import ScoreConfig
+
+    _at_least(p, 1, "threads", none_ok=True)
+    _check_compresslevel(p)
+    _config(ScoreConfig, p, columns=("logprob", "unk"))
+    _check_device(p)
+
+
+def _check_tune(p: dict) -> None:
+    _at_least(p, 1, "nbest", "max_iterations", "threads")
+    if p["backend"] == "embedded":
+        moses_only = [k for k in ("decoder_flags", "batch_mira") if p[k] and (k != "decoder_flags" or p[k].strip())]
+        if moses_only:
+            raise PhraseRescoreError(f"{' and '.join(moses_only)} only apply to backend = \"moses\" (the embedded "
+                                     "backend always runs MERT, seeded by seed)")
+
+
+def _check_evaluate(p: dict) -> None:
+    _at_least(p, 1, "bootstrap_samples", "seed", "threads")
+
+
 # ----------------------------------------------------------------------------- demo data
 
 DEMO_FILES = {"train_src": "corpus/train.en", "train_tgt": "corpus/train.fr", "dev_src": "corpus/dev.en",
@@ -104,6 +212,22 @@ def _tokenize_file(src: Path, out: Path, lang: str, params: dict, truecase_model
     return n
 
 
+def _check_same_preprocessing(params: dict, build_manifest: Path) -> None:
+    """Refuse to tokenize dev and test otherwise than the build recorded in ``build_manifest`` (when
+    there is one) prepared its training corpus."""
+    try:
+        m = json.loads(build_manifest.read_text(encoding="utf-8"))
+    except (FileNotFoundError, NotADirectoryError, ValueError, UnicodeDecodeError):
+        return
+    if not isinstance(m, dict) or m.get("format") != "phrase-rescore/build-smt" or not isinstance(m.get("config"), dict):
+        return
+    differ = [f"{k} = {params[k]!r} (the build's: {m['config'][k]!r})" for k in TOKENIZE_PARAMS
+              if k in m["config"] and m["config"][k] != params[k]]
+    if differ:
+        raise PhraseRescoreError("the SMT system was built with other preprocessing than [tokenize] asks for: "
+                                 + ", ".join(differ) + "; set [tokenize] as the build was", build_manifest)
+
+
 def run_tokenize(ctx: StageContext) -> dict:
     p = ctx.params
     model = ctx.input("smt_model")
@@ -112,6 +236,8 @@ def run_tokenize(ctx: StageContext) -> dict:
                                  "(artifact smt_model); add build-smt or give smt_model in [inputs]")
     tc = {"src": None if model is None else model / "truecase-model.src",
           "tgt": None if model is None else model / "truecase-model.tgt"}
+    if model is not None:
+        _check_same_preprocessing(p, model.parent / "manifest.json")
     counts = {}
     for art, out, side in (("dev_src", "dev_src_tok", "src"), ("dev_ref", "dev_ref_tok", "tgt"),
                            ("test_src", "test_src_tok", "src")):
@@ -309,30 +435,46 @@ def run_evaluate(ctx: StageContext) -> dict:
 
 def default_registry() -> Registry:
     """Every real stage, in pipeline order."""
+    from moses_integration.backend import BACKENDS
+    from moses_integration.embedded.tokenizer import CASES
+
+    from .model.encdec import EncDecConfig
+    from .model.gru import RESET_FORMS
+    from .phrase_table import ON_ERROR_CHOICES
+    from .scoring.fast import MATMULS, PRECISIONS
+
     reg = Registry()
     reg.add(StageDef("demo-data", "demo-data", run_demo_data,
                      {"train": 10000, "dev": 500, "test": 500, "seed": 1, "noise": 0.04},
-                     produces=DEMO_FILES, doc="generate the English-French demo corpus"))
+                     produces=DEMO_FILES, doc="generate the English-French demo corpus", check=_check_demo_data))
     reg.add(StageDef("build-smt", "build-smt", run_build_smt, _build_params(),
                      consumes=("train_src", "train_tgt"),
                      produces={"phrase_table": "smt/phrase-table.gz", "lm": "smt/lm.arpa", "moses_ini": "smt/moses.ini",
                                "train_src_tok": "smt/corpus/clean.src", "train_tgt_tok": "smt/corpus/clean.tgt",
                                "smt_model": "smt/model"},
-                     doc="phrase table, LM and moses.ini from the training corpus (embedded toolkit)"))
+                     doc="phrase table, LM and moses.ini from the training corpus (embedded toolkit)",
+                     choices={"case": CASES, "eflomal_model": (1, 2, 3)}, check=_check_build_smt))
+    # dev and test must be tokenized, cased and escaped as build-smt prepared the training corpus
     reg.add(StageDef("tokenize", "tokenize", run_tokenize, TOKENIZE_PARAMS,
                      consumes=("dev_src", "dev_ref", "test_src", "smt_model"), optional=frozenset({"smt_model"}),
                      produces={"dev_src_tok": "dev.tok.src", "dev_ref_tok": "dev.tok.ref",
                                "test_src_tok": "test.tok.src"},
-                     doc="tokenize and case dev/test as the training corpus"))
+                     doc="tokenize and case dev/test as the training corpus",
+                     choices={"case": CASES}, check=_check_tokenize, follows={"build-smt": tuple(TOKENIZE_PARAMS)}))
     reg.add(StageDef("prepare", "prepare", run_prepare, _prepare_params(),
                      consumes=("phrase_table", "train_src_tok", "train_tgt_tok"),
                      optional=frozenset({"train_src_tok", "train_tgt_tok"}), produces={"pairs": "pairs"},
-                     doc="unique phrase pairs, vocabulary and validation split"))
+                     doc="unique phrase pairs, vocabulary and validation split",
+                     choices={"on_error": ON_ERROR_CHOICES}, check=_check_prepare))
     reg.add(StageDef("train", "train", run_train, _train_params(), consumes=("pairs",),
-                     produces={"model": "model/model.pt"}, doc="train the RNN Encoder-Decoder"))
+                     produces={"model": "model/model.pt"}, doc="train the RNN Encoder-Decoder",
+                     choices={"preset": tuple(EncDecConfig.PRESETS), "gru": RESET_FORMS}, check=_check_train,
+                     resumable=True))
     reg.add(StageDef("score", "score", run_score, _score_params(), consumes=("model", "phrase_table"),
                      produces={"table_rnn": "phrase-table.rnn.gz", "table_rnn_wp": "phrase-table.rnn-wp.gz"},
-                     doc="append log p(f|e) (and the unknown-word count) to the phrase table"))
+                     doc="append log p(f|e) (and the unknown-word count) to the phrase table",
+                     choices={"on_error": ON_ERROR_CHOICES, "matmul": ("auto",) + tuple(MATMULS),
+                              "precision": tuple(PRECISIONS)}, check=_check_score, resumable=True))
     for config in ("rnn", "rnn-wp"):
         _, ini_art, table_art, _ = CONFIGURATIONS[config]
         reg.add(StageDef(f"moses-ini-{config}", "moses-ini", _run_moses_ini(config), MOSES_INI_PARAMS[config],
@@ -342,12 +484,16 @@ def default_registry() -> Registry:
         # the table and LM are consumed too: the ini names them by path, so only their hashes show a change
         reg.add(StageDef(f"tune-{config}", "tune", _run_tune(config), TUNE_PARAMS,
                          consumes=(ini_art, table_art, "lm", "dev_src_tok", "dev_ref_tok"), optional=frozenset({"lm"}),
-                         produces={tuned_art: "moses.ini"}, doc=f"tune {label} on the dev set"))
+                         produces={tuned_art: "moses.ini"}, doc=f"tune {label} on the dev set",
+                         choices={"backend": BACKENDS}, check=_check_tune))
     reg.add(StageDef("evaluate", "evaluate", run_evaluate, EVALUATE_PARAMS,
                      consumes=("tuned_baseline", "tuned_rnn", "tuned_rnn_wp", "phrase_table", "table_rnn",
                                "table_rnn_wp", "lm", "model", "test_src_tok", "test_ref", "dev_src_tok", "dev_ref"),
                      optional=frozenset({"tuned_rnn", "tuned_rnn_wp", "table_rnn", "table_rnn_wp", "lm", "model",
                                          "dev_src_tok", "dev_ref"}),
                      produces={"report_md": "table1.md", "report_csv": "table1.csv"},
-                     doc="decode dev/test with each tuned configuration; Table 1 with BLEU and p-values"))
+                     doc="decode dev/test with each tuned configuration; Table 1 with BLEU and p-values",
+                     choices={"backend": BACKENDS, "case": CASES}, check=_check_evaluate,
+                     # references are lowercased and output detokenized as the system was built
+                     follows={"build-smt": ("case", "target_lang")}))
     return reg

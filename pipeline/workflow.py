@@ -26,11 +26,29 @@ its recorded hash. So a rerun after a crash or a change redoes only the stages a
 parameter or a damaged output reruns that stage, and its dependants rerun only if its outputs changed.
 ``--from STAGE`` forces STAGE and everything downstream of it to run.
 
-Before a stage runs its old manifest is removed and ``.attempt.json`` (its parameters and input
-hashes) is written, so an interrupted stage is never taken for current. When the next run finds that
-attempt record unchanged and no manifest, the stage directory is kept and the stage is told to resume
-(``ctx.resume``: training and scoring continue from what they left); otherwise the directory is emptied
-first, so no file of an older configuration survives into a new run.
+Before a stage runs its old manifest is removed and ``.attempt.json`` (its parameters, input
+hashes and the code version) is written, so an interrupted stage is never taken for current. When the
+next run finds that attempt record unchanged and no manifest, and the stage declares itself
+``resumable``, the stage directory is kept and the stage is told to resume (``ctx.resume``: training
+and scoring continue from what they left); otherwise the directory is emptied first, so no file of an
+older configuration or of an interrupted attempt survives into a new run.
+
+The tool version in manifests and attempt records is :func:`pipeline.code_version`: the package
+version plus a hash of the source code, so a change to the code reruns every stage it may affect.
+
+Before any stage runs, every selected stage's parameters are checked (``StageDef.choices`` and
+``StageDef.check``), and a stage that must prepare its data as an earlier one did takes that stage's
+values (``StageDef.follows``: ``tokenize`` takes ``build-smt``'s languages, casing and escaping);
+a value set for it that contradicts the earlier stage's is an error.
+
+What the runner may delete: only what it wrote itself. It writes into ``WORKDIR/<stage>/`` for each
+selected stage and ``WORKDIR/run-log.json``, and nowhere else. It creates each stage folder with the
+marker file ``.phrase-rescore-stage`` (naming the stage) and only ever empties a folder that carries
+that marker (or a stage manifest of that stage, written by an older version): before anything runs,
+a folder named like a selected stage that holds files but no such proof, a ``run-log.json`` that is not
+a run log, or an ``[inputs]`` path that lies inside a stage folder, contains one or is the run log, is
+an error naming the path. An empty folder of a stage's name is taken over (there is nothing to lose).
+A folder of a stage that is not selected is never touched.
 """
 from __future__ import annotations
 
@@ -48,12 +66,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
-from . import __version__
+from . import code_version
 from .errors import PhraseRescoreError
 from .fileio import atomic_open, sha256_file
 
 MANIFEST = "stage-manifest.json"
 ATTEMPT = ".attempt.json"
+STAGE_MARKER = ".phrase-rescore-stage"
+RUN_LOG = "run-log.json"
 MANIFEST_VERSION = 1
 RESERVED_SECTIONS = ("workflow", "inputs", "common")
 WORKFLOW_KEYS = ("name", "description", "stages")
@@ -73,6 +93,15 @@ class StageDef:
     :ivar produces: artifact name -> path relative to the stage's directory (a file or a directory).
     :ivar optional: consumed artifacts it can do without (``ctx.input`` then returns None).
     :ivar doc: one line for listings.
+    :ivar choices: parameter -> its valid values, checked before any stage runs.
+    :ivar check: ``check(params)`` raises :class:`PhraseRescoreError` for parameter values the stage
+        cannot run with (a range, a combination); called before any stage runs. The runner puts the
+        section's name in front of the message, so the message names the key.
+    :ivar follows: stage name -> parameters this stage takes from that stage when it is selected
+        (the same names in both); setting one of them in this stage's own section to another value is
+        an error, a value from ``[common]`` or the default gives way.
+    :ivar resumable: the stage can continue an interrupted attempt from the files it left
+        (``ctx.resume``); a stage that is not is rerun from an empty folder after an interruption.
     """
 
     name: str
@@ -83,6 +112,10 @@ class StageDef:
     produces: Mapping[str, str] = field(default_factory=dict)
     optional: frozenset[str] = frozenset()
     doc: str = ""
+    choices: Mapping[str, tuple] = field(default_factory=dict)
+    check: Callable[[dict], None] | None = None
+    follows: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    resumable: bool = False
 
 
 class Registry:
@@ -121,6 +154,7 @@ class Workflow:
     params: dict[str, dict[str, Any]]  # stage name -> its full parameter dict (defaults + file + --set)
     inputs: dict[str, Path]  # artifact -> user-given path
     path: Path | None = None
+    explicit: dict[str, set[str]] = field(default_factory=dict)  # stage -> keys set in its own section
 
 
 @dataclass
@@ -237,17 +271,20 @@ def load_workflow(path: str | os.PathLike | None, registry: Registry, overrides:
             raise PhraseRescoreError(f"unknown key {k!r} in [common]: no selected stage has it; valid keys: "
                                      f"{_valid({p for s in stages for p in registry.stages[s].params})}", where)
     params: dict[str, dict[str, Any]] = {}
+    explicit: dict[str, set[str]] = {}
     for s in stages:
         d = registry.stages[s]
         p = dict(d.params)
         p.update({k: v for k, v in common.items() if k in d.params})
         given = data.get(d.section, {})
         valid = registry.section_params(d.section)
+        explicit[s] = set()
         for k, v in given.items():
             if k not in valid:
                 raise PhraseRescoreError(f"unknown key {k!r} in [{d.section}]; valid keys: {_valid(valid)}", where)
             if k in d.params:
                 p[k] = v
+                explicit[s].add(k)
         for k, v in p.items():
             default = d.params[k]
             if default is not None and v is not None and not _same_type(default, v):
@@ -261,8 +298,49 @@ def load_workflow(path: str | os.PathLike | None, registry: Registry, overrides:
         if not isinstance(v, str) or not v:
             raise PhraseRescoreError(f"[inputs] {k} must be a path (a string)", where)
         inputs[k] = Path(v).expanduser()
-    return Workflow(name=str(wf.get("name", where.stem if where else "workflow")), stages=stages,
-                    params=params, inputs=inputs, path=where)
+    _apply_follows(stages, params, explicit, registry, where)
+    workflow = Workflow(name=str(wf.get("name", where.stem if where else "workflow")), stages=stages,
+                        params=params, inputs=inputs, path=where, explicit=explicit)
+    check_params(workflow, registry)
+    return workflow
+
+
+def _apply_follows(stages: list[str], params: dict[str, dict[str, Any]], explicit: dict[str, set[str]],
+                   registry: Registry, where: Path | None) -> None:
+    """Give each stage the values of the parameters it follows from a selected earlier stage."""
+    for s in stages:
+        d = registry.stages[s]
+        for leader, keys in d.follows.items():
+            if leader not in params:
+                continue  # not selected: the stage keeps its own values
+            lsec = registry.stages[leader].section
+            for k in keys:
+                mine, theirs = params[s][k], params[leader][k]
+                if k in explicit[s] and mine != theirs:
+                    raise PhraseRescoreError(
+                        f"[{d.section}] {k} = {mine!r} contradicts [{lsec}] {k} = {theirs!r}: stage {s} must "
+                        f"prepare its data as {leader} did; set the same value, or leave {k} out of "
+                        f"[{d.section}] (it then follows [{lsec}])", where)
+                params[s][k] = theirs
+
+
+def check_params(workflow: Workflow, registry: Registry) -> None:
+    """Check every selected stage's parameters (its ``choices`` and ``check``) before anything runs.
+
+    :raises PhraseRescoreError: naming the section, the key and what is valid.
+    """
+    for s in workflow.stages:
+        d = registry.stages[s]
+        p = workflow.params[s]
+        for k, valid in d.choices.items():
+            if p.get(k) not in valid:
+                raise PhraseRescoreError(f"[{d.section}] {k} = {p.get(k)!r}: expected one of "
+                                         f"{', '.join(repr(v) for v in valid)}", workflow.path)
+        if d.check is not None:
+            try:
+                d.check(json.loads(json.dumps(p)))
+            except PhraseRescoreError as e:
+                raise PhraseRescoreError(f"[{d.section}] {e.message}", workflow.path) from None
 
 
 def _same_type(default: Any, value: Any) -> bool:
@@ -381,7 +459,7 @@ def _stale_reason(m: dict | None, params: dict, input_hashes: dict, stage: Stage
     """Why the stage must run ("" when it is current)."""
     if m is None:
         return "no manifest"
-    if m.get("manifest_version") != MANIFEST_VERSION or m.get("tool_version") != __version__:
+    if m.get("manifest_version") != MANIFEST_VERSION or m.get("tool_version") != code_version():
         return "tool version changed"
     if m.get("params") != params:
         changed = sorted(k for k in set(params) | set(m.get("params", {}))
@@ -401,6 +479,97 @@ def _stale_reason(m: dict | None, params: dict, input_hashes: dict, stage: Stage
     return ""
 
 
+# ----------------------------------------------------------------------------- what the runner owns
+
+MARKER_NOTE = ("created by phrase-rescore's workflow runner, which may empty this folder when the stage "
+               "reruns; do not keep your own files here")
+
+
+def _marker_text(stage: str) -> str:
+    return json.dumps({"stage": stage, "note": MARKER_NOTE}, indent=2) + "\n"
+
+
+def _owned(stage_dir: Path, stage: str) -> bool:
+    """True when ``stage_dir`` is provably the runner's folder for ``stage``: it carries the marker of
+    that stage, or (written by a version before the marker) that stage's manifest or attempt record."""
+    marker = _read_json(stage_dir / STAGE_MARKER)
+    if isinstance(marker, dict):
+        return marker.get("stage") == stage
+    m = read_manifest(stage_dir)
+    if m is not None:
+        return m.get("stage") == stage and m.get("manifest_version") == MANIFEST_VERSION
+    a = _read_json(stage_dir / ATTEMPT)
+    return isinstance(a, dict) and set(a) == {"tool_version", "params", "inputs"}
+
+
+def _inside(path: Path, folder: Path) -> bool:
+    return path == folder or folder in path.parents
+
+
+def check_workdir(work: Path, stages: Iterable[str], inputs: Mapping[str, Path]) -> None:
+    """Refuse, before anything runs, a workdir where running would delete or overwrite what the runner
+    did not write: a folder (or file) named like a selected stage without the runner's marker, a
+    ``run-log.json`` that is not a run log, an ``[inputs]`` path inside or around a stage folder.
+
+    :raises PhraseRescoreError: naming the path.
+    """
+    stages = list(stages)
+    for name in stages:
+        d = work / name
+        if d.is_symlink() or (d.exists() and not d.is_dir()):
+            raise PhraseRescoreError(f"stage {name} writes into this folder, but a file or link of that name is "
+                                     "in the way; move it, or choose another --workdir", d)
+        if d.is_dir() and any(d.iterdir()) and not _owned(d, name):
+            shown = sorted(e.name for e in d.iterdir())
+            raise PhraseRescoreError(
+                f"stage {name} writes into this folder, but it was not created by the workflow runner (no "
+                f"{STAGE_MARKER}) and holds {', '.join(shown[:5])}{' ...' if len(shown) > 5 else ''}; "
+                "move it, or choose another --workdir", d)
+    log = work / RUN_LOG
+    if log.is_symlink() or (log.exists() and not _is_run_log(log)):
+        raise PhraseRescoreError("the workflow runner writes its run log here, but this file is not one; "
+                                 "move it, or choose another --workdir", log)
+    owned = [(work / name).resolve() for name in stages]
+    for a, path in inputs.items():
+        rp = path.resolve()
+        if rp == log.resolve():
+            raise PhraseRescoreError(f"[inputs] {a} is the run log the workflow runner rewrites; "
+                                     "copy it elsewhere or choose another --workdir", path)
+        for name, d in zip(stages, owned):
+            if _inside(rp, d) or _inside(d, rp):
+                where = "lies inside" if _inside(rp, d) else "contains"
+                raise PhraseRescoreError(
+                    f"[inputs] {a} {where} the folder of stage {name} ({d}), which the runner empties when "
+                    "the stage reruns; move the input out of it, or choose another --workdir", path)
+
+
+def _is_run_log(path: Path) -> bool:
+    log = _read_json(path)
+    return isinstance(log, dict) and set(log) == {"workflow", "file", "stages"}
+
+
+def _make_stage_dir(stage_dir: Path, stage: str) -> None:
+    """Create the stage's folder (or take over an empty one) and mark it as the runner's."""
+    stage_dir.mkdir(parents=True, exist_ok=True)
+    if _read_json(stage_dir / STAGE_MARKER) is None:
+        with atomic_open(stage_dir / STAGE_MARKER, "w") as f:
+            f.write(_marker_text(stage))
+
+
+def _clear_stage_dir(stage_dir: Path) -> None:
+    """Empty an owned stage folder except its marker: the manifest first (so an interruption here leaves
+    a stage that is never taken for current), then the attempt record, then what the stage wrote."""
+    for name in (MANIFEST, ATTEMPT):
+        (stage_dir / name).unlink(missing_ok=True)
+    for e in sorted(stage_dir.iterdir()):
+        if e.name == STAGE_MARKER:
+            continue
+        if e.is_dir() and not e.is_symlink():
+            shutil.rmtree(e)
+        else:
+            e.unlink()
+
+
 # ----------------------------------------------------------------------------- running
 
 def run_workflow(workflow: Workflow, registry: Registry, workdir: str | os.PathLike,
@@ -410,8 +579,11 @@ def run_workflow(workflow: Workflow, registry: Registry, workdir: str | os.PathL
     :param from_stage: a stage or section name: it and everything downstream run even when current.
     :param echo: where one-line progress messages go (None: nowhere).
     :returns: one :class:`StageResult` per stage, in run order. ``workdir/run-log.json`` keeps them too.
+    :raises PhraseRescoreError: before any stage runs, for bad parameters, missing inputs, or a workdir
+        holding what the runner did not write (:func:`check_workdir`).
     """
     say = echo or (lambda _msg: None)
+    check_params(workflow, registry)
     p = plan(workflow, registry)
     work = Path(workdir).resolve()
     forced: set[str] = set()
@@ -427,6 +599,8 @@ def run_workflow(workflow: Workflow, registry: Registry, workdir: str | os.PathL
             users = [s for s in p.order if a in p.inputs_of[s]]
             raise PhraseRescoreError(f"input {a} not found (given in [inputs]; needed by {', '.join(users) or 'no stage'})",
                                      path)
+    check_workdir(work, p.order, workflow.inputs)
+    version = code_version()
     work.mkdir(parents=True, exist_ok=True)
     user_hashes = {a: hash_path(path) for a, path in workflow.inputs.items()}
     output_hashes: dict[str, str] = {}
@@ -452,12 +626,13 @@ def run_workflow(workflow: Workflow, registry: Registry, workdir: str | os.PathL
             results.append(StageResult(name, "skipped", "current", 0.0, m.get("summary")))
             say(f"[{name}] current, skipped")
             continue
-        attempt = {"tool_version": __version__, "params": params, "inputs": in_hashes}
-        resume = m is None and name not in forced and _read_json(stage_dir / ATTEMPT) == attempt
-        if not resume and stage_dir.exists():
-            shutil.rmtree(stage_dir)
+        attempt = {"tool_version": version, "params": params, "inputs": in_hashes}
+        resume = (d.resumable and m is None and name not in forced
+                  and _read_json(stage_dir / ATTEMPT) == attempt)
+        if not resume and stage_dir.is_dir():
+            _clear_stage_dir(stage_dir)
         say(f"[{name}] running ({'resuming an interrupted run' if resume else reason})")
-        stage_dir.mkdir(parents=True, exist_ok=True)
+        _make_stage_dir(stage_dir, name)
         with atomic_open(stage_dir / ATTEMPT, "w") as f:
             json.dump(attempt, f)
         t0 = time.time()
@@ -469,7 +644,7 @@ def run_workflow(workflow: Workflow, registry: Registry, workdir: str | os.PathL
             if not path.exists():
                 raise PhraseRescoreError(f"stage {name} finished without writing its output {a}", path)
             outs[a] = hash_path(path)
-        manifest = {"manifest_version": MANIFEST_VERSION, "stage": name, "tool_version": __version__,
+        manifest = {"manifest_version": MANIFEST_VERSION, "stage": name, "tool_version": version,
                     "params": params, "inputs": in_hashes,
                     "input_paths": {a: None if q is None else os.fspath(q) for a, q in in_paths.items()},
                     "outputs": outs, "summary": summary, "wall_s": round(wall, 3),
@@ -480,7 +655,7 @@ def run_workflow(workflow: Workflow, registry: Registry, workdir: str | os.PathL
         output_hashes.update(outs)
         results.append(StageResult(name, "ran", reason, wall, summary))
         say(f"[{name}] done in {wall:.1f}s")
-    with atomic_open(work / "run-log.json", "w") as f:
+    with atomic_open(work / RUN_LOG, "w") as f:
         json.dump({"workflow": workflow.name, "file": None if workflow.path is None else os.fspath(workflow.path),
                    "stages": [r.__dict__ for r in results]}, f, indent=2)
         f.write("\n")

@@ -60,7 +60,7 @@ def registry() -> Registry:
         StageDef("cubes", "power", power, {"power": 3}, consumes=("numbers",), produces={"cubes": "cubes.txt"}),
         StageDef("sum", "sum", total, {"label": "", "fail": False},
                  consumes=("doubled", "squares", "cubes"), optional=frozenset({"cubes"}),
-                 produces={"total": "total"}),
+                 produces={"total": "total"}, resumable=True),
     ])
 
 
@@ -140,10 +140,28 @@ def test_crash_leaves_stage_stale_and_rerun_resumes_there(tmp_path):
     reg = registry()
     reg.stages["sum"] = StageDef("sum", "sum", fixed, {"label": "", "fail": False},
                                  consumes=("doubled", "squares", "cubes"), optional=frozenset({"cubes"}),
-                                 produces={"total": "total"})
+                                 produces={"total": "total"}, resumable=True)
     CALLS.clear()
     run_workflow(load_workflow(None, reg, ["sum.fail=true"], data=BASE), reg, tmp_path / "work", echo=None)
     assert CALLS == ["sum", "sum resumed from half done"]
+
+
+def test_crashed_stage_that_cannot_resume_restarts_from_an_empty_folder(tmp_path):
+    run(tmp_path)
+    with pytest.raises(RuntimeError):
+        run(tmp_path, sets=["sum.fail=true"])
+
+    def fixed(ctx):  # as in the test above, but the stage does not declare itself resumable
+        CALLS.append(f"resume={ctx.resume} leftover={(ctx.dir / 'partial.txt').exists()}")
+        ctx.params["fail"] = False
+        return total(ctx)
+    reg = registry()
+    reg.stages["sum"] = StageDef("sum", "sum", fixed, {"label": "", "fail": False},
+                                 consumes=("doubled", "squares", "cubes"), optional=frozenset({"cubes"}),
+                                 produces={"total": "total"})
+    CALLS.clear()
+    run_workflow(load_workflow(None, reg, ["sum.fail=true"], data=BASE), reg, tmp_path / "work", echo=None)
+    assert CALLS == ["resume=False leftover=False", "sum"]
 
 
 def test_from_forces_stage_and_downstream(tmp_path):

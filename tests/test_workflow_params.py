@@ -1,0 +1,93 @@
+"""Every selected stage's parameters are checked before any stage runs, naming section, key and valid values."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from test_workflow import BASE, CALLS, registry
+
+from pipeline.cli import main
+from pipeline.errors import PhraseRescoreError
+from pipeline.stages import default_registry
+from pipeline.workflow import STAGE_MARKER, StageDef, load_workflow, run_workflow
+
+DEMO = Path(__file__).parent.parent / "workflows" / "demo.toml"
+
+
+@pytest.mark.parametrize("sets,message", [
+    (["score.on_error='ignore'"], r"\[score\] on_error = 'ignore': expected one of 'raise', 'keep'"),
+    (["score.matmul='blas'"], r"\[score\] matmul = 'blas': expected one of 'auto', 'torch', 'numpy'"),
+    (["score.precision='fp8'"], r"\[score\] precision = 'fp8': expected one of 'fp32', 'bf16', 'fp16'"),
+    (["score.chunk_lines=0"], r"\[score\] chunk_lines must be at least 1, got 0"),
+    (["score.compresslevel=12"], r"\[score\] compresslevel = 12: expected 0 to 9"),
+    (["score.threads=0"], r"\[score\] threads = 0: expected at least 1 \(or leave it unset\)"),
+    (["score.device='tpu'"], r"\[score\] device = 'tpu': unknown device 'tpu'"),
+    (["train.preset='huge'"], r"\[train\] preset = 'huge': expected one of 'paper', 'small'"),
+    (["train.gru='lstm'"], r"\[train\] gru = 'lstm': expected one of 'paper', 'cudnn'"),
+    (["train.batch_size=0"], r"\[train\] batch_size = 0: expected at least 1"),
+    (["train.rho=1.5"], r"\[train\] rho = 1.5: expected a number from 0 to 1"),
+    (["train.lr=0"], r"\[train\] lr = 0.0: expected a number above 0"),
+    (["train.model_overrides={hidden=8}"], r"\[train\] model_overrides: unknown key\(s\) hidden; valid keys: emb_dim, "
+                                           r"hidden_dim, maxout_pieces, maxout_units, orthogonal_recurrent, rank"),
+    (["train.model_overrides={hidden_dim=0}"], r"\[train\] model_overrides = \{'hidden_dim': 0\}: hidden_dim must be "
+                                               r"positive"),
+    (["prepare.valid_fraction=1.0"], r"\[prepare\] valid_fraction = 1.0: expected at least 0 and below 1"),
+    (["prepare.on_error='skip'"], r"\[prepare\] on_error = 'skip': expected one of 'raise', 'keep'"),
+    (["prepare.vocab_size=0"], r"\[prepare\] vocab_size = 0: expected at least 1"),
+    (["build-smt.case='upper'"], r"\[build-smt\] case = 'upper': expected one of 'lower', 'truecase', 'none'"),
+    (["build-smt.eflomal_model=4"], r"\[build-smt\] eflomal_model = 4: expected one of 1, 2, 3"),
+    (["build-smt.lm_order=0"], r"\[build-smt\] lm_order = 0: expected at least 1"),
+    (["demo-data.noise=2.0"], r"\[demo-data\] noise = 2.0: expected a share between 0 and 1"),
+    (["tune.backend='cdec'"], r"\[tune\] backend = 'cdec': expected one of 'moses', 'embedded'"),
+    (["tune.nbest=0"], r"\[tune\] nbest = 0: expected at least 1"),
+    (["tune.decoder_flags='-threads 4'"], r"\[tune\] decoder_flags only apply to backend = \"moses\""),
+    (["evaluate.bootstrap_samples=0"], r"\[evaluate\] bootstrap_samples = 0: expected at least 1"),
+])
+def test_bad_stage_parameters_are_refused_when_the_workflow_loads(sets, message):
+    with pytest.raises(PhraseRescoreError, match=r"demo.toml: " + message):
+        load_workflow(DEMO, default_registry(), sets)
+
+
+def test_shipped_workflows_pass_the_checks():
+    for name in ("demo", "rescore-existing", "paper"):
+        load_workflow(DEMO.parent / f"{name}.toml", default_registry())
+
+
+def test_a_bad_value_of_the_last_stage_stops_the_run_before_the_first(tmp_path):
+    def no_slash(p):
+        if "/" in p["label"]:
+            raise PhraseRescoreError(f"label = {p['label']!r}: expected no '/'")
+    reg = registry()
+    old = reg.stages["sum"]
+    reg.stages["sum"] = StageDef(old.name, old.section, old.run, old.params, old.consumes, old.produces,
+                                 old.optional, check=no_slash, choices={"fail": (False,)})
+    work = tmp_path / "work"
+    run_workflow(load_workflow(None, reg, data=BASE), reg, work, echo=None)
+    before = {p: p.read_bytes() for p in work.rglob("*") if p.is_file()}
+    for sets, message in ((["make.n=4", "sum.label='a/b'"], r"\[sum\] label = 'a/b': expected no '/'"),
+                          (["make.n=4", "sum.fail=true"], r"\[sum\] fail = True: expected one of False")):
+        CALLS.clear()
+        with pytest.raises(PhraseRescoreError, match=message):
+            run_workflow(load_workflow(None, reg, sets, data=BASE), reg, work, echo=None)
+        assert CALLS == []  # make's parameter changed, but make did not run either
+        assert {p: p.read_bytes() for p in work.rglob("*") if p.is_file()} == before
+
+
+def test_cli_bad_value_leaves_the_previous_outputs(tmp_path, monkeypatch):
+    """An invalid ``[score] on_error`` is an error before the score stage's folder is emptied."""
+    monkeypatch.chdir(tmp_path)
+    Path("model.pt").write_bytes(b"a checkpoint")
+    Path("table.txt").write_text("a ||| b ||| 0.5 0.5 0.5 0.5\n")
+    Path("wf.toml").write_text('[workflow]\nstages = ["score"]\n[inputs]\nmodel = "model.pt"\n'
+                               'phrase_table = "table.txt"\n')
+    score = tmp_path / "work" / "score"
+    score.mkdir(parents=True)  # what an earlier run of the stage left
+    (score / STAGE_MARKER).write_text(json.dumps({"stage": "score"}))
+    (score / "phrase-table.rnn.gz").write_bytes(b"an earlier run's rescored table")
+    before = {p.name: p.read_bytes() for p in score.iterdir()}
+    r = CliRunner().invoke(main, ["run", "wf.toml", "--workdir", "work", "--set", "score.on_error=ignore"])
+    assert r.exit_code == 1, r.output
+    assert "error: wf.toml: [score] on_error = 'ignore': expected one of 'raise', 'keep'" in r.output
+    assert {p.name: p.read_bytes() for p in score.iterdir()} == before

@@ -7,21 +7,40 @@ One hypothesis per line, fields separated by ``|||`` (``Moses::Manager::OutputNB
 
 Further fields (phrase segmentation, word alignment, trees) may follow and are kept verbatim. Moses writes
 each word followed by a space and then ``" |||"``, hence the two spaces before the second separator; lines
-read here are written back byte for byte unless a feature is added, which appends ``" Name= v ..."``
-to the features field exactly as Moses would have printed it (as marian-scorer's ``--n-best`` does) and
-leaves the total score alone (it is recomputed by whoever applies new weights).
+read here are written back byte for byte, each with its own line ending (``\n``, ``\r\n``, or none on a
+last line), unless a feature is added, which appends ``" Name= v ..."`` to the features field exactly as
+Moses would have printed it (as marian-scorer's ``--n-best`` does) and leaves the total score alone (it
+is recomputed by whoever applies new weights).
+
+Every feature value and total must be a finite decimal number (a NaN total would otherwise win every
+comparison it is in, and an infinite one every re-ranking); a line that is not, or is not UTF-8, is an
+error naming the file and line.
 """
 from __future__ import annotations
 
 import math
 import os
+import re
 from dataclasses import dataclass, field
 from typing import IO, Iterable, Iterator, Sequence
 
 from pipeline.errors import PhraseRescoreError
-from pipeline.fileio import atomic_open, open_text_read
+from pipeline.fileio import atomic_open
+from pipeline.sentences import read_lines
 
 SEP = "|||"
+#: A number as Moses prints it and mert's extractor reads it: decimal, optional sign, point and exponent.
+_NUMBER_RE = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+
+
+def parse_number(text: str) -> float | None:
+    """``text`` (surrounding whitespace ignored) as a finite float, or None when it is not a finite decimal
+    number (``nan``, ``inf``, ``1_0`` and ``1e999`` are not)."""
+    text = text.strip()
+    if not _NUMBER_RE.fullmatch(text):
+        return None
+    x = float(text)
+    return x if math.isfinite(x) else None
 
 
 def format_value(x: float) -> str:
@@ -36,22 +55,21 @@ def parse_features(text: str, path=None, line_no=None) -> list[tuple[str, list[f
     """``"A= 1 2 B= 3"`` → ``[("A", [1.0, 2.0]), ("B", [3.0])]``; a label is a token ending in ``=``."""
     feats: list[tuple[str, list[float]]] = []
     values: list[float] | None = None
-    tok = ""
-    try:
-        for tok in text.split():
-            if tok[-1] == "=":
-                if len(tok) == 1:
-                    raise PhraseRescoreError("expected a feature name before '='", path, line_no)
-                values = []
-                feats.append((tok[:-1], values))
-            else:
-                values.append(float(tok))  # AttributeError when no label came first
-    except AttributeError:
-        raise PhraseRescoreError(f"expected a feature label 'Name=' before the value {tok!r} "
-                                 "(n-best lists without feature labels are not supported)", path, line_no) from None
-    except ValueError:
-        raise PhraseRescoreError(f"expected a number as a value of feature {feats[-1][0]}, got {tok!r}",
-                                 path, line_no) from None
+    for tok in text.split():
+        if tok[-1] == "=":
+            if len(tok) == 1:
+                raise PhraseRescoreError("expected a feature name before '='", path, line_no)
+            values = []
+            feats.append((tok[:-1], values))
+            continue
+        if values is None:
+            raise PhraseRescoreError(f"expected a feature label 'Name=' before the value {tok!r} "
+                                     "(n-best lists without feature labels are not supported)", path, line_no)
+        v = parse_number(tok)
+        if v is None:
+            raise PhraseRescoreError(f"expected a finite number as a value of feature {feats[-1][0]}, got {tok!r}",
+                                     path, line_no)
+        values.append(v)
     return feats
 
 
@@ -70,6 +88,8 @@ class NBestEntry:
     :ivar total: the model score the decoder gave (weighted sum of the features).
     :ivar extra: further fields after the total, verbatim (with their surrounding spaces).
     :ivar line_no: 1-based line in the file read (0 for an entry built in memory).
+    :ivar ending: the line ending it is written with: the one it was read with (``"\n"``, ``"\r\n"``, or
+        ``""`` for a last line without one), ``"\n"`` for an entry built in memory.
     """
 
     sent_id: int
@@ -78,6 +98,7 @@ class NBestEntry:
     total: float
     extra: list[str] = field(default_factory=list)
     line_no: int = 0
+    ending: str = "\n"
     _raw_fields: list[str] | None = field(default=None, repr=False, compare=False)
 
     @classmethod
@@ -102,14 +123,17 @@ class NBestEntry:
         """All feature values concatenated in line order (the vector mert's extractor reads)."""
         return [v for _, vs in self.features for v in vs]
 
-    def add_feature(self, name: str, values: Sequence[float]) -> None:
-        """Append feature ``name`` to the features field; every other byte of the line is kept."""
+    def add_feature(self, name: str, values: Sequence[float], path: str | os.PathLike | None = None) -> None:
+        """Append feature ``name`` to the features field; every other byte of the line is kept.
+
+        :param path: the file the entry was read from, for error messages.
+        """
         if any(n == name for n, _ in self.features):
-            raise PhraseRescoreError(f"hypothesis already has a feature named {name!r}", None, self.line_no or None)
+            raise PhraseRescoreError(f"hypothesis already has a feature named {name!r}", path, self.line_no or None)
         vals = [float(v) for v in values]
         if not vals or not all(math.isfinite(v) for v in vals):
             raise PhraseRescoreError(f"feature {name!r} needs one or more finite values, got {values!r}",
-                                     None, self.line_no or None)
+                                     path, self.line_no or None)
         self.features.append((name, vals))
         if self._raw_fields is not None:
             feats = self._raw_fields[2].rstrip(" ")
@@ -124,8 +148,8 @@ class NBestEntry:
         return head + "".join(SEP + e for e in self.extra)
 
 
-def parse_nbest_line(line: str, path=None, line_no: int = 0) -> NBestEntry:
-    """Parse one n-best line (without its newline)."""
+def parse_nbest_line(line: str, path=None, line_no: int = 0, ending: str = "\n") -> NBestEntry:
+    """Parse one n-best line (without its line ending, which is given as ``ending``)."""
     fields = line.split(SEP)
     if len(fields) < 4:
         raise PhraseRescoreError(f"expected at least 4 fields 'id ||| hypothesis ||| features ||| total', "
@@ -134,31 +158,26 @@ def parse_nbest_line(line: str, path=None, line_no: int = 0) -> NBestEntry:
     if not sid.isdigit():
         raise PhraseRescoreError(f"expected a sentence id (a non-negative integer) in the first field, got {sid!r}",
                                  path, line_no)
-    try:
-        total = float(fields[3])
-    except ValueError:
-        raise PhraseRescoreError(f"expected the total score (a number) in the fourth field, got {fields[3].strip()!r}",
-                                 path, line_no) from None
+    total = parse_number(fields[3])
+    if total is None:
+        raise PhraseRescoreError(f"expected the total score (a finite number) in the fourth field, "
+                                 f"got {fields[3].strip()!r}", path, line_no)
     feats = parse_features(fields[2], path, line_no)
-    return NBestEntry(int(sid), fields[1].strip(), feats, total, fields[4:], line_no, fields)
+    return NBestEntry(int(sid), fields[1].strip(), feats, total, fields[4:], line_no, ending, fields)
 
 
 def read_nbest(path: str | os.PathLike) -> Iterator[NBestEntry]:
     """Stream the hypotheses of an n-best list (plain or gzip by content), checking ids never go down."""
     last = -1
-    with open_text_read(path) as f:
-        for line_no, line in enumerate(f, start=1):
-            line = line.rstrip("\n")
-            if line.endswith("\r"):
-                line = line[:-1]
-            if not line.strip():
-                raise PhraseRescoreError("expected an n-best line, found an empty line", path, line_no)
-            entry = parse_nbest_line(line, path, line_no)
-            if entry.sent_id < last:
-                raise PhraseRescoreError(f"sentence id {entry.sent_id} after {last}: expected an n-best list grouped "
-                                         "by sentence id in increasing order", path, line_no)
-            last = entry.sent_id
-            yield entry
+    for line_no, line, ending in read_lines(path):
+        if not line.strip():
+            raise PhraseRescoreError("expected an n-best line, found an empty line", path, line_no)
+        entry = parse_nbest_line(line, path, line_no, ending)
+        if entry.sent_id < last:
+            raise PhraseRescoreError(f"sentence id {entry.sent_id} after {last}: expected an n-best list grouped "
+                                     "by sentence id in increasing order", path, line_no)
+        last = entry.sent_id
+        yield entry
 
 
 def read_nbest_groups(path: str | os.PathLike, num_sentences: int | None = None
@@ -211,6 +230,7 @@ class NBestWriter:
         self.count = 0
         self._buf: list[bytes] = []
         self._buf_bytes = 0
+        self._unterminated = False
 
     def __enter__(self) -> "NBestWriter":
         self._cm = atomic_open(self.path, "wb")
@@ -233,7 +253,10 @@ class NBestWriter:
             raise PhraseRescoreError(f"writing sentence id {entry.sent_id} after {self._last}: n-best lists are "
                                      "grouped by sentence id in increasing order", self.path)
         self._last = entry.sent_id
-        data = entry.to_line().encode("utf-8") + b"\n"
+        data = (entry.to_line() + entry.ending).encode("utf-8")
+        if self._unterminated:  # a last line without its newline was not the last after all
+            data = b"\n" + data
+        self._unterminated = not entry.ending
         self._buf.append(data)
         self._buf_bytes += len(data)
         self.count += 1
@@ -256,7 +279,7 @@ def add_feature_to_nbest(in_path: str | os.PathLike, out_path: str | os.PathLike
             except StopIteration:
                 raise PhraseRescoreError(f"ran out of values for feature {name!r} at this hypothesis",
                                          in_path, e.line_no) from None
-            e.add_feature(name, v if hasattr(v, "__len__") else [v])
+            e.add_feature(name, v if hasattr(v, "__len__") else [v], in_path)
             w.write(e)
         extra = next(it, None)
         if extra is not None:

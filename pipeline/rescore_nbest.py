@@ -296,7 +296,7 @@ def _rescore_file(scorer: SentenceScorer, name: str, nbest_path, sources: list[l
             for (_, group), lps in zip(chunk, logps):
                 best, best_score = None, None
                 for e, lp in zip(group, lps):
-                    e.add_feature(name, [lp])
+                    e.add_feature(name, [lp], nbest_path)
                     nb.write(e)
                     sc = combined_score(e, lp, weights)
                     if best_score is None or sc > best_score:  # ties keep the decoder's order

@@ -6,26 +6,46 @@ length fails loudly, naming both.
 """
 from __future__ import annotations
 
+import gzip
 import os
+import zlib
+from typing import Iterator
 
 import numpy as np
 
 from .errors import PhraseRescoreError
-from .fileio import open_text_read
+from .fileio import open_binary_read
 from .vocab import EOS_ID, Vocab
+
+
+def read_lines(path: str | os.PathLike) -> Iterator[tuple[int, str, str]]:
+    """``(line number, text, line ending)`` of every line of ``path`` (plain or gzip by content).
+
+    Lines end at ``\n`` only (a ``\r`` elsewhere is part of the line); the ending is ``"\n"``, ``"\r\n"``
+    or ``""`` (a last line without one), so that ``text + ending`` is the line's exact bytes. Invalid
+    UTF-8 and truncated gzip data are errors naming the file and the line they are in.
+    """
+    line_no = 0
+    with open_binary_read(path) as f:
+        try:
+            for raw in f:
+                line_no += 1
+                ending = b"\r\n" if raw.endswith(b"\r\n") else b"\n" if raw.endswith(b"\n") else b""
+                body = raw[:len(raw) - len(ending)]
+                try:
+                    text = body.decode("utf-8")
+                except UnicodeDecodeError as e:
+                    raise PhraseRescoreError(f"invalid UTF-8 at byte {e.start} ({e.reason}): expected UTF-8 text",
+                                             path, line_no) from None
+                yield line_no, text, ending.decode("ascii")
+        except (EOFError, zlib.error, gzip.BadGzipFile) as e:
+            raise PhraseRescoreError(f"corrupt or truncated gzip data after line {line_no} ({e}); the file is "
+                                     "incomplete", path, line_no + 1) from None
 
 
 def read_sentences(path: str | os.PathLike) -> list[list[str]]:
     """The whitespace-separated tokens of every line of ``path`` (plain or gzip); empty lines stay."""
-    out: list[list[str]] = []
-    line_no = 0
-    try:
-        with open_text_read(path) as f:
-            for line_no, line in enumerate(f, 1):
-                out.append(line.split())
-    except UnicodeDecodeError as e:
-        raise PhraseRescoreError(f"invalid UTF-8 ({e.reason}): expected UTF-8 text", path, line_no + 1) from None
-    return out
+    return [text.split() for _, text, _ in read_lines(path)]
 
 
 def read_parallel(src_path: str | os.PathLike, tgt_path: str | os.PathLike) -> tuple[list[list[str]], list[list[str]]]:

@@ -84,18 +84,59 @@ def test_created_entry_uses_moses_layout():
 
 
 @pytest.mark.parametrize("line, expected", [
-    ("0 ||| a ||| LM0= -1", "at least 4 fields"),
-    ("x ||| a ||| LM0= -1 ||| 2", "sentence id"),
-    ("0 ||| a ||| LM0= -1 ||| high", "total score"),
-    ("0 ||| a ||| -1 -2 ||| -3", "feature label"),
-    ("0 ||| a ||| LM0= minus ||| -3", "as a value of feature LM0"),
+    (b"0 ||| a ||| LM0= -1", "at least 4 fields"),
+    (b"x ||| a ||| LM0= -1 ||| 2", "sentence id"),
+    (b"0 ||| a ||| LM0= -1 ||| high", "total score"),
+    (b"0 ||| a ||| -1 -2 ||| -3", "feature label"),
+    (b"0 ||| a ||| LM0= minus ||| -3", "as a value of feature LM0"),
+    (b"0 ||| a ||| LM0= nan ||| -3", "finite number as a value of feature LM0, got 'nan'"),
+    (b"0 ||| a ||| LM0= -1 TM0= -inf ||| -3", "finite number as a value of feature TM0, got '-inf'"),
+    (b"0 ||| a ||| LM0= 1_0 ||| -3", "got '1_0'"),
+    (b"0 ||| a ||| LM0= 1e999 ||| -3", "got '1e999'"),
+    (b"0 ||| a ||| LM0= -1 ||| nan", "total score (a finite number) in the fourth field, got 'nan'"),
+    (b"0 ||| a ||| LM0= -1 ||| inf", "got 'inf'"),
+    (b"0 ||| a ||| LM0= -1 ||| -Infinity", "got '-Infinity'"),
+    (b"0 ||| a \xff b ||| LM0= -1 ||| -3", "invalid UTF-8 at byte 8"),
+    (b"", "empty line"),
 ])
 def test_bad_lines_name_file_and_line(tmp_path, line, expected):
     p = tmp_path / "bad.nbest"
-    p.write_text("0 ||| ok  ||| LM0= -1 ||| -1\n" + line + "\n")
+    p.write_bytes(b"0 ||| ok  ||| LM0= -1 ||| -1\n" + line + b"\n0 ||| c  ||| LM0= -1 ||| -1\n")
     with pytest.raises(PhraseRescoreError) as e:
         list(read_nbest(p))
     assert e.value.line == 2 and e.value.path == str(p) and expected in e.value.message
+
+
+@pytest.mark.parametrize("data", [
+    b"0 ||| a b  ||| LM0= -1 ||| -1\r\n0 ||| a c  ||| LM0= -2 ||| -2\r\n1 ||| d  ||| LM0= -3 ||| -3\r\n",
+    b"0 ||| a b  ||| LM0= -1 ||| -1\r\n0 ||| a c  ||| LM0= -2 ||| -2\n1 ||| d  ||| LM0= -3 ||| -3 ||| 0-0 \r\n",
+    b"0 ||| a b  ||| LM0= -1 ||| -1\n0 ||| a\rc  ||| LM0= -2 ||| -2\r\n1 ||| d  ||| LM0= -3 ||| -3",
+])
+def test_each_line_keeps_its_own_line_ending(tmp_path, data):
+    src, copy, added = tmp_path / "in.nbest", tmp_path / "copy.nbest", tmp_path / "added.nbest"
+    src.write_bytes(data)
+    with NBestWriter(copy) as w:
+        for e in read_nbest(src):
+            w.write(e)
+    assert copy.read_bytes() == data
+    assert add_feature_to_nbest(src, added, "RNN0", [-0.5, -1.5, -2.5]) == 3
+    lines = data.split(b"\n")                                # the part after a final newline stays ""
+    for i, v in enumerate([b"-0.5", b"-1.5", b"-2.5"]):
+        f = lines[i].split(b"|||")
+        f[2] = f[2].rstrip(b" ") + b" RNN0= " + v + b" "
+        lines[i] = b"|||".join(f)
+    assert added.read_bytes() == b"\n".join(lines)           # only the new feature differs, \r\n kept
+    assert len(list(read_nbest(src))) == 3                     # a lone \r does not end a line
+
+
+def test_an_unterminated_line_written_before_another_gets_a_newline(tmp_path):
+    src, out = tmp_path / "in.nbest", tmp_path / "out.nbest"
+    src.write_bytes(b"0 ||| a  ||| LM0= -1 ||| -1")
+    (e,) = read_nbest(src)
+    with NBestWriter(out) as w:
+        w.write(e)
+        w.write(NBestEntry.create(1, "b", [("LM0", [-2])], -2))
+    assert out.read_bytes() == b"0 ||| a  ||| LM0= -1 ||| -1\n1 ||| b  ||| LM0= -2 ||| -2\n"
 
 
 def test_ids_going_down_is_an_error(tmp_path):

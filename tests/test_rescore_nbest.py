@@ -182,3 +182,59 @@ def test_each_source_is_encoded_once_for_all_its_hypotheses():
     hyps = [[["the"]] * 7, [["it", "is"]] * 3, [], [["hello"]] * 5]
     Seq2SeqScorer(Ensemble([m]), VOCABS, hyp_batch=4).score_groups(srcs, hyps)
     assert encoded_rows == [4]  # one encoder pass over the 4 sources, not one per hypothesis or batch
+
+
+def test_crlf_nbest_keeps_every_line_ending(files):
+    crlf = files / "crlf.nbest"
+    data = NBEST.read_bytes().replace(b"\n", b"\r\n")
+    crlf.write_bytes(data[:-2])                                    # the last line without an ending
+    out = files / "o.nbest"
+    rescore_nbest(RescoreConfig(str(crlf), str(files / "src.txt"), [str(files / "m.pt")], str(out),
+                                str(files / "1.txt")))
+    got = out.read_bytes()
+    assert got.count(b"\r\n") == 3 and not got.endswith(b"\n") and got.count(b"\r") == 3
+    for b, a in zip(data[:-2].split(b"\r\n"), got.split(b"\r\n"), strict=True):
+        fb, fa = b.split(b"|||"), a.split(b"|||")
+        assert fa[:2] + fa[3:] == fb[:2] + fb[3:] and fa[2].startswith(fb[2].rstrip(b" ") + b" Seq2Seq0= ")
+
+
+@pytest.mark.parametrize("total", [b"nan", b"inf", b"-nan"])
+def test_non_finite_total_is_refused_not_ranked(files, total):
+    bad = files / "bad.nbest"
+    lines = NBEST.read_bytes().split(b"\n")
+    f = lines[1].split(b"|||")
+    f[3] = b" " + total + b" "
+    lines[1] = b"|||".join(f)
+    bad.write_bytes(b"\n".join(lines))
+    with pytest.raises(PhraseRescoreError) as e:
+        rescore_nbest(RescoreConfig(str(bad), str(files / "src.txt"), [str(files / "m.pt")], str(files / "o.nbest"),
+                                    str(files / "1.txt")))
+    assert (e.value.path, e.value.line) == (str(bad), 2) and "finite number" in e.value.message
+    assert not (files / "1.txt").exists()
+
+
+@pytest.mark.parametrize("data, line", [
+    (b"la maison\n\xff est\nrien\nbonjour\n", 2),
+    (b"la maison\nest\nrien\nbon\xc3jour\n", 4),
+    (b"la \xe9 maison\n", 1),
+])
+def test_invalid_utf8_in_the_source_names_its_line(files, data, line):
+    from pipeline.sentences import read_sentences
+
+    src = files / "bad-src.txt"
+    src.write_bytes(data)
+    with pytest.raises(PhraseRescoreError) as e:
+        read_sentences(src)
+    assert (e.value.path, e.value.line) == (str(src), line) and "invalid UTF-8" in e.value.message
+    with pytest.raises(PhraseRescoreError) as e:
+        rescore_nbest(RescoreConfig(str(NBEST), str(src), [str(files / "m.pt")], str(files / "o.nbest"),
+                                    str(files / "1.txt")))
+    assert e.value.line == line
+
+
+def test_source_lines_end_at_newlines_only(files):
+    from pipeline.sentences import read_sentences
+
+    src = files / "cr.txt"
+    src.write_bytes(b"la\rmaison\r\nest\n\nrien")
+    assert read_sentences(src) == [["la", "maison"], ["est"], [], ["rien"]]

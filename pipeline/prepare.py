@@ -23,7 +23,7 @@ import pyarrow.compute as pc
 import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 
-from . import __version__
+from . import code_version
 from .errors import PhraseRescoreError
 from .fileio import atomic_open, atomic_path
 from .pairs import SCHEMA, pairs_paths
@@ -90,7 +90,7 @@ def prepare(table_path: str | os.PathLike, out_dir: str | os.PathLike,
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     manifest = {
-        "stage": "prepare", "format_version": 1, "tool_version": __version__,
+        "stage": "prepare", "format_version": 1, "tool_version": code_version(),
         "input": table_path, "config": asdict(config),
         "lines": stats["lines"], "rejected": stats["rejected"], "unique_pairs": n_unique,
         "vocab_source": len(vocabs.source), "vocab_target": len(vocabs.target),

@@ -481,7 +481,7 @@ def sample_cmd(model, phrase, num_samples, greedy, beam, max_len, seed, device):
               help="Precompute each word's input products per vocabulary entry [auto: when they fit in 1 GiB].")
 @click.option("--max-tokens", type=int, help="Target tokens per group of sources [auto: 4,096,000 / hidden size].")
 @click.option("--matmul", type=click.Choice(["auto", "torch", "numpy"]), default="auto", show_default=True,
-              help="BLAS of the CPU matrix products; auto: the faster here, by a 0.1 s calibration.")
+              help="BLAS of the CPU matrix products; auto: chosen from the BLAS libraries and the CPU, never timed.")
 @click.option("--chunk-lines", default=10_000, show_default=True, help="Lines per resumable chunk.")
 @click.option("--threads", type=int, help="CPU scoring workers, one torch thread each [default: torch's thread count].")
 @click.option("--restart", is_flag=True, help="Ignore an earlier interrupted run instead of resuming it.")

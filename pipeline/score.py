@@ -37,7 +37,7 @@ from .errors import PhraseRescoreError
 from .fileio import sha256_file
 from .phrase_table import ON_ERROR_CHOICES, append_columns, read_phrase_table
 from .scoring.batching import ChunkPairs, PairCollector
-from .scoring.chunked import ChunkedOutput, check_not_same_file
+from .scoring.chunked import ChunkedOutput, chain_digest, check_not_same_file
 from .scoring.fast import MATMULS, PRECISIONS, FastScorer, choose_matmul, one_thread_each
 from .scoring.moses_values import logprob_texts, neutral_text, parse_columns, unk_texts
 
@@ -61,8 +61,9 @@ class ScoreConfig:
     :param precompute_vocab: look up word-input products in per-vocabulary tables [None: auto, when
         they take at most 1 GiB].
     :param max_tokens: target tokens per group of sources [None: auto, 4,096,000 / hidden size].
-    :param matmul: the BLAS of the CPU matrix products: ``"torch"``, ``"numpy"``, or ``"auto"``, the
-        faster on this machine by a 0.1 s calibration, kept in the manifest so that a resumed run
+    :param matmul: the BLAS of the CPU matrix products: ``"torch"``, ``"numpy"``, or ``"auto"``, chosen
+        from the BLAS libraries, the CPU, the device and the precision
+        (:func:`~pipeline.scoring.fast.choose_matmul`), kept in the manifest so that a resumed run
         repeats it [auto].
     :param chunk_lines: lines per resumable chunk [10000].
     :param threads: CPU scoring workers, each with one torch thread; a CUDA device has one worker
@@ -155,12 +156,16 @@ def score_table(model_path, table_path, out_path, config: ScoreConfig | None = N
     if st is None:
         raise PhraseRescoreError("phrase table not found", table_path)
     identity = {"table": os.path.abspath(table_path), "table_size": st.st_size, "table_mtime_ns": st.st_mtime_ns,
-                "model_sha256": sha256_file(model_file), **config.output_identity()}
-    return score_table_with_model(model, vocabs, table_path, out_path, config, identity)
+                "model_sha256": sha256_file(model_file),
+                "vocab_sha256": None if config.vocab is None else sha256_file(config.vocab),
+                **config.output_identity()}
+    return score_table_with_model(model, vocabs, table_path, out_path, config, identity, model_file)
 
 
-def score_table_with_model(model, vocabs, table_path, out_path, config: ScoreConfig, identity: dict) -> dict:
-    """:func:`score_table` for an already loaded model; ``identity`` guards resumes (see chunked.py)."""
+def score_table_with_model(model, vocabs, table_path, out_path, config: ScoreConfig, identity: dict,
+                           model_path=None) -> dict:
+    """:func:`score_table` for an already loaded model; ``identity`` guards resumes (see chunked.py);
+    ``model_path`` names the model in errors."""
     check_not_same_file(table_path, out_path)
     device = resolve_device(config.device)
     if config.matmul == "numpy" and (device.type != "cpu" or config.precision != "fp32"):
@@ -170,11 +175,11 @@ def score_table_with_model(model, vocabs, table_path, out_path, config: ScoreCon
     # on a CPU each worker computes on its own core, torch and either BLAS on one thread
     with one_thread_each() if device.type == "cpu" else contextlib.nullcontext(), \
             ThreadPoolExecutor(workers, thread_name_prefix="score-worker") as pool:
-        return _run(model, vocabs, table_path, out_path, config, identity, device, pool, workers)
+        return _run(model, vocabs, table_path, out_path, config, identity, device, pool, workers, model_path)
 
 
 def _run(model, vocabs, table_path, out_path, config: ScoreConfig, identity: dict, device, pool,
-         workers: int) -> dict:
+         workers: int, model_path) -> dict:
     rejects = config.rejects or (os.fspath(out_path) + ".rejects") if config.on_error == "keep" else None
     out = ChunkedOutput(out_path, identity, compresslevel=config.compresslevel)
     start_line = out.open(restart=config.restart)
@@ -182,7 +187,7 @@ def _run(model, vocabs, table_path, out_path, config: ScoreConfig, identity: dic
     if matmul is None:
         matmul = config.matmul
         if matmul == "auto":
-            matmul = choose_matmul(model.cfg, device) if config.precision == "fp32" else "torch"
+            matmul = choose_matmul(device, config.precision)
         out.note("matmul", matmul)
     scorer = FastScorer(model, device, precision=config.precision, precompute_vocab=config.precompute_vocab,
                         max_tokens=config.max_tokens, matmul=matmul)
@@ -200,9 +205,12 @@ def _run(model, vocabs, table_path, out_path, config: ScoreConfig, identity: dic
             collector = PairCollector(vocabs)
             chunk = _Chunk(start_line // config.chunk_lines)
             pos = 0
+            done = _DoneLines(out, config.chunk_lines, table_path)
             for entry in reader:
                 if entry.line_no <= start_line:      # already in the output (resume)
+                    done.add(entry.raw + b"\n" if entry.newline else entry.raw)
                     continue
+                done.check()
                 chunk.raw.append(entry.raw + b"\n" if entry.newline else entry.raw)
                 if entry.error is None:
                     collector.add(pos, entry.source, entry.target)
@@ -219,6 +227,7 @@ def _run(model, vocabs, table_path, out_path, config: ScoreConfig, identity: dic
             if reader.stats.lines < start_line:
                 raise PhraseRescoreError(f"the table has {reader.stats.lines} lines but the partial output "
                                          f"already holds {start_line}: rerun with --restart", table_path)
+            done.check()
         except BaseException as e:  # handed to the main thread
             errors.append(e)
         finally:
@@ -233,7 +242,7 @@ def _run(model, vocabs, table_path, out_path, config: ScoreConfig, identity: dic
                 chunk, logp = item
                 data = _format_chunk(chunk, logp, config)
                 out.write_chunk(data, len(chunk.raw), {"rejected": len(chunk.bad), "pairs": len(chunk.pairs),
-                                                       "sources": len(chunk.pairs.src)})
+                                                       "sources": len(chunk.pairs.src)}, b"".join(chunk.raw))
         except BaseException as e:
             errors.append(e)
             stop.set()
@@ -244,6 +253,7 @@ def _run(model, vocabs, table_path, out_path, config: ScoreConfig, identity: dic
         logp = np.zeros(len(chunk.pairs), dtype=np.float64)          # (pairs,)
         for idx, f in zip(groups, futures):
             logp[idx] = f.result()
+        _check_logp(logp, chunk, config, device, model_path)
         counts["lines"] += len(chunk.raw)
         counts["pairs"] += len(chunk.pairs)
         counts["sources"] += len(chunk.pairs.src)
@@ -270,6 +280,8 @@ def _run(model, vocabs, table_path, out_path, config: ScoreConfig, identity: dic
         while pending and not errors:
             finish(*pending.popleft())
         completed = not errors
+    except BaseException as e:   # a NaN chunk, a worker's exception, an interrupt: handled below
+        errors.append(e)
     finally:
         for _, _, futures in pending:
             for f in futures:
@@ -282,6 +294,10 @@ def _run(model, vocabs, table_path, out_path, config: ScoreConfig, identity: dic
         if errors or not completed:
             out.close()          # OUT.partial and its manifest stay for a resume
     if errors:
+        if isinstance(errors[0], PhraseRescoreError):
+            # bad input or a broken model: a rerun of the same command fails the same way, so the files
+            # this run started are of no use to it (an earlier run's partial output stays as it was)
+            out.discard()
         raise errors[0]
     prior = out.stats
     out.finish()
@@ -293,6 +309,43 @@ def _run(model, vocabs, table_path, out_path, config: ScoreConfig, identity: dic
             "resumed_from_line": start_line, "restart_reason": out.restart_reason, "device": str(device),
             "workers": workers, "matmul": matmul, "rejects": rejects, "out": os.fspath(out_path),
             "config": asdict(config)}
+
+
+class _DoneLines:
+    """On a resume, the digest of the lines the partial output already holds, checked against the
+    manifest's before anything new is written: a table rewritten with its size and time kept is refused."""
+
+    def __init__(self, out: ChunkedOutput, chunk_lines: int, table_path):
+        self.out, self.chunk_lines, self.table_path = out, chunk_lines, table_path
+        self.digest, self.lines, self.buf = "", 0, []
+        self.checked = out.lines == 0 or out.input_digest is None
+
+    def add(self, raw: bytes) -> None:
+        self.buf.append(raw)
+        if len(self.buf) == self.chunk_lines:
+            self.digest = chain_digest(self.digest, b"".join(self.buf))
+            self.lines += len(self.buf)
+            self.buf = []
+
+    def check(self) -> None:
+        if self.checked:
+            return
+        self.checked = True
+        if self.buf or self.lines != self.out.lines or self.digest != self.out.input_digest:
+            raise PhraseRescoreError(f"the table's first {self.out.lines} lines are not those {self.out.partial} "
+                                     "was made from (the table changed but kept its size and time): rerun "
+                                     "with --restart", self.table_path)
+
+
+def _check_logp(logp: np.ndarray, chunk: _Chunk, config: ScoreConfig, device, model_path) -> None:
+    """Stop at the first pair whose log p is NaN (a model that overflows at this precision), naming the
+    model and the table line."""
+    bad = np.flatnonzero(np.isnan(logp))
+    if len(bad):
+        line = chunk.index * config.chunk_lines + int(chunk.pairs.pair_line[bad[0]]) + 1
+        raise PhraseRescoreError(f"the model gives log p = NaN for line {line} of the table ({len(bad)} pairs of "
+                                 f"this chunk, {config.precision} on {device}): its weights or this precision "
+                                 "overflow; try --precision fp32", model_path)
 
 
 def _put(q: queue.Queue, item, stop: threading.Event) -> None:

@@ -192,3 +192,30 @@ def test_autocast_precisions_run_and_stay_close(precision, tol):
     low = FastScorer(model, "cpu", precision=precision).score(cp)
     assert np.isfinite(low).all()
     assert np.abs(low - fp32).max() < tol
+
+
+# (device, precision, numpy's BLAS, torch has MKL, CPU vendor) -> what matmul="auto" runs on
+AUTO_MATMUL = [
+    ("cpu", "fp32", "openblas", True, "AuthenticAMD", "numpy"),
+    ("cpu", "fp32", "openblas", True, "GenuineIntel", "torch"),
+    ("cpu", "fp32", "openblas", True, "", "numpy"),
+    ("cpu", "fp32", "openblas", False, "AuthenticAMD", "torch"),     # torch on OpenBLAS itself (e.g. ARM builds)
+    ("cpu", "fp32", "mkl", True, "AuthenticAMD", "torch"),
+    ("cpu", "bf16", "openblas", True, "AuthenticAMD", "torch"),
+    ("cuda", "fp32", "openblas", True, "AuthenticAMD", "torch"),
+]
+
+
+@pytest.mark.parametrize("device, precision, blas, mkl, vendor, expected", AUTO_MATMUL)
+def test_auto_matmul_is_a_function_of_the_machine(monkeypatch, device, precision, blas, mkl, vendor, expected):
+    from pipeline.scoring import fast
+    monkeypatch.setattr(fast, "numpy_blas", lambda: blas)
+    monkeypatch.setattr(fast, "cpu_vendor", lambda: vendor)
+    monkeypatch.setattr(torch.backends.mkl, "is_available", lambda: mkl)
+    assert all(fast.choose_matmul(device, precision) == expected for _ in range(3))
+
+
+def test_numpy_blas_is_the_one_numpy_was_built_with():
+    from pipeline.scoring.fast import numpy_blas
+    built = np.show_config(mode="dicts")["Build Dependencies"]["blas"]["name"]      # e.g. "scipy-openblas"
+    assert numpy_blas() and numpy_blas() in built

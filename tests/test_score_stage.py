@@ -4,6 +4,7 @@ from __future__ import annotations
 import gzip
 import json
 import math
+import os
 import signal
 import subprocess
 import sys
@@ -174,7 +175,7 @@ def test_resume_after_kill_is_byte_identical(tmp_path, model_path):
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     assert not out.exists() and (tmp_path / "new.gz.partial").exists()
-    noted = json.loads(manifest.read_text())["state"]["notes"]["matmul"]   # the BLAS the first run timed best
+    noted = json.loads(manifest.read_text())["state"]["notes"]["matmul"]   # the BLAS the first run chose
     s = score_table(path, table, out, ScoreConfig(**cfg))
     assert s["resumed_from_line"] >= 80 and s["resumed_from_line"] % 40 == 0 and s["restart_reason"] is None
     assert s["lines"] == n and s["matmul"] == noted                  # repeated, not timed again
@@ -235,3 +236,127 @@ def test_cli_score(tmp_path, model_path):
     assert len(_read(out).split(b"\n")) == len(HAND_TABLE)
     r = CliRunner().invoke(cli, ["score", str(path), str(table), "--out", str(out), "--columns", "wp"])
     assert r.exit_code == 1 and "--columns" in r.output
+
+
+def _leave_partial(monkeypatch, model, table, out, config):
+    """A partial run of ``score`` that stops after two chunks, as a kill leaves it."""
+    from pipeline.scoring import chunked
+    real = chunked.ChunkedOutput.write_chunk
+
+    def write_then_stop(self, *a, **kw):
+        if self.chunks == 2:
+            raise KeyboardInterrupt
+        return real(self, *a, **kw)
+
+    with monkeypatch.context() as m:
+        m.setattr(chunked.ChunkedOutput, "write_chunk", write_then_stop)
+        with pytest.raises(KeyboardInterrupt):
+            score_table(model, table, out, config)
+
+
+def _file_names(d):
+    return sorted(p.name for p in d.iterdir())
+
+
+def test_model_with_nan_weights_is_refused_naming_it_and_leaves_nothing(tmp_path, model_path):
+    _, model, vocabs = model_path
+    broken = tmp_path / "broken.pt"
+    bad = RNNEncoderDecoder(model.cfg)
+    bad.load_state_dict(model.state_dict())
+    with torch.no_grad():
+        bad.decoder.O_h[0, 0] = float("nan")
+    save_checkpoint(broken, bad, vocabs)
+    table = tmp_path / "pt"
+    write_table(table, [l for l, _ in HAND_TABLE], final_newline=True)
+    before = _file_names(tmp_path)
+    r = CliRunner().invoke(cli, ["--quiet", "score", str(broken), str(table), "--out", str(tmp_path / "new.gz")])
+    assert r.exit_code == 1 and f"error: {broken}: the model's weights contain NaN" in r.output, r.output
+    assert _file_names(tmp_path) == before                           # no OUT.partial, no manifest
+
+
+def test_nan_log_probs_stop_naming_the_model_and_line_and_leave_nothing(tmp_path, model_path, monkeypatch):
+    # finite weights whose products overflow (low precision) give NaN log p: checked chunk by chunk
+    path, _, _ = model_path
+    from pipeline.scoring.fast import FastScorer
+    real = FastScorer.score_group
+
+    def overflowing(self, pairs, idx):
+        lp = real(self, pairs, idx)
+        lp[pairs.pair_line[idx] == 1] = float("nan")                  # the chunk's second line
+        return lp
+
+    monkeypatch.setattr(FastScorer, "score_group", overflowing)
+    table = tmp_path / "pt"
+    write_table(table, [l for l, _ in HAND_TABLE], final_newline=True)
+    before = _file_names(tmp_path)
+    with pytest.raises(PhraseRescoreError) as e:
+        score_table(path, table, tmp_path / "new.gz", ScoreConfig(chunk_lines=3))
+    assert e.value.path == str(path) and "log p = NaN for line 2 of the table" in e.value.message
+    assert _file_names(tmp_path) == before
+
+
+def test_auto_matmul_does_not_depend_on_the_machine_load(tmp_path, model_path, monkeypatch):
+    # the same command twice, once while torch's products are slow and once while numpy's are: same bytes
+    from pipeline.scoring import fast
+    path, _, _ = model_path
+    table = tmp_path / "pt.gz"
+    _big_table(table, n_sources=40)
+    real = fast.linear
+    outs, chosen = [], []
+    for slow in ("numpy", "torch"):
+        def loaded(x, W, b, matmul="torch", slow=slow):
+            if matmul == slow:
+                time.sleep(0.002)                                     # another process on this core
+            return real(x, W, b, matmul)
+
+        monkeypatch.setattr(fast, "linear", loaded)
+        outs.append(tmp_path / f"busy-{slow}.gz")
+        chosen.append(score_table(path, table, outs[-1], ScoreConfig(threads=1))["matmul"])
+    assert chosen[0] == chosen[1]
+    assert outs[0].read_bytes() == outs[1].read_bytes()
+
+
+def test_a_partial_output_from_another_vocabulary_is_not_resumed(tmp_path, model_path, monkeypatch):
+    path, _, vocabs = model_path
+    table = tmp_path / "pt"
+    _big_table(table, n_sources=50)
+    out = tmp_path / "new"
+    vocab_a, vocab_b = tmp_path / "a.json", tmp_path / "b.json"
+    vocabs.save(vocab_a)
+    other = Vocabularies(Vocab(vocabs.source.words[:2] + vocabs.source.words[2:][::-1]), vocabs.target)
+    other.save(vocab_b)
+    _leave_partial(monkeypatch, path, table, out, ScoreConfig(chunk_lines=30, matmul="torch", vocab=str(vocab_a)))
+    s = score_table(path, table, out, ScoreConfig(chunk_lines=30, matmul="torch", vocab=str(vocab_b)))
+    assert s["resumed_from_line"] == 0 and "vocab_sha256" in s["restart_reason"]
+    ref = tmp_path / "ref"
+    score_table(path, table, ref, ScoreConfig(chunk_lines=30, matmul="torch", vocab=str(vocab_b)))
+    assert out.read_bytes() == ref.read_bytes()
+
+
+def test_a_table_rewritten_with_its_size_and_time_kept_is_not_resumed(tmp_path, model_path, monkeypatch):
+    path, _, _ = model_path
+    table = tmp_path / "pt"
+    _big_table(table, n_sources=50)
+    out = tmp_path / "new"
+    cfg = ScoreConfig(chunk_lines=30, matmul="torch")
+    _leave_partial(monkeypatch, path, table, out, cfg)
+    st = table.stat()
+    data = table.read_bytes()
+    table.write_bytes(data.replace(b"das", b"der", 1))                # same size, then the same mtime
+    os.utime(table, ns=(st.st_atime_ns, st.st_mtime_ns))
+    partial = (tmp_path / "new.partial").read_bytes()
+    with pytest.raises(PhraseRescoreError, match=r"first 60 lines are not those .*new.partial was made from"):
+        score_table(path, table, out, cfg)
+    assert (tmp_path / "new.partial").read_bytes() == partial and not out.exists()
+    s = score_table(path, table, out, ScoreConfig(chunk_lines=30, matmul="torch", restart=True))
+    assert s["resumed_from_line"] == 0
+
+
+def test_a_partial_file_without_its_manifest_is_not_overwritten(tmp_path, model_path):
+    path, _, _ = model_path
+    table = tmp_path / "pt"
+    write_table(table, [l for l, _ in HAND_TABLE], final_newline=True)
+    (tmp_path / "new.partial").write_bytes(b"a user's file\n")
+    with pytest.raises(PhraseRescoreError, match="new.partial: exists without its manifest"):
+        score_table(path, table, tmp_path / "new", ScoreConfig(restart=True))
+    assert (tmp_path / "new.partial").read_bytes() == b"a user's file\n"

@@ -122,16 +122,65 @@ def test_refusals(pairs_dir, tmp_path):
         train(tmp_path, tmp_path / "x", cfg())
 
 
-def test_checkpoint_errors(tmp_path):
+def _checkpoint_bytes(tmp_path) -> bytes:
+    torch.manual_seed(0)
+    model = RNNEncoderDecoder(ck.EncDecConfig(10, 10, emb_dim=4, hidden_dim=8, maxout_units=4, rank=4))
+    ck.save_checkpoint(tmp_path / "good.pt", model, None)
+    return (tmp_path / "good.pt").read_bytes()
+
+
+def _pickled(obj) -> bytes:
+    import io
+    buf = io.BytesIO()
+    torch.save(obj, buf)
+    return buf.getvalue()
+
+
+# (file contents as a function of a good checkpoint's bytes, expected message fragment)
+BAD_CHECKPOINTS = [
+    (lambda good: b"", "not a phrase-rescore checkpoint: empty file"),
+    (lambda good: good[:len(good) // 2], "not a phrase-rescore checkpoint: truncated or damaged file"),
+    (lambda good: good[:10], "not a phrase-rescore checkpoint: truncated or damaged file"),
+    (lambda good: bytes(random.Random(5).randrange(256) for _ in range(300)),
+     "not a phrase-rescore checkpoint: not a file written by torch.save"),
+    (lambda good: b"not a checkpoint", "not a phrase-rescore checkpoint: not a file written by torch.save"),
+    (lambda good: _pickled([1, 2, 3]), "not a phrase-rescore checkpoint: it holds a list"),
+    (lambda good: _pickled({"weights": torch.zeros(2)}), "it holds a dict without a \"format\" entry"),
+    (lambda good: _pickled({"format": "something-else"}), "not an encoder-decoder checkpoint"),
+    (lambda good: _pickled({"format": ck.FORMAT, "version": ck.VERSION}), "damaged checkpoint: it has no 'config'"),
+]
+
+
+@pytest.mark.parametrize("make, fragment", BAD_CHECKPOINTS,
+                         ids=["empty", "half", "10-bytes", "random", "text", "list", "no-format", "other-format",
+                              "no-config"])
+def test_bad_checkpoint_files_are_named_errors(tmp_path, make, fragment):
     bad = tmp_path / "bad.pt"
-    bad.write_bytes(b"not a checkpoint")
-    with pytest.raises(PhraseRescoreError, match="cannot read checkpoint"):
+    bad.write_bytes(make(_checkpoint_bytes(tmp_path)))
+    with pytest.raises(PhraseRescoreError) as e:
         ck.load_checkpoint(bad)
+    assert fragment in str(e.value) and e.value.path == str(bad)
+    r = CliRunner().invoke(main, ["sample", str(bad), "s1"])       # the CLI: one line, no traceback
+    assert r.exit_code == 1 and fragment in r.output and "Traceback" not in r.output
+
+
+def test_checkpoint_errors(tmp_path):
     with pytest.raises(PhraseRescoreError, match="no model.pt"):
         ck.load_checkpoint(tmp_path)
-    torch.save({"format": "something-else"}, tmp_path / "other.pt")
-    with pytest.raises(PhraseRescoreError, match="not an encoder-decoder checkpoint"):
-        ck.load_checkpoint(tmp_path / "other.pt")
+    with pytest.raises(PhraseRescoreError, match="model checkpoint not found"):
+        ck.load_checkpoint(tmp_path / "missing.pt")
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), -float("inf")])
+def test_checkpoint_with_non_finite_weights_is_refused(tmp_path, value):
+    torch.manual_seed(0)
+    model = RNNEncoderDecoder(ck.EncDecConfig(10, 10, emb_dim=4, hidden_dim=8, maxout_units=4, rank=4))
+    with torch.no_grad():
+        model.decoder.G_l[3, 1] = value
+    ck.save_checkpoint(tmp_path / "m.pt", model, None)
+    with pytest.raises(PhraseRescoreError, match=r"m.pt: the model's weights contain NaN or inf \(1 of 40 values "
+                                                 r"of decoder.G_l\)"):
+        ck.load_checkpoint(tmp_path / "m.pt")
 
 
 def test_train_command_then_sample(pairs_dir, tmp_path):

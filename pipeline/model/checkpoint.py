@@ -32,6 +32,7 @@ from .encdec import EncDecConfig, RNNEncoderDecoder
 
 FORMAT = "phrase-rescore-encdec"
 VERSION = 1
+ZIP_MAGIC = b"PK\x03\x04"   # torch.save writes a zip archive
 
 
 def save_checkpoint(path: str | os.PathLike, model: RNNEncoderDecoder, vocabs: Vocabularies | None,
@@ -70,13 +71,10 @@ def read_checkpoint(path: str | os.PathLike, device="cpu", fmt: str | None = FOR
     passes its own); ``fmt=None`` accepts any project checkpoint, for callers that dispatch on ``"format"``.
     """
     p = resolve_checkpoint(path)
-    try:
-        ckpt = torch.load(p, map_location=device, weights_only=True)
-    except Exception as e:  # torch raises assorted errors for truncated or foreign files
-        raise PhraseRescoreError(f"cannot read checkpoint ({type(e).__name__}: {str(e).splitlines()[0][:200]})",
-                                 p) from None
+    ckpt = _torch_load(p, device)
     if not isinstance(ckpt, dict) or not isinstance(ckpt.get("format"), str):
-        raise PhraseRescoreError("not a phrase-rescore checkpoint: it has no \"format\" entry", p)
+        what = "a dict without a \"format\" entry" if isinstance(ckpt, dict) else f"a {type(ckpt).__name__}"
+        raise PhraseRescoreError(f"not a phrase-rescore checkpoint: it holds {what}", p)
     if fmt is None:
         return ckpt
     if ckpt["format"] != fmt:
@@ -86,6 +84,34 @@ def read_checkpoint(path: str | os.PathLike, device="cpu", fmt: str | None = FOR
     return ckpt
 
 
+def _torch_load(p: Path, device):
+    """``torch.load(weights_only=True)`` with its assorted errors (EOFError, IndexError, RuntimeError from
+    the zip reader, UnpicklingError...) turned into one message that says what the file looks like."""
+    size = p.stat().st_size
+    if size == 0:
+        raise PhraseRescoreError("not a phrase-rescore checkpoint: empty file (0 bytes)", p)
+    try:
+        return torch.load(p, map_location=device, weights_only=True)
+    except Exception as e:
+        detail = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
+        with open(p, "rb") as f:
+            zipped = f.read(4) == ZIP_MAGIC
+        what = (f"truncated or damaged file ({size} bytes)" if zipped else
+                "not a file written by torch.save")
+        raise PhraseRescoreError(f"not a phrase-rescore checkpoint: {what} ({type(e).__name__}: {detail})",
+                                 p) from None
+
+
+def check_finite_weights(weights: dict, path: str | os.PathLike) -> None:
+    """Refuse weights with a NaN or an infinity: such a model scores every pair NaN."""
+    for name, t in weights.items():
+        if torch.is_tensor(t) and t.is_floating_point() and not bool(torch.isfinite(t).all()):
+            bad = int((~torch.isfinite(t)).sum())
+            raise PhraseRescoreError(f"the model's weights contain NaN or inf ({bad} of {t.numel()} values of "
+                                     f"{name}): it cannot score or sample; use a checkpoint saved before "
+                                     "training diverged", path)
+
+
 def load_checkpoint(path: str | os.PathLike, device="cpu") -> tuple[RNNEncoderDecoder, Vocabularies | None, dict]:
     """Rebuild the model from a checkpoint file or training directory.
 
@@ -93,6 +119,9 @@ def load_checkpoint(path: str | os.PathLike, device="cpu") -> tuple[RNNEncoderDe
     """
     p = resolve_checkpoint(path)
     ckpt = read_checkpoint(p, device)
+    for key in ("config", "state_dict"):
+        if not isinstance(ckpt.get(key), dict):
+            raise PhraseRescoreError(f"damaged checkpoint: it has no {key!r} entry", p)
     try:
         cfg = EncDecConfig.from_dict(ckpt["config"])
     except (TypeError, ValueError) as e:
@@ -102,6 +131,7 @@ def load_checkpoint(path: str | os.PathLike, device="cpu") -> tuple[RNNEncoderDe
         model.load_state_dict(ckpt["state_dict"])
     except RuntimeError as e:
         raise PhraseRescoreError(f"checkpoint weights do not fit its config: {str(e)[:300]}", p) from None
+    check_finite_weights(ckpt["state_dict"], p)
     model.to(device).eval()
     vocabs = None
     if ckpt.get("vocab_json"):

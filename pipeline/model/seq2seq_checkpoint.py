@@ -15,7 +15,7 @@ import torch
 from ..errors import PhraseRescoreError
 from ..fileio import atomic_path
 from ..vocab import Vocabularies
-from .checkpoint import read_checkpoint
+from .checkpoint import check_finite_weights, read_checkpoint
 from .seq2seq import Seq2Seq, Seq2SeqConfig
 
 FORMAT = "phrase-rescore-seq2seq"
@@ -51,9 +51,19 @@ def load_checkpoint(path: str | os.PathLike, device: str | torch.device = "cpu")
     """Rebuild the model saved in ``path`` on ``device`` (eval mode) with its vocabularies."""
     path = os.fspath(path)
     payload = read_checkpoint(path, "cpu", fmt=FORMAT, version=VERSION, kind="a Seq2Seq")
-    cfg = Seq2SeqConfig.from_dict(payload["config"])
+    for key in ("config", "weights"):
+        if not isinstance(payload.get(key), dict):
+            raise PhraseRescoreError(f"damaged checkpoint: it has no {key!r} entry", path)
+    try:
+        cfg = Seq2SeqConfig.from_dict(payload["config"])
+    except (TypeError, ValueError) as e:
+        raise PhraseRescoreError(f"bad model config in checkpoint: {e}", path) from None
     model = Seq2Seq(cfg)
-    model.load_state_dict(payload["weights"])
+    try:
+        model.load_state_dict(payload["weights"])
+    except RuntimeError as e:
+        raise PhraseRescoreError(f"checkpoint weights do not fit its config: {str(e)[:300]}", path) from None
+    check_finite_weights(payload["weights"], path)
     vocabs = Vocabularies.from_json(payload["vocab"], path)
     if (len(vocabs.source), len(vocabs.target)) != (cfg.src_vocab, cfg.tgt_vocab):
         raise PhraseRescoreError(f"vocabulary sizes {len(vocabs.source)}/{len(vocabs.target)} do not match "

@@ -13,9 +13,12 @@ chunk depend only on its lines, so a resumed run writes the same bytes as an uni
 
 A manifest is only resumed when its ``identity`` (the input table's size and mtime, the model's hash
 and every option that changes the output) equals the current run's; otherwise the run starts afresh.
+It also carries a digest of the input lines already done (:func:`chain_digest`, chunk by chunk), which
+the resumed run checks against the lines it skips before it writes anything.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import zlib
@@ -28,6 +31,11 @@ MANIFEST_FORMAT = "phrase-rescore-score-manifest"
 MANIFEST_VERSION = 1
 GZIP_HEADER = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"  # deflate, no flags, mtime 0, OS unknown
 _FINAL_EMPTY_BLOCK = b"\x03\x00"                             # BFINAL=1, fixed Huffman, end-of-block
+
+
+def chain_digest(previous: str, data: bytes) -> str:
+    """The input digest after one more chunk: sha256(previous digest + sha256(the chunk's input bytes))."""
+    return hashlib.sha256(previous.encode("ascii") + hashlib.sha256(data).digest()).hexdigest()
 
 
 class ChunkedOutput:
@@ -51,7 +59,9 @@ class ChunkedOutput:
         self.isize = 0
         self.stats: dict = {}   # cumulative counters carried across resumes
         self.notes: dict = {}   # choices a resumed run must repeat (see :meth:`note`)
+        self.input_digest: str | None = ""  # :func:`chain_digest` of the input lines done (None: not recorded)
         self.restart_reason: str | None = None
+        self.created = False    # True when this run started OUT.partial afresh (see :meth:`discard`)
         self._f = None
 
     # ------------------------------------------------------------------ start / resume
@@ -66,13 +76,21 @@ class ChunkedOutput:
             self.lines, self.chunks = state["lines"], state["chunks"]
             self.crc, self.isize, self.stats = state["crc32"], state["isize"], state.get("stats", {})
             self.notes = state.get("notes", {})
+            self.input_digest = state.get("input_sha256")
             return self.lines
         if state is not None:
             self.restart_reason = f"{self.partial} is shorter than its manifest says"
+        if self.partial.exists() and not self.manifest_path.exists():
+            raise PhraseRescoreError(f"exists without its manifest {self.manifest_path.name}, so it was not "
+                                     "written by `score`; move it away or choose another --out", self.partial)
+        # the manifest first: whenever OUT.partial exists, a manifest says that it is score's own
+        head = GZIP_HEADER if self.gzip else b""
+        self.lines = self.chunks = self.crc = self.isize = 0
+        self.stats, self.notes, self.input_digest = {}, {}, ""
+        self._save_manifest(len(head))
         self._f = open(self.partial, "wb")
-        if self.gzip:
-            self._f.write(GZIP_HEADER)
-        self._save_manifest()
+        self._f.write(head)
+        self.created = True
         return 0
 
     def _read_manifest(self) -> dict | None:
@@ -94,10 +112,11 @@ class ChunkedOutput:
             return None
         return m["state"]
 
-    def _save_manifest(self) -> None:
+    def _save_manifest(self, size: int | None = None) -> None:
         m = {"format": MANIFEST_FORMAT, "version": MANIFEST_VERSION, "identity": self.identity,
-             "state": {"lines": self.lines, "chunks": self.chunks, "bytes": self._f.tell(),
-                       "crc32": self.crc, "isize": self.isize, "stats": self.stats, "notes": self.notes}}
+             "state": {"lines": self.lines, "chunks": self.chunks, "bytes": self._f.tell() if size is None else size,
+                       "crc32": self.crc, "isize": self.isize, "stats": self.stats, "notes": self.notes,
+                       "input_sha256": self.input_digest}}
         tmp = self.manifest_path.with_name(self.manifest_path.name + ".tmp")
         with open(tmp, "w", encoding="utf-8") as f:
             json.dump(m, f, indent=1, sort_keys=True)
@@ -111,8 +130,9 @@ class ChunkedOutput:
         self._save_manifest()
 
     # ------------------------------------------------------------------ chunks
-    def write_chunk(self, data: bytes, n_lines: int, stats: dict | None = None) -> None:
-        """Append one chunk (``n_lines`` input lines as ``data``) and record it in the manifest."""
+    def write_chunk(self, data: bytes, n_lines: int, stats: dict | None = None, source: bytes | None = None) -> None:
+        """Append one chunk (``n_lines`` input lines as ``data``) and record it in the manifest;
+        ``source``: the chunk's input bytes, for the input digest."""
         if self.gzip:
             comp = zlib.compressobj(self.compresslevel, zlib.DEFLATED, -15)
             self._f.write(comp.compress(data) + comp.flush(zlib.Z_SYNC_FLUSH))
@@ -124,6 +144,8 @@ class ChunkedOutput:
         os.fsync(self._f.fileno())
         self.lines += n_lines
         self.chunks += 1
+        if source is not None and self.input_digest is not None:
+            self.input_digest = chain_digest(self.input_digest, source)
         if stats:
             for k, v in stats.items():
                 self.stats[k] = self.stats.get(k, 0) + v
@@ -148,6 +170,17 @@ class ChunkedOutput:
         if self._f is not None:
             self._f.close()
             self._f = None
+
+    def discard(self) -> None:
+        """After an error that a rerun would meet again: close, and remove ``OUT.partial`` and its
+        manifest when this run created them (a partial output resumed from an earlier run stays)."""
+        self.close()
+        if self.created:
+            for path in (self.partial, self.manifest_path):
+                try:
+                    os.unlink(path)
+                except FileNotFoundError:
+                    pass
 
 
 def check_not_same_file(table: str | os.PathLike, out: str | os.PathLike) -> None:

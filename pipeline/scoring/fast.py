@@ -33,7 +33,7 @@ it reads the model's weights and reorganises the arithmetic:
 7. **The faster BLAS on a CPU.** Nearly all the time goes into float32 matrix products, and torch's
    MKL is not the fastest library on every CPU: on the 2-core AMD EPYC this was tuned on, numpy's
    OpenBLAS runs the scorer's products 13-15% faster. ``matmul="numpy"`` sends them through numpy
-   (zero-copy views of the same memory); :func:`choose_matmul` times both on the model's shapes.
+   (zero-copy views of the same memory); :func:`choose_matmul` picks one from the libraries and the CPU.
 
 Shapes: n_d nodes at a level, H hidden, E embedding, M maxout units (2M pre-activations), R rank,
 Vs/Vt vocabularies.
@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import contextlib
 import math
-import time
+import os
 
 import numpy as np
 import torch
@@ -75,7 +75,7 @@ class FastScorer:
     :param softmax_rows, vocab_block: the softmax's block shape on a CPU (defaults: 512 x 1024, the
         best of a sweep on 2 cores); on CUDA one block spans the vocabulary, with 4096 rows.
     :param matmul: the BLAS of the matrix products (7. above): ``"torch"`` or, on a CPU in float32,
-        ``"numpy"`` (:func:`choose_matmul` picks the faster). ``"numpy"`` is meant for scorers on one
+        ``"numpy"`` (:func:`choose_matmul` picks one). ``"numpy"`` is meant for scorers on one
         thread each (:func:`one_thread_each`): with torch's and numpy's thread pools both spinning on the
         same cores, it measured 20x slower.
     """
@@ -368,30 +368,42 @@ def one_thread_each():
         torch.set_num_threads(before)
 
 
-def choose_matmul(cfg, device: torch.device | str, rows: int = 512, rounds: int = 3) -> str:
-    """``"numpy"`` when numpy's BLAS runs this model's main products -- a decoder GRU step, the
-    output layer and a softmax block, ``rows`` at a time -- at least 3% faster than torch's on this
-    machine, else ``"torch"`` (always on CUDA). About 0.1 s for the paper's sizes; call it under the
-    thread settings the scorer will run with (the stage's: :func:`one_thread_each`).
+def cpu_vendor() -> str:
+    """The CPU's vendor string (``"GenuineIntel"``, ``"AuthenticAMD"``...), or ``""`` when unknown."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.startswith("vendor_id"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return ""
+
+
+def numpy_blas() -> str:
+    """numpy's BLAS library as threadpoolctl names it (``"openblas"``, ``"mkl"``, ``"blis"``...), or ``""``."""
+    from threadpoolctl import threadpool_info
+
+    blas = [i for i in threadpool_info() if i.get("user_api") == "blas"]
+    own = [i for i in blas if "numpy" in os.path.basename(os.path.dirname(i.get("filepath", "")))]  # numpy.libs/
+    return (own or blas or [{}])[0].get("internal_api", "")
+
+
+def choose_matmul(device: torch.device | str, precision: str = "fp32") -> str:
+    """The BLAS that ``matmul="auto"`` runs the matrix products on: a function of the device, the
+    precision and the libraries present, never of a timing, so that the same command writes the same
+    bytes on a busy machine as on an idle one (the two BLAS round float32 sums differently).
+
+    ``"numpy"`` on a CPU in float32 when numpy's BLAS is OpenBLAS, torch's is MKL and the CPU is not
+    Intel's (MKL's fastest kernels are for Intel CPUs: on the 2-core AMD EPYC this was tuned on,
+    OpenBLAS ran the scorer's products 13-15% faster, while on an Intel Xeon MKL was the faster);
+    otherwise ``"torch"``.
     """
-    if torch.device(device).type != "cpu":
+    if torch.device(device).type != "cpu" or precision != "fp32":
         return "torch"
-    H, R, P = cfg.hidden_dim, cfg.rank, cfg.maxout_units * cfg.maxout_pieces
-    g = torch.Generator().manual_seed(0)
-    x, b = torch.randn(rows, H, generator=g), torch.randn(rows, 3 * H, generator=g)
-    shapes = [(torch.randn(3 * H, H, generator=g), b), (torch.randn(P, H, generator=g), None)]
-    u, G = torch.randn(rows, R, generator=g), torch.randn(1024, R, generator=g)
-    best = {m: float("inf") for m in MATMULS}
-    with torch.inference_mode():
-        for _ in range(rounds):                             # interleaved: a busy machine hits both
-            for m in MATMULS:
-                t = time.perf_counter()
-                for W, bias in shapes:
-                    linear(x, W, bias, m)
-                for _ in range(4):
-                    linear(u, G, None, m)
-                best[m] = min(best[m], time.perf_counter() - t)
-    return "numpy" if best["numpy"] < 0.97 * best["torch"] else "torch"
+    if numpy_blas() == "openblas" and torch.backends.mkl.is_available() and cpu_vendor() != "GenuineIntel":
+        return "numpy"
+    return "torch"
 
 
 def pair_flops(cfg, src_len: int, tgt_len: int, shared: bool = False, targets_per_source: float = 1.0) -> float:

@@ -7,7 +7,7 @@ Output directory layout (Moses's ``train-model.perl`` names where there is one):
 
     OUT/phrase-table.gz                  the phrase table (4 scores, alignment, counts), sorted, gzip
     OUT/lm.arpa                          the target-side interpolated modified Kneser-Ney LM
-    OUT/lm.binary                        KenLM binary form, only when ``build_binary`` is on PATH
+    OUT/lm.binary                        KenLM binary form, only when ``build_binary`` is found (PATH, $MOSES_HOME/bin)
     OUT/moses.ini                        train-model.perl step 9's layout, ABSOLUTE paths (as it writes them)
     OUT/manifest.json                    format version, config, input hashes, statistics, timings, outputs
     OUT/corpus/clean.src, clean.tgt      tokenized, cleaned, cased training text (one sentence per line)

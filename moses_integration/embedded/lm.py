@@ -248,14 +248,23 @@ def perplexity(model, sentences: Iterable[Sequence[str]]) -> float:
     return 10 ** (-total / n) if n else float("nan")
 
 
+def find_build_binary() -> str | None:
+    """KenLM's ``build_binary``: on PATH, else in ``$MOSES_HOME/bin`` (a Moses build installs it there)."""
+    exe = shutil.which("build_binary")
+    if exe is None and os.environ.get("MOSES_HOME"):
+        p = os.path.join(os.path.expanduser(os.environ["MOSES_HOME"]), "bin", "build_binary")
+        exe = p if os.path.isfile(p) and os.access(p, os.X_OK) else None
+    return exe
+
+
 def build_binary(arpa_path: str | os.PathLike, binary_path: str | os.PathLike) -> str | None:
-    """Write KenLM's binary form with ``build_binary`` when that program is on PATH.
+    """Write KenLM's binary form with ``build_binary`` (see :func:`find_build_binary`) when there is one.
 
     :returns: None when written, else the reason it was skipped.
     """
-    exe = shutil.which("build_binary")
+    exe = find_build_binary()
     if exe is None:
-        return "build_binary (KenLM) not found on PATH; only the ARPA file was written"
+        return "build_binary (KenLM) not found on PATH or in $MOSES_HOME/bin; only the ARPA file was written"
     with atomic_path(binary_path) as tmp:
         res = subprocess.run([exe, os.fspath(arpa_path), os.fspath(tmp)], capture_output=True, text=True)
         if res.returncode != 0:

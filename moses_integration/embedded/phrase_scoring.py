@@ -15,7 +15,9 @@ Phrase scores, per distinct phrase pair (s, t) with extraction count c(s, t):
   (``ExtractionPhrasePair::FindBestAlignmentTargetToSource``). As Moses scores the two directions
   in separate runs, the inverse run (``lex(s|t)``) compares alignments indexed by source word and
   may break a tie the other way; the alignment field is the direct run's choice. Counts of a
-  million or more are used rounded to six digits, as ``consolidate`` reads them back.
+  million or more are used rounded to six digits, as ``consolidate`` reads them back. Lexical
+  weights are computed in double and rounded to single precision before they are printed, as
+  ``score`` passes them through its ``float`` ``MaybeLog``.
 
 Each line is written as Moses's ``consolidate`` writes it::
 
@@ -336,6 +338,9 @@ def score_phrase_table(counts: pd.DataFrame, lex: LexicalTables, path: str | os.
             else:
                 ipt_pair, ipt_s, ipt_t = _points(b.align_uniq.take(pa.array(align_inv_codes[lo:hi])))
             lex_s_t = _lex_weights(s_ids, s_off, t_ids, t_off, ipt_pair, ipt_s, ipt_t, lex.s_given_t, t_null)
+            # score computes lexical weights in double but hands them to MaybeLog as a float before printing
+            lex_t_s = lex_t_s.astype(np.float32).astype(np.float64)
+            lex_s_t = lex_s_t.astype(np.float32).astype(np.float64)
             cs, ct, cst = _as_printed(c_s[lo:hi]), _as_printed(c_t[lo:hi]), _as_printed(c_st[lo:hi])
             p_s_t = (cst.astype(np.float32) / ct.astype(np.float32)).astype(np.float64)
             p_t_s = (cst.astype(np.float32) / cs.astype(np.float32)).astype(np.float64)

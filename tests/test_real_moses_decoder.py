@@ -1,0 +1,75 @@
+"""The embedded decoder against the real moses on the same moses.ini and tables (distance reordering):
+its search is as good (1-best model score >= Moses's - 1e-4), its feature values are Moses's where both pick
+the same translation, and Moses's extractor reads its n-best lists."""
+from __future__ import annotations
+
+import pytest
+
+from _real_moses import (moses_decode, needs_moses, parse_nbest, run, tiny_system, tokenize_file,  # noqa: F401
+                         tool)
+from moses_integration.embedded.decoder import decode_file
+
+pytestmark = needs_moses
+
+STACK = 100
+
+
+def _close(a: float, b: float) -> bool:
+    """Equal within 1e-4, widened by what printing six significant digits on each side can lose."""
+    return abs(a - b) <= 1e-4 + 5e-6 * max(abs(a), abs(b))
+
+
+@pytest.fixture(scope="module", params=["baseline", "rescored"])
+def decoded(request, tiny_system, tmp_path_factory):
+    s = tiny_system
+    ini = s.ini if request.param == "baseline" else s.rescored_ini
+    d = tmp_path_factory.mktemp(f"decode-{request.param}")
+    inp = d / "input"
+    inp.write_text(s.test_src.read_text() + s.dev_src.read_text())
+    sentences = inp.read_text().splitlines()
+    moses_decode(ini, sentences, nbest=d / "moses.nbest", n=10, extra=["-stack", str(STACK)])
+    decode_file(ini, inp, d / "embedded.out", nbest_path=d / "embedded.nbest", nbest_size=10, stack_size=STACK)
+    return d, len(sentences)
+
+
+def _best(path):
+    best = {}
+    for e in parse_nbest(path):
+        best.setdefault(e.sent, e)
+    return best
+
+
+def test_embedded_search_is_as_good_and_features_agree(decoded):
+    d, n = decoded
+    ours, theirs = _best(d / "embedded.nbest"), _best(d / "moses.nbest")
+    assert sorted(ours) == sorted(theirs) == list(range(n))
+    same = 0
+    for i in range(n):
+        a, b = ours[i], theirs[i]
+        assert a.total >= b.total - 1e-4, (i, a, b)
+        if a.text == b.text:
+            same += 1
+            assert list(a.features) == list(b.features), i          # same features, same order
+            for name in a.features:
+                assert len(a.features[name]) == len(b.features[name])
+                assert all(_close(x, y) for x, y in zip(a.features[name], b.features[name])), (i, name, a, b)
+            assert _close(a.total, b.total), (i, a.total, b.total)
+    assert same >= n // 2
+
+
+def test_moses_extractor_reads_the_embedded_nbest(decoded, tiny_system):
+    d, n = decoded
+    refs = d / "refs"
+    test_ref = tokenize_file(tiny_system.test_ref, d / "test.tok.fr", "fr")
+    refs.write_text("".join(s + "\n" for s in test_ref) + tiny_system.dev_ref.read_text())
+    outs = {}
+    for name in ("embedded", "moses"):
+        run([tool("extractor"), "--sctype", "BLEU", "--reference", refs, "--nbest", d / f"{name}.nbest",
+             "--scfile", d / f"{name}.scores.dat", "--ffile", d / f"{name}.features.dat"])
+        outs[name] = (d / f"{name}.features.dat").read_text().splitlines()
+    heads = {k: [ln for ln in v if ln.startswith("FEATURES_TXT_BEGIN")] for k, v in outs.items()}
+    assert len(heads["embedded"]) == n
+    # the feature names Moses's tools take from the list are the same for both decoders
+    assert heads["embedded"][0].split()[3:] == heads["moses"][0].split()[3:]
+    scores = (d / "embedded.scores.dat").read_text().splitlines()
+    assert sum(ln.startswith("SCORES_TXT_BEGIN") for ln in scores) == n

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Iterator, Sequence
 
 from pipeline.errors import PhraseRescoreError
-from pipeline.fileio import atomic_open, open_text_read
+from pipeline.fileio import atomic_open, open_binary_read
 
 # Sections of the pre-2013 format. Moses still converts some of them on the fly, but two formats in one
 # pipeline is how features and weights fall out of step, so we refuse them and say how to convert.
@@ -427,11 +427,14 @@ def parse_moses_ini(text: str, path: str | os.PathLike | None = None) -> MosesIn
 
 def read_moses_ini(path: str | os.PathLike) -> MosesIni:
     """Read and parse a moses.ini file (plain or gzip by content); see :func:`parse_moses_ini`."""
+    with open_binary_read(path) as f:
+        data = f.read()
     try:
-        with open_text_read(path) as f:
-            text = f.read()
+        text = data.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise PhraseRescoreError(f"expected UTF-8 text: {e}", path) from None
+        column = e.start - data.rfind(b"\n", 0, e.start) - 1
+        raise PhraseRescoreError(f"invalid UTF-8 at byte {column} of the line ({e.reason}): expected UTF-8 text",
+                                 path, data.count(b"\n", 0, e.start) + 1) from None
     return parse_moses_ini(text, path)
 
 

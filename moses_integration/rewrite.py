@@ -1,10 +1,17 @@
 """``phrase-rescore moses-ini``: point a moses.ini at the rescored phrase table.
 
 The phrase dictionary's ``path`` becomes the new table, ``num-features`` grows by the number of score
-columns the new table actually has beyond the old count (read from its first line, not assumed), and
-the same number of initial weights is appended to its ``[weight]`` line, so features and weights always
-agree (Moses stops with "Mismatch in number of features and number of weights" otherwise). Every other
-line of the file is kept byte for byte.
+columns ``score`` added, and the same number of initial weights is appended to its ``[weight]`` line, so
+features and weights always agree (Moses stops with "Mismatch in number of features and number of
+weights" otherwise). Every other line of the file is kept byte for byte.
+
+The added columns are the new table's score count (read from its first line, not assumed) minus the
+count of the table the ini points at now. That count must equal the ini's ``num-features``: an ini that
+already disagrees with its own table (Moses would stop with "Size of scoreVector != number") is refused,
+naming both files and both counts, rather than having the difference taken for new columns. Where the
+old table cannot be read (a binarized table, a path that does not exist here), the count is checked
+against ``num-features`` plus the number of ``--weights`` given; without either, it rests on
+``num-features`` alone and the summary says so.
 
 Initial weights of the added columns default to :data:`DEFAULT_NEW_WEIGHT` (0.2 each, the value
 ``train-model.perl`` gives every phrase-table score); tuning replaces them.
@@ -115,6 +122,28 @@ def _pick_feature(ini, wanted: str | None):
                              "say which one with --feature", ini.path)
 
 
+def _check_old_table(feat, old_count: int, ini_path) -> str | None:
+    """Check ``num-features`` against the text table the ini points at now (see the module docstring).
+
+    :returns: None when checked, else why it cannot be (the table is not one this tool reads here).
+    :raises PhraseRescoreError: when the two counts differ, naming both files and both counts.
+    """
+    path = feat.get("path")
+    if feat.type != "PhraseDictionaryMemory" or path is None:
+        return f"the old table of a {feat.type} is not a text table this tool reads"
+    old_table = Path(path)
+    if not old_table.is_file():
+        return f"its old table {path} does not exist here"
+    count = num_scores(old_table)
+    if count != old_count:
+        raise PhraseRescoreError(
+            f"the moses.ini and its phrase table disagree: {feat.name} declares num-features={old_count} here but "
+            f"its table {old_table} has {count} scores per line (Moses would stop with 'Size of scoreVector != "
+            f"number'); correct num-features and the weights of {feat.name} first, so that the columns score "
+            "added can be counted", ini_path, feat.line_no or None)
+    return None
+
+
 def rewrite_moses_ini(cfg: RewriteConfig) -> RewriteResult:
     """Write ``cfg.out``: ``cfg.old_ini`` with its phrase dictionary pointed at ``cfg.table`` (see module doc)."""
     ini = read_moses_ini(cfg.old_ini)
@@ -129,19 +158,25 @@ def rewrite_moses_ini(cfg: RewriteConfig) -> RewriteResult:
                                  cfg.old_ini, feat.line_no)
     table = Path(cfg.table).resolve()
     new_count = num_scores(table)
+    unchecked = _check_old_table(feat, old_count, cfg.old_ini)
     if new_count < old_count:
         raise PhraseRescoreError(f"the table has {new_count} score columns, fewer than the {old_count} of {feat.name}; "
                                  "expected the rescored table (the original columns plus the new ones)", table, 1)
     added = new_count - old_count
     if cfg.weights is not None:
         if len(cfg.weights) != added:
-            raise PhraseRescoreError(f"--weights gives {len(cfg.weights)} values but the table adds {added} column(s) "
-                                     f"({old_count} -> {new_count})", table)
+            raise PhraseRescoreError(
+                f"--weights gives {len(cfg.weights)} values but the table adds {added} column(s) "
+                f"({old_count} -> {new_count}): the table and num-features={old_count} of {feat.name} in "
+                f"{cfg.old_ini} disagree, or --weights does", table)
         new_w = [float(w) for w in cfg.weights]
     else:
         new_w = [DEFAULT_NEW_WEIGHT] * added
 
     result = RewriteResult(Path(cfg.out), feat.name, old_count, new_count, new_w, "")
+    if unchecked is not None and cfg.weights is None:
+        result.notes.append(f"the {added} added column(s) are counted from num-features={old_count} alone: "
+                            f"{unchecked}; give --weights (one per added column) to have the count checked")
     if feat.type == "PhraseDictionaryCompact":
         prefix = Path(cfg.binarized_prefix).resolve() if cfg.binarized_prefix else default_binarized_prefix(table)
         install = find_moses(cfg.moses_home)

@@ -240,10 +240,14 @@ def read_phrase_table(path, on_error: str = "raise", rejects_path=None,
 
 
 def num_scores(path) -> int:
-    """The number of score columns on the first line of a phrase table."""
-    for entry in read_phrase_table(path):
-        return len(entry.scores)
-    raise AssertionError("the reader refuses an empty table")
+    """The number of score columns of a phrase table: those of its first good line (the count every
+    other line must have; a table kept with ``--on-error keep`` may start with a rejected line)."""
+    reader = read_phrase_table(path, on_error="keep")
+    for entry in reader:
+        if entry.error is None:
+            return len(entry.scores)
+    raise PhraseRescoreError(f"no line of the table has valid scores ({reader.stats.summary()}): expected "
+                             "'source ||| target ||| scores'", path)
 
 
 def check_not_empty(path) -> None:

@@ -4,7 +4,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
+from _tables import write_table
 from moses_integration.moses_ini import MosesIni, parse_moses_ini, read_moses_ini
 from pipeline.errors import PhraseRescoreError
 
@@ -138,3 +140,83 @@ def test_no_final_newline_and_crlf_survive():
     ini.add_feature("Distortion", weights=[0.3])
     back = parse_moses_ini(ini.text())
     assert back.weights == {"WordPenalty0": [-1.0], "Distortion0": [0.3]}
+
+
+def _system(tmp_path, old_scores: int | None, new_scores: int, declared: int = 4, compact: bool = False):
+    """A moses.ini declaring ``declared`` scores whose table has ``old_scores`` (None: no such file), and a
+    rescored table with ``new_scores``."""
+    old_table = tmp_path / "phrase-table.gz"
+    if old_scores is not None:
+        write_table(old_table, [b"das ||| the ||| " + b" ".join([b"0.5"] * old_scores) + b" ||| 0-0"])
+    text = (FIX / "train-model.moses.ini").read_text().replace(
+        "/home/smt/work/train/model/phrase-table.gz", str(old_table))
+    text = text.replace("num-features=4 path", f"num-features={declared} path")
+    text = text.replace("TranslationModel0= 0.2 0.2 0.2 0.2", "TranslationModel0=" + " 0.2" * declared)
+    if compact:
+        text = text.replace("PhraseDictionaryMemory name=", "PhraseDictionaryCompact name=")
+    ini = tmp_path / "moses.ini"
+    ini.write_text(text)
+    new_table = tmp_path / "phrase-table.rnn.gz"
+    write_table(new_table, [b"das ||| the ||| " + b" ".join([b"0.5"] * new_scores) + b" ||| 0-0"])
+    return ini, old_table, new_table
+
+
+# (scores of the ini's table (None: absent), of the rescored table, num-features, --weights, compact?,
+#  what the error says (None: accepted), the message's file)
+REWRITE_CASES = [
+    (4, 6, 4, None, False, None, None),
+    (4, 6, 4, (0.2, -0.2), False, None, None),
+    (5, 7, 4, None, False, "num-features=4 here but its table {old} has 5 scores per line", "ini"),
+    (5, 7, 4, (0.2, -0.2), False, "num-features=4 here but its table {old} has 5 scores per line", "ini"),
+    (3, 6, 4, None, False, "num-features=4 here but its table {old} has 3 scores per line", "ini"),
+    (None, 7, 4, (0.2, -0.2), False, "--weights gives 2 values but the table adds 3 column(s) (4 -> 7): the table "
+                                     "and num-features=4 of TranslationModel0 in {ini} disagree", "new"),
+    (5, 7, 4, (0.2, -0.2), True, "--weights gives 2 values but the table adds 3 column(s)", "new"),
+    (None, 6, 4, None, False, None, None),
+    (0, 6, 4, None, False, "the phrase table is empty", "old"),
+]
+
+
+@pytest.mark.parametrize("old_scores, new_scores, declared, weights, compact, error, where", REWRITE_CASES, ids=[
+    "agree", "agree-weights", "ini-4-table-5", "ini-4-table-5-weights", "ini-4-table-3", "no-table-weights-3-of-2",
+    "compact-weights-3-of-2", "no-table-unchecked", "empty-old-table"])
+def test_moses_ini_counts_only_the_columns_score_added(tmp_path, old_scores, new_scores, declared, weights,
+                                                      compact, error, where):
+    from moses_integration.rewrite import RewriteConfig, rewrite_moses_ini
+
+    ini, old, new = _system(tmp_path, old_scores, new_scores, declared, compact)
+    if old_scores == 0:
+        old.write_bytes(b"")
+    out = tmp_path / "out.ini"
+    cfg = RewriteConfig(ini, new, out, weights=weights, binarize=False)
+    if error is None:
+        res = rewrite_moses_ini(cfg)
+        assert (res.old_count, res.new_count) == (declared, new_scores)
+        tm = read_moses_ini(out).feature("TranslationModel0")
+        assert tm.num_features == new_scores and len(read_moses_ini(out).weights_for("TranslationModel0")) == new_scores
+        assert ("counted from num-features=4 alone" in res.summary()) == (old_scores is None and weights is None)
+        return
+    with pytest.raises(PhraseRescoreError) as e:
+        rewrite_moses_ini(cfg)
+    assert error.format(old=old, ini=ini) in e.value.message
+    assert e.value.path == str({"ini": ini, "old": old, "new": new.resolve()}[where])
+    assert not out.exists()
+
+
+def test_moses_ini_command_refuses_an_ini_that_disagrees_with_its_table(tmp_path):
+    from pipeline.cli import main
+
+    ini, old, new = _system(tmp_path, 5, 7)
+    r = CliRunner().invoke(main, ["moses-ini", str(ini), "--table", str(new), "--out", str(tmp_path / "o.ini")])
+    assert r.exit_code == 1 and "Traceback" not in r.output
+    assert f"error: {ini}:21: the moses.ini and its phrase table disagree: TranslationModel0 declares " \
+           f"num-features=4 here but its table {old} has 5 scores per line" in r.output
+    assert not (tmp_path / "o.ini").exists()
+
+
+def test_invalid_utf8_in_a_moses_ini_names_its_line(tmp_path):
+    p = tmp_path / "bad.ini"
+    p.write_bytes(b"[feature]\nWordPenalty\n[weight]\nWordPenalty0= -1 # caf\xe9\n")
+    with pytest.raises(PhraseRescoreError) as e:
+        read_moses_ini(p)
+    assert (e.value.path, e.value.line) == (str(p), 4) and "invalid UTF-8" in e.value.message

@@ -185,3 +185,12 @@ def test_empty_table_is_refused(tmp_path, data, on_error):
             read()
         assert str(err.value) == f"{path}: the phrase table is empty: expected at least one line " \
                                  "'source ||| target ||| scores'"
+
+
+def test_num_scores_is_the_first_good_lines_count(tmp_path):
+    path = tmp_path / "t.txt"
+    write(path, [b"a ||| b ||| 0.1 0.2 1 1\r", b"a ||| c ||| 0.5 0.5 0.5 0.5 1 2.718282", b"x ||| y ||| 1"])
+    assert num_scores(path) == 6
+    write(path, [b"a ||| b", b"a ||| c ||| -1"])
+    with pytest.raises(PhraseRescoreError, match="no line of the table has valid scores"):
+        num_scores(path)

@@ -1,18 +1,33 @@
-"""Opening plain or gzip files by content, atomic writes and file hashes.
+"""Opening plain or gzip files by content, atomic writes, file hashes and output-path checks.
 
 Every stage writes through :func:`atomic_path` / :func:`atomic_open` so a crash never leaves a
-half-written output under the final name.
+half-written output under the final name: the data is written to a temporary file beside the
+target, fsync'ed, renamed over the target, and the folder is fsync'ed so the rename survives a
+power loss too. gzip outputs carry no file name and mtime 0 in their header, so the same content
+always gives the same bytes (the workflow compares outputs by hash).
+
+A temporary file is named ``.{name}.{host}-{pid}.{random}.tmp``: ``host`` is a short hash of the
+machine's name and ``pid`` the writing process. The next atomic write of the same target removes
+the temporary files of processes of this machine that are gone (a killed run's); those of live
+processes, or of other machines sharing the folder, are left alone.
+
+:func:`check_outputs` refuses, before a command writes anything, an output that is one of its
+inputs (by path, symbolic link or hard link), another of its outputs, or a folder holding an input.
 """
 from __future__ import annotations
 
 import contextlib
+import errno
 import gzip
 import hashlib
 import io
 import os
+import re
+import stat
 import tempfile
+import zlib
 from pathlib import Path
-from typing import IO, Iterator
+from typing import IO, Iterator, Mapping, Sequence, Union
 
 from .errors import PhraseRescoreError
 
@@ -20,6 +35,44 @@ GZIP_MAGIC = b"\x1f\x8b"
 
 _UMASK = os.umask(0)
 os.umask(_UMASK)
+
+_HOST = hashlib.sha256(os.uname().nodename.encode("utf-8", "replace")).hexdigest()[:8]
+
+# the attribute naming the file an exception was raised while reading (see :func:`describe_file_error`)
+READ_PATH_ATTR = "phrase_rescore_path"
+_READ_ERRORS = (EOFError, UnicodeDecodeError, zlib.error, gzip.BadGzipFile)
+
+
+# --------------------------------------------------------------------------------------------- reading
+
+def _note_read_path(exc: BaseException | None, path) -> None:
+    """Remember on a decoding error which file was being read, unless an inner reader already did."""
+    if isinstance(exc, _READ_ERRORS) and getattr(exc, READ_PATH_ATTR, None) is None:
+        setattr(exc, READ_PATH_ATTR, os.fspath(path))
+
+
+class _GzipReader(gzip.GzipFile):
+    """A gzip reader whose ``with`` block names the file in a decoding error raised inside it."""
+
+    def __exit__(self, exc_type, exc, tb):
+        _note_read_path(exc, self.name)
+        return super().__exit__(exc_type, exc, tb)
+
+
+class _PlainReader(io.BufferedReader):
+    """A buffered reader whose ``with`` block names the file in a decoding error raised inside it."""
+
+    def __exit__(self, exc_type, exc, tb):
+        _note_read_path(exc, self.raw.name)
+        return super().__exit__(exc_type, exc, tb)
+
+
+class _TextReader(io.TextIOWrapper):
+    """UTF-8 text whose ``with`` block names the file in a decoding error raised inside it."""
+
+    def __exit__(self, exc_type, exc, tb):
+        _note_read_path(exc, self._path)
+        return super().__exit__(exc_type, exc, tb)
 
 
 def is_gzip(path: str | os.PathLike) -> bool:
@@ -34,63 +87,254 @@ def is_gzip(path: str | os.PathLike) -> bool:
 
 
 def open_binary_read(path: str | os.PathLike) -> IO[bytes]:
-    """Open for reading bytes, decompressing gzip when the content is gzip."""
+    """Open for reading bytes, decompressing gzip when the content is gzip.
+
+    A truncated or corrupt gzip stream, or (through :func:`open_text_read`) invalid UTF-8, raised
+    inside the file's ``with`` block carries the path for :func:`describe_file_error`.
+    """
     if is_gzip(path):
-        return gzip.open(path, "rb")
-    return open(path, "rb", buffering=1 << 20)
+        return _GzipReader(os.fspath(path), "rb")
+    return _PlainReader(io.FileIO(os.fspath(path), "rb"), buffer_size=1 << 20)
 
 
 def open_text_read(path: str | os.PathLike) -> IO[str]:
     """Open for reading UTF-8 text (gzip by content), newline handling left to the caller."""
-    return io.TextIOWrapper(open_binary_read(path), encoding="utf-8", newline="")
+    f = _TextReader(open_binary_read(path), encoding="utf-8", newline="")
+    f._path = os.fspath(path)
+    return f
 
+
+def describe_file_error(exc: BaseException) -> str:
+    """A one-line account of an error reading or writing a user's file, naming the file when known."""
+    path = getattr(exc, READ_PATH_ATTR, None)
+    where = f"{path}: " if path else ""
+    if isinstance(exc, gzip.BadGzipFile):
+        return f"{where}not a valid gzip file ({exc})"
+    if isinstance(exc, EOFError):
+        return f"{where}the file ends too early, truncated? ({exc})"
+    if isinstance(exc, zlib.error):
+        return f"{where}corrupt compressed data ({exc})"
+    if isinstance(exc, UnicodeDecodeError):
+        return f"{where}not valid UTF-8 text (byte {exc.object[exc.start:exc.start + 1]!r}: {exc.reason})"
+    if isinstance(exc, OSError):
+        what = exc.strerror or str(exc) or type(exc).__name__
+        if exc.filename is not None and exc.filename2 is not None:
+            return f"{exc.filename} -> {exc.filename2}: {what}"
+        return f"{exc.filename}: {what}" if exc.filename is not None else what
+    return f"{where}{exc}"
+
+
+# --------------------------------------------------------------------------------------------- output paths
+
+PathArg = Union[str, os.PathLike]
+PathsArg = Union[PathArg, Sequence[PathArg], None]
+
+
+def _named(paths: Mapping[str, PathsArg] | None) -> list[tuple[str, str]]:
+    """(name, path) for every path given; a value may be one path, several, or None."""
+    out = []
+    for name, value in (paths or {}).items():
+        values = [value] if value is None or isinstance(value, (str, os.PathLike)) else list(value)
+        out.extend((name, os.fspath(v)) for v in values if v is not None)
+    return out
+
+
+def _stat(path: str) -> os.stat_result | None:
+    try:
+        return os.stat(path)
+    except (OSError, ValueError):
+        return None
+
+
+def _same_file(a: str, b: str) -> str | None:
+    """How ``a`` and ``b`` are one file ("", "through a symbolic link", "a hard link"), None when not."""
+    sa, sb = _stat(a), _stat(b)
+    if sa is not None and sb is not None:
+        if (sa.st_dev, sa.st_ino) != (sb.st_dev, sb.st_ino):
+            return None
+    elif os.path.realpath(a) != os.path.realpath(b):
+        return None
+    if os.path.abspath(a) == os.path.abspath(b):
+        return ""
+    if os.path.realpath(a) == os.path.realpath(b):
+        return " (through a symbolic link)"
+    return " (a hard link to it)"
+
+
+def _inside(path: str, folder: str) -> bool:
+    """``path`` is ``folder`` or lies below it, as written or with symbolic links resolved."""
+    for p in {os.path.abspath(path), os.path.realpath(path)}:
+        for d in {os.path.abspath(folder), os.path.realpath(folder)}:
+            if p == d or p.startswith(d.rstrip(os.sep) + os.sep):
+                return True
+    return False
+
+
+def check_outputs(inputs: Mapping[str, PathsArg], outputs: Mapping[str, PathsArg],
+                  out_dirs: Mapping[str, PathsArg] | None = None) -> None:
+    """Refuse a command's outputs that would destroy one of its inputs or another of its outputs.
+
+    Keys name the option or argument (``"--out"``, ``"TABLE"``); a value is a path, a list of paths
+    or None (not given). An output file may not be an input (the same path, a symbolic link to it
+    or a hard link: ``st_dev``/``st_ino`` when both exist, resolved paths otherwise), nor another
+    output. An output folder may not be an input nor hold one, since a command may write or
+    replace any name inside its folder; a folder inside an input folder is fine.
+
+    :raises PhraseRescoreError: naming the output's path and both options.
+    """
+    ins, files, dirs = _named(inputs), _named(outputs), _named(out_dirs)
+    for out_name, out in files:
+        for in_name, inp in ins:
+            how = _same_file(out, inp)
+            if how is not None:
+                raise PhraseRescoreError(f"{out_name} would overwrite the input {in_name} {inp}{how}: "
+                                         "choose another path", out)
+    for dir_name, folder in dirs:
+        for in_name, inp in ins:
+            if _same_file(folder, inp) is not None or _inside(inp, folder):
+                what = "is" if _same_file(folder, inp) is not None else "holds"
+                raise PhraseRescoreError(f"the output folder {dir_name} {what} the input {in_name} {inp}, and the "
+                                         "command writes and replaces files there: choose another folder", folder)
+    everything = files + dirs
+    for i, (a_name, a) in enumerate(everything):
+        for b_name, b in everything[i + 1:]:
+            how = _same_file(a, b)
+            if how is not None:
+                raise PhraseRescoreError(f"{a_name} and {b_name} ({b}) are one file{how}: one would overwrite "
+                                         "the other; choose different paths", a)
+
+
+# --------------------------------------------------------------------------------------------- writing
 
 def wants_gzip(path: str | os.PathLike) -> bool:
     """An output is gzip-compressed when its name ends in .gz."""
     return os.fspath(path).endswith(".gz")
 
 
+def gzip_writer(fileobj: IO[bytes], compresslevel: int = 6) -> gzip.GzipFile:
+    """A gzip stream onto ``fileobj`` whose bytes depend only on the data: no name, mtime 0.
+
+    Closing it writes the trailer but leaves ``fileobj`` open.
+    """
+    return gzip.GzipFile(filename="", mode="wb", fileobj=fileobj, mtime=0, compresslevel=compresslevel)
+
+
+def _temp_pattern(name: str) -> re.Pattern:
+    """Temporary names of atomic writes to ``name``: groups host hash and pid."""
+    return re.compile(rf"\.{re.escape(name)}\.([0-9a-f]{{8}})-([0-9]+)\.[A-Za-z0-9_]+\.tmp")
+
+
+def _process_alive(pid: int) -> bool:
+    if pid <= 0:
+        return True  # not a process id we wrote: leave the file alone
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # EPERM: it exists, run by someone else
+        return True
+    return True
+
+
+def remove_stale_temps(path: str | os.PathLike) -> list[Path]:
+    """Remove the temporary files that killed processes of this machine left beside ``path``.
+
+    Only regular files named as :func:`atomic_path` names its temporaries for ``path`` are touched,
+    and only when their process is gone. :returns: the files removed.
+    """
+    path = Path(path)
+    pattern = _temp_pattern(path.name)
+    removed = []
+    try:
+        names = os.listdir(path.parent)
+    except OSError:
+        return removed
+    for name in names:
+        m = pattern.fullmatch(name)
+        if m is None or m.group(1) != _HOST or _process_alive(int(m.group(2))):
+            continue
+        p = path.parent / name
+        with contextlib.suppress(OSError):
+            if stat.S_ISREG(os.lstat(p).st_mode):
+                os.unlink(p)
+                removed.append(p)
+    return removed
+
+
+def _fsync_dir(folder: Path) -> None:
+    """fsync a folder so a rename in it is durable; some file systems refuse, which is tolerated."""
+    try:
+        fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _fsync_file(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    except OSError as e:
+        if e.errno not in (errno.EINVAL, errno.ENOTSUP):  # a file system without fsync
+            raise
+    finally:
+        os.close(fd)
+
+
+_WRITE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+
+
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
-    """Yield a temporary path beside ``path``; on success rename it over ``path``.
+    """Yield a temporary path beside ``path``; on success fsync it, rename it over ``path`` and
+    fsync the folder.
 
-    On an exception the temporary file is removed and ``path`` is left as it was.
+    On an exception the temporary file is removed and ``path`` is left as it was; a full disk
+    (ENOSPC, EDQUOT, EFBIG) is reported against ``path``. Temporary files that killed runs left
+    for ``path`` are removed first (see the module docstring).
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    remove_stale_temps(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{_HOST}-{os.getpid()}.", suffix=".tmp", dir=path.parent)
     os.fchmod(fd, 0o666 & ~_UMASK)  # mkstemp makes 0600; give outputs the mode a plain open() would
     os.close(fd)
     tmp_path = Path(tmp)
     try:
         yield tmp_path
+        _fsync_file(tmp_path)
         os.replace(tmp_path, path)
-    except BaseException:
+    except BaseException as e:
         with contextlib.suppress(FileNotFoundError):
             tmp_path.unlink()
+        if isinstance(e, OSError) and e.filename is None and e.errno in _WRITE_ERRNOS:
+            e.filename = os.fspath(path)
         raise
+    _fsync_dir(path.parent)
 
 
 @contextlib.contextmanager
 def atomic_open(path: str | os.PathLike, mode: str = "wb", compresslevel: int = 6) -> Iterator[IO]:
     """Open ``path`` for writing through a temporary file renamed into place on success.
 
-    gzip-compresses when ``path`` ends in .gz. ``mode`` is "wb" or "w" (UTF-8 text, "\\n" newlines).
+    gzip-compresses (deterministically, see :func:`gzip_writer`) when ``path`` ends in .gz.
+    ``mode`` is "wb" or "w" (UTF-8 text, "\\n" newlines).
     """
     assert mode in ("wb", "w"), mode
-    with atomic_path(path) as tmp:
-        if wants_gzip(path):
-            raw: IO[bytes] = gzip.open(tmp, "wb", compresslevel=compresslevel)
+    with atomic_path(path) as tmp, open(tmp, "wb", buffering=1 << 20) as f, \
+            (gzip_writer(f, compresslevel) if wants_gzip(path) else contextlib.nullcontext(f)) as raw:
+        if mode == "w":
+            text = io.TextIOWrapper(raw, encoding="utf-8", newline="\n")
+            yield text
+            text.flush()
+            text.detach()  # ``raw`` is closed by its own ``with``
         else:
-            raw = open(tmp, "wb", buffering=1 << 20)
-        with raw:
-            if mode == "w":
-                text = io.TextIOWrapper(raw, encoding="utf-8", newline="\n")
-                yield text
-                text.flush()
-                text.detach()  # ``raw`` is closed by its own ``with``
-            else:
-                yield raw
+            yield raw
 
 
 def sha256_file(path: str | os.PathLike, chunk: int = 1 << 20) -> str:

@@ -151,6 +151,8 @@ def score_table(model_path, table_path, out_path, config: ScoreConfig | None = N
     from .model.checkpoint import resolve_checkpoint
 
     model_file = resolve_checkpoint(model_path)
+    rejects = config.rejects or (os.fspath(out_path) + ".rejects") if config.on_error == "keep" else None
+    check_not_same_file(table_path, out_path, rejects, model_file, config.vocab)
     model, vocabs = load_model(model_file, config)
     st = os.stat(table_path) if os.path.exists(table_path) else None
     if st is None:
@@ -166,7 +168,8 @@ def score_table_with_model(model, vocabs, table_path, out_path, config: ScoreCon
                            model_path=None) -> dict:
     """:func:`score_table` for an already loaded model; ``identity`` guards resumes (see chunked.py);
     ``model_path`` names the model in errors."""
-    check_not_same_file(table_path, out_path)
+    rejects = config.rejects or (os.fspath(out_path) + ".rejects") if config.on_error == "keep" else None
+    check_not_same_file(table_path, out_path, rejects, vocab=config.vocab)
     device = resolve_device(config.device)
     if config.matmul == "numpy" and (device.type != "cpu" or config.precision != "fp32"):
         raise PhraseRescoreError(f"matmul 'numpy' is for float32 on a CPU, not {config.precision} on {device}: "

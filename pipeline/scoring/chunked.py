@@ -25,7 +25,7 @@ import zlib
 from pathlib import Path
 
 from ..errors import PhraseRescoreError
-from ..fileio import wants_gzip
+from ..fileio import check_outputs, wants_gzip
 
 MANIFEST_FORMAT = "phrase-rescore-score-manifest"
 MANIFEST_VERSION = 1
@@ -183,11 +183,12 @@ class ChunkedOutput:
                     pass
 
 
-def check_not_same_file(table: str | os.PathLike, out: str | os.PathLike) -> None:
-    """Refuse to overwrite the input table with its own scored version."""
-    try:
-        same = os.path.samefile(table, out)
-    except FileNotFoundError:
-        return
-    if same:
-        raise PhraseRescoreError("the output is the input table itself: choose another --out path", out)
+def check_not_same_file(table: str | os.PathLike, out: str | os.PathLike, rejects: str | os.PathLike | None = None,
+                        model: str | os.PathLike | None = None, vocab: str | os.PathLike | None = None) -> None:
+    """Refuse outputs of a scoring run (``out``, its ``OUT.partial`` and manifest, the reject list)
+    that would overwrite an input (the table, the model checkpoint, the vocabulary) or each other
+    (see :func:`~pipeline.fileio.check_outputs`)."""
+    chunked = ChunkedOutput(out, {})
+    check_outputs({"TABLE": table, "MODEL": model, "--vocab": vocab},
+                  {"--out": out, "the partial output": chunked.partial, "its manifest": chunked.manifest_path,
+                   "--rejects": rejects})

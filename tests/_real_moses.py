@@ -183,7 +183,7 @@ def cli(*args: str) -> str:
     return r.output
 
 
-_SYSTEM: TinySystem | None = None
+_SYSTEM: TinySystem | BaseException | None = None
 
 
 def build_tiny_system(root: Path) -> TinySystem:
@@ -225,6 +225,12 @@ def tiny_system(tmp_path_factory) -> TinySystem:
     global _SYSTEM
     if moses_home() is None:
         pytest.skip(SKIP_REASON)
+    if isinstance(_SYSTEM, BaseException):       # built once: a failure is not retried by every module
+        pytest.fail(f"the tiny system could not be built: {_SYSTEM}")
     if _SYSTEM is None:
-        _SYSTEM = build_tiny_system(tmp_path_factory.mktemp("real-moses-system"))
+        try:
+            _SYSTEM = build_tiny_system(tmp_path_factory.mktemp("real-moses-system"))
+        except BaseException as e:
+            _SYSTEM = e
+            raise
     return _SYSTEM

@@ -48,7 +48,8 @@ that marker (or a stage manifest of that stage, written by an older version): be
 a folder named like a selected stage that holds files but no such proof, a ``run-log.json`` that is not
 a run log, or an ``[inputs]`` path that lies inside a stage folder, contains one or is the run log, is
 an error naming the path. An empty folder of a stage's name is taken over (there is nothing to lose).
-A folder of a stage that is not selected is never touched.
+A folder of a stage that is not selected is never touched. The temporary file of a run log an
+interrupted run was writing (``.run-log.json.*.tmp``) is removed.
 """
 from __future__ import annotations
 
@@ -489,9 +490,17 @@ def _marker_text(stage: str) -> str:
     return json.dumps({"stage": stage, "note": MARKER_NOTE}, indent=2) + "\n"
 
 
+def _is_marker_temp(name: str) -> bool:
+    """The temporary file of a marker being written (:func:`atomic_open`'s name for it)."""
+    return name.startswith(f".{STAGE_MARKER}.") and name.endswith(".tmp")
+
+
 def _owned(stage_dir: Path, stage: str) -> bool:
-    """True when ``stage_dir`` is provably the runner's folder for ``stage``: it carries the marker of
-    that stage, or (written by a version before the marker) that stage's manifest or attempt record."""
+    """True when ``stage_dir`` may be emptied for ``stage``: it carries the marker of that stage, or
+    (written by a version before the marker) that stage's manifest or attempt record, or it holds
+    nothing (at most a marker the runner was interrupted writing)."""
+    if all(_is_marker_temp(e.name) for e in stage_dir.iterdir()):
+        return True
     marker = _read_json(stage_dir / STAGE_MARKER)
     if isinstance(marker, dict):
         return marker.get("stage") == stage
@@ -519,8 +528,8 @@ def check_workdir(work: Path, stages: Iterable[str], inputs: Mapping[str, Path])
         if d.is_symlink() or (d.exists() and not d.is_dir()):
             raise PhraseRescoreError(f"stage {name} writes into this folder, but a file or link of that name is "
                                      "in the way; move it, or choose another --workdir", d)
-        if d.is_dir() and any(d.iterdir()) and not _owned(d, name):
-            shown = sorted(e.name for e in d.iterdir())
+        if d.is_dir() and not _owned(d, name):
+            shown = sorted(e.name for e in d.iterdir() if not _is_marker_temp(e.name))
             raise PhraseRescoreError(
                 f"stage {name} writes into this folder, but it was not created by the workflow runner (no "
                 f"{STAGE_MARKER}) and holds {', '.join(shown[:5])}{' ...' if len(shown) > 5 else ''}; "
@@ -602,6 +611,8 @@ def run_workflow(workflow: Workflow, registry: Registry, workdir: str | os.PathL
     check_workdir(work, p.order, workflow.inputs)
     version = code_version()
     work.mkdir(parents=True, exist_ok=True)
+    for tmp in work.glob(f".{RUN_LOG}.*.tmp"):  # a run log an interrupted run was writing
+        tmp.unlink()
     user_hashes = {a: hash_path(path) for a, path in workflow.inputs.items()}
     output_hashes: dict[str, str] = {}
     results: list[StageResult] = []

@@ -5,7 +5,11 @@ Measures, in one process:
 * decoding speed (sentences/s) for 1-best and 100-best at Moses's default stack size (200) and at a
   smaller stack, with ratios against the 1-best/stack-200 baseline;
 * tuning on val with ``tune_embedded``: wall time per iteration (decode and MERT separately);
-* val BLEU (sacrebleu, tokenized text, ``tokenize="none"``) with the default weights and the tuned ones.
+* val BLEU (sacrebleu, tokenized text, ``tokenize="none"``) with the default weights and the tuned ones;
+* with ``MOSES_HOME`` set (a real Moses build), the same-run baseline: ``moses -threads 1`` 1-best on the
+  same sentences and ini at the same stack sizes, its sentences/s taken from the per-sentence
+  "Translation took" times it logs (loading excluded, as for the embedded decoder), and the ratio
+  embedded / Moses.
 
 Usage::
 
@@ -58,6 +62,27 @@ def build_system(workdir, quick):
     t0 = time.time()
     res = build_smt(src, tgt, os.path.join(workdir, "system"), BuildConfig())
     return res.moses_ini, time.time() - t0
+
+
+def moses_speed(ini, sents, stack, workdir):
+    """Real ``moses -threads 1`` 1-best on ``sents`` (token lists): (sentences/s of decoding, wall seconds)."""
+    import re
+    import subprocess
+
+    moses = os.path.join(os.environ["MOSES_HOME"], "bin", "moses")
+    inp = "".join(" ".join(s) + "\n" for s in sents).encode("utf-8")
+    t0 = time.time()
+    p = subprocess.run([moses, "-f", ini, "-threads", "1", "-stack", str(stack), "-v", "1"], input=inp,
+                       capture_output=True)
+    wall = time.time() - t0
+    if p.returncode != 0:
+        raise SystemExit(f"moses failed ({p.returncode}): {p.stderr.decode(errors='replace')[-1000:]}")
+    took = [float(x) for x in re.findall(rb"Translation took ([0-9.]+) seconds total", p.stderr)]
+    if len(took) != len(sents):
+        raise SystemExit(f"moses logged {len(took)} translation times for {len(sents)} sentences")
+    with open(os.path.join(workdir, f"moses.stack{stack}.out"), "wb") as f:
+        f.write(p.stdout)
+    return len(sents) / max(sum(took), 1e-9), wall
 
 
 def decode_speed(dec, sents, nbest, stack):
@@ -117,6 +142,14 @@ def main():
     report["speed_sentences"] = len(speed_set)
     report["sent_per_s"] = {k: round(v, 3) for k, v in speeds.items()}
     report["ratio_vs_stack200_1best"] = {k: round(v / base, 3) for k, v in speeds.items()}
+    if os.environ.get("MOSES_HOME"):
+        report["moses_sent_per_s"], report["moses_wall_seconds"], report["embedded_vs_moses"] = {}, {}, {}
+        for stack in (200, args.tune_stack):
+            sps, wall = moses_speed(ini, speed_set, stack, args.workdir)
+            key = f"stack{stack}_1best"
+            report["moses_sent_per_s"][key] = round(sps, 3)
+            report["moses_wall_seconds"][key] = round(wall, 2)
+            report["embedded_vs_moses"][key] = round(speeds[key] / sps, 4)
 
     if args.speed_only:
         print(json.dumps(report, indent=2))

@@ -1,7 +1,10 @@
 """Prepared phrase pairs: the Parquet layout written by ``prepare`` and its in-memory form for training.
 
-A pairs directory holds ``train.parquet`` and ``valid.parquet`` (columns below), ``vocab.json`` and
-``manifest.json``. Parquet schema metadata carries ``phrase_rescore_format`` = :data:`FORMAT_VERSION`.
+A pairs directory holds ``train.parquet`` and ``valid.parquet`` (columns below), ``vocab.json``,
+``rejects.txt`` with ``--on-error keep``, and ``manifest.json``, written last, with the sha256 of every
+part (``"parts"``): :func:`check_pairs_dir` refuses a folder whose parts are not the ones its manifest
+names (a prepare killed while it replaced them, a part copied from elsewhere). Parquet schema metadata
+carries ``phrase_rescore_format`` = :data:`FORMAT_VERSION`.
 
 ======== ================ ==========================================================
 column   type             meaning
@@ -19,6 +22,7 @@ Sampling and batching helpers live in :mod:`pipeline.batching` and are re-export
 """
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -28,9 +32,14 @@ import pyarrow.parquet as pq
 
 from .batching import UniformSampler, length_batches, pad_batch  # noqa: F401  (re-exported)
 from .errors import PhraseRescoreError
+from .fileio import sha256_file
 
 FORMAT_KEY = b"phrase_rescore_format"
 FORMAT_VERSION = "1"
+#: the manifest's ``format_version``: 2 lists every part with its sha256
+MANIFEST_FORMAT_VERSION = 2
+#: the files ``prepare`` may write into a pairs directory besides ``manifest.json``
+PART_NAMES = ("train.parquet", "valid.parquet", "vocab.json", "rejects.txt")
 
 SCHEMA = pa.schema([
     ("source", pa.string()),
@@ -140,6 +149,45 @@ def pairs_paths(pairs_dir: str | os.PathLike) -> dict[str, Path]:
     d = Path(pairs_dir)
     return {"train": d / "train.parquet", "valid": d / "valid.parquet",
             "vocab": d / "vocab.json", "manifest": d / "manifest.json"}
+
+
+def check_pairs_dir(pairs_dir: str | os.PathLike) -> dict:
+    """The manifest of a complete pairs directory whose parts are those it names, byte for byte.
+
+    :returns: the manifest; ``manifest["parts"][name]["sha256"]`` for each part.
+    :raises PhraseRescoreError: no manifest, one from an interrupted or older prepare, a missing part, or a
+        part whose sha256 is not the manifest's (naming the folder and the part).
+    """
+    d = Path(pairs_dir)
+    path = d / "manifest.json"
+    rerun = "rerun `phrase-rescore prepare` into this folder"
+    if not path.exists():
+        raise PhraseRescoreError(f"no manifest.json in this folder (expected a folder written by `phrase-rescore "
+                                 f"prepare`; a prepare that was killed before it finished leaves none): {rerun}", d)
+    try:
+        m = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise PhraseRescoreError(f"not a JSON manifest ({e})", path) from None
+    if not isinstance(m, dict) or m.get("stage") != "prepare":
+        raise PhraseRescoreError("not the manifest of `phrase-rescore prepare`", path)
+    if m.get("format_version") != MANIFEST_FORMAT_VERSION or not isinstance(m.get("parts"), dict):
+        raise PhraseRescoreError(f"written by an older prepare (manifest format {m.get('format_version')}, without "
+                                 f"the parts' hashes; expected {MANIFEST_FORMAT_VERSION}): {rerun}", path)
+    if m.get("complete") is not True:
+        raise PhraseRescoreError(f"prepare was interrupted while it replaced this folder's files, so they may "
+                                 f"come from two runs: {rerun}", d)
+    for role in ("train", "valid", "vocab"):
+        if f"{role}.parquet" not in m["parts"] and f"{role}.json" not in m["parts"]:
+            raise PhraseRescoreError(f"the manifest names no {role} part", path)
+    for name, info in m["parts"].items():
+        part = d / name
+        if not part.exists():
+            raise PhraseRescoreError(f"{name} is missing from {d} (its manifest.json names it): {rerun}", part)
+        if sha256_file(part) != info.get("sha256"):
+            raise PhraseRescoreError(f"{name} does not belong with the other files of {d}: its sha256 is not the "
+                                     f"one manifest.json records (a prepare killed while it replaced them, or a "
+                                     f"file copied in from elsewhere): {rerun}", part)
+    return m
 
 
 def prepare(*args, **kwargs):

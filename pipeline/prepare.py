@@ -5,14 +5,25 @@ source into Arrow files on disk; each partition is then deduplicated, counted an
 with pyarrow's vectorised kernels. Because the partition and the validation split are both functions of
 the source phrase alone, the split is disjoint by source (no source is in both) and exact duplicates of
 a pair always meet in one partition, wherever they are in the table.
+
+An existing output folder is replaced all at once as far as any reader can tell: every part is built in
+a temporary folder inside it (``.prepare-HOST-PID.RANDOM.tmp``), then the manifest is replaced by one
+marked incomplete, the parts are renamed into place and the complete manifest, with every part's
+sha256, is written last. A kill at any point leaves either the old folder, or one whose manifest says
+it is incomplete, or the new one; ``train`` checks the hashes (:func:`pipeline.pairs.check_pairs_dir`).
+The next run removes the temporary folders of killed runs. Nothing in the folder but the parts an
+earlier prepare's manifest names is ever replaced or removed.
 """
 from __future__ import annotations
 
 import collections
+import hashlib
 import json
 import math
 import os
+import secrets
 import shutil
+import socket
 import zlib
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -25,8 +36,8 @@ import pyarrow.parquet as pq
 
 from . import code_version
 from .errors import PhraseRescoreError
-from .fileio import atomic_open, atomic_path
-from .pairs import SCHEMA, pairs_paths
+from .fileio import atomic_open, sha256_file
+from .pairs import MANIFEST_FORMAT_VERSION, PART_NAMES, SCHEMA, pairs_paths
 from .phrase_table import read_phrase_table
 from .progress import bar
 from .vocab import Vocabularies, build_vocab, count_corpus, encode_phrases
@@ -68,42 +79,158 @@ def prepare(table_path: str | os.PathLike, out_dir: str | os.PathLike,
     table_path = os.fspath(table_path)
     if not os.path.isfile(table_path):
         raise PhraseRescoreError("phrase table not found", table_path)
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    paths = pairs_paths(out)
     if not 0 <= config.valid_fraction < 1:
         raise PhraseRescoreError(f"valid_fraction must be in [0, 1), got {config.valid_fraction}")
     if (config.src_corpus is None) != (config.tgt_corpus is None):
         raise PhraseRescoreError("give both src_corpus and tgt_corpus, or neither")
-    tmp = out / ".prepare-partitions"
-    shutil.rmtree(tmp, ignore_errors=True)
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise PhraseRescoreError("--out: expected a folder to write into, found a file", out)
+    previous = _previous_parts(out)
+    out.mkdir(parents=True, exist_ok=True)
+    remove_stale_temp_dirs(out)
+    tmp = out / f"{TMP_PREFIX}{_HOST}-{os.getpid()}.{secrets.token_hex(4)}{TMP_SUFFIX}"
     tmp.mkdir()
     try:
-        stats = _partition(table_path, tmp, config)
-        counts_src, counts_tgt, n_unique = _dedup_and_count(tmp, stats["partitions"], config)
+        (tmp / TMP_MARKER).write_text(TMP_MARKER_TEXT, encoding="utf-8")
+        new = pairs_paths(tmp)
+        parts_dir = tmp / "partitions"
+        parts_dir.mkdir()
+        stats = _partition(table_path, parts_dir, config, tmp / "rejects.txt")
+        counts_src, counts_tgt, n_unique = _dedup_and_count(parts_dir, stats["partitions"], config)
         if config.src_corpus is not None:
             counts_src = count_corpus(config.src_corpus)
             counts_tgt = count_corpus(config.tgt_corpus)
         vocabs = Vocabularies(build_vocab(counts_src, config.vocab_size), build_vocab(counts_tgt, config.vocab_size))
-        vocabs.save(paths["vocab"])
-        split = _encode_and_write(tmp, stats["partitions"], vocabs, paths, config)
+        vocabs.save(new["vocab"])
+        split = _encode_and_write(parts_dir, stats["partitions"], vocabs, new, config)
+        shutil.rmtree(parts_dir)
+        names = [n for n in PART_NAMES if (tmp / n).exists()]
+        manifest = {
+            "stage": "prepare", "format_version": MANIFEST_FORMAT_VERSION, "tool_version": code_version(),
+            "input": table_path, "config": asdict(config),
+            "lines": stats["lines"], "rejected": stats["rejected"], "unique_pairs": n_unique,
+            "vocab_source": len(vocabs.source), "vocab_target": len(vocabs.target),
+            "vocab_counted_from": "corpus" if config.src_corpus else "unique phrase pairs",
+            **split,
+            "parts": {n: {"sha256": sha256_file(tmp / n), "bytes": (tmp / n).stat().st_size} for n in names},
+        }
+        manifest = _install(tmp, out, manifest, previous)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    manifest = {
-        "stage": "prepare", "format_version": 1, "tool_version": code_version(),
-        "input": table_path, "config": asdict(config),
-        "lines": stats["lines"], "rejected": stats["rejected"], "unique_pairs": n_unique,
-        "vocab_source": len(vocabs.source), "vocab_target": len(vocabs.target),
-        "vocab_counted_from": "corpus" if config.src_corpus else "unique phrase pairs",
-        **split,
-    }
-    with atomic_open(paths["manifest"], "w") as f:
-        json.dump(manifest, f, indent=2)
-        f.write("\n")
     return manifest
 
 
-def _partition(table_path: str, tmp: Path, config: PrepareConfig) -> dict:
+TMP_PREFIX, TMP_SUFFIX = ".prepare-", ".tmp"
+TMP_MARKER = ".phrase-rescore-prepare-tmp"
+TMP_MARKER_TEXT = "A temporary folder of `phrase-rescore prepare`; removed by its next run once its process is gone.\n"
+_HOST = hashlib.sha256(socket.gethostname().encode("utf-8", "replace")).hexdigest()[:8]
+
+
+def _previous_parts(out: Path) -> set[str]:
+    """The parts an earlier prepare wrote in ``out``, which this run may replace or remove.
+
+    Proved by its manifest: the parts it lists (and, while it is incomplete, those it replaces); a
+    manifest without that list (format 1) names the fixed parts and rejects.txt when it kept rejects.
+    :raises PhraseRescoreError: a part's name is taken by a file no prepare manifest accounts for.
+    """
+    manifest_path = out / "manifest.json"
+    names: set[str] = set()
+    if manifest_path.exists():
+        try:
+            m = json.loads(manifest_path.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            m = None
+        if not isinstance(m, dict) or m.get("stage") != "prepare":
+            raise PhraseRescoreError("this manifest.json was not written by `phrase-rescore prepare`; "
+                                     "choose another --out", manifest_path)
+        if isinstance(m.get("parts"), dict):
+            names = set(m["parts"]) | set(m.get("replacing", []))
+        else:
+            names = {"train.parquet", "valid.parquet", "vocab.json"}
+            if (m.get("config") or {}).get("on_error") == "keep":
+                names.add("rejects.txt")
+        names.add("manifest.json")
+    foreign = [n for n in PART_NAMES + ("manifest.json",) if n not in names and (out / n).exists()]
+    if foreign:
+        raise PhraseRescoreError(f"{', '.join(foreign)} in this folder {'was' if len(foreign) == 1 else 'were'} not "
+                                 "written by `phrase-rescore prepare` (no prepare manifest.json names "
+                                 f"{'it' if len(foreign) == 1 else 'them'}); move {'it' if len(foreign) == 1 else 'them'} "
+                                 "away or choose another --out", out)
+    return names - {"manifest.json"}
+
+
+def _install(tmp: Path, out: Path, manifest: dict, previous: set[str]) -> dict:
+    """Move the parts built in ``tmp`` into ``out``: first a manifest marked incomplete (naming the
+    parts it replaces), then the parts by rename, then the earlier run's parts this one does not
+    write are removed, then the complete manifest."""
+    parts = list(manifest["parts"])
+    _write_manifest(out / "manifest.json", {**manifest, "complete": False,
+                                            "replacing": sorted(previous - set(parts))})
+    for name in parts:
+        os.replace(tmp / name, out / name)
+    for name in sorted(previous - set(parts)):
+        try:
+            os.unlink(out / name)
+        except FileNotFoundError:
+            pass
+    _fsync_dir(out)
+    manifest = {**manifest, "complete": True}
+    _write_manifest(out / "manifest.json", manifest)
+    return manifest
+
+
+def _write_manifest(path: Path, manifest: dict) -> None:
+    with atomic_open(path, "w") as f:
+        json.dump(manifest, f, indent=2)
+        f.write("\n")
+        f.flush()
+        os.fsync(f.fileno())
+    _fsync_dir(path.parent)
+
+
+def _fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def remove_stale_temp_dirs(out: Path) -> list[Path]:
+    """Remove the temporary folders that killed prepare runs left in ``out``: only those named like
+    ours, holding our marker file, made on this machine by a process that no longer runs."""
+    removed = []
+    for d in out.glob(f"{TMP_PREFIX}*{TMP_SUFFIX}"):
+        owner = d.name[len(TMP_PREFIX):-len(TMP_SUFFIX)].split(".", 1)[0]     # HOST-PID
+        host, _, pid = owner.partition("-")
+        if not (d.is_dir() and (d / TMP_MARKER).is_file() and host == _HOST and pid.isdigit()):
+            continue
+        if _process_alive(int(pid)):
+            continue
+        shutil.rmtree(d, ignore_errors=True)
+        removed.append(d)
+    return removed
+
+
+def _process_alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:      # another user's process
+        return True
+    return True
+
+
+def _partition(table_path: str, tmp: Path, config: PrepareConfig, rejects_path: Path) -> dict:
     """Stream the table once, appending each good line's (source, target) to its source's partition."""
     n_parts = _num_partitions(table_path, config.partition_bytes)
     writers: dict[int, ipc.RecordBatchStreamWriter] = {}
@@ -119,7 +246,7 @@ def _partition(table_path: str, tmp: Path, config: PrepareConfig) -> dict:
         buffers.clear()
 
     reader = read_phrase_table(table_path, on_error=config.on_error,
-                               rejects_path=Path(tmp).parent / "rejects.txt" if config.on_error == "keep" else None)
+                               rejects_path=rejects_path if config.on_error == "keep" else None)
     crc = zlib.crc32
     with bar(desc="prepare: read", unit="lines") as progress:
         for entry in reader:
@@ -169,29 +296,29 @@ def _encode_and_write(tmp: Path, partitions: list[int], vocabs: Vocabularies, pa
     seed_bytes = str(config.seed).encode()
     threshold = round(config.valid_fraction * 1_000_000)
     counts = {"train_pairs": 0, "valid_pairs": 0, "train_sources": 0, "valid_sources": 0}
-    with atomic_path(paths["train"]) as train_tmp, atomic_path(paths["valid"]) as valid_tmp:
-        writers = {"train": pq.ParquetWriter(str(train_tmp), SCHEMA), "valid": pq.ParquetWriter(str(valid_tmp), SCHEMA)}
-        try:
-            for p in bar(partitions, desc="prepare: encode", unit="parts"):
-                table = _read_partition(tmp, p)
-                src_ids, src_unk = encode_phrases(table["source"], src_vocab)
-                tgt_ids, tgt_unk = encode_phrases(table["target"], tgt_vocab)
-                encoded = pa.table({
-                    "source": table["source"], "target": table["target"],
-                    "src_ids": src_ids, "tgt_ids": tgt_ids,
-                    "src_len": pc.cast(pc.list_value_length(src_ids), pa.int32()),
-                    "tgt_len": pc.cast(pc.list_value_length(tgt_ids), pa.int32()),
-                    "n_unk": pa.array((src_unk + tgt_unk).astype(np.int32)),
-                }, schema=SCHEMA)
-                sources = table["source"].to_pylist()
-                valid = np.fromiter((_is_valid(s, seed_bytes, threshold) for s in sources), bool, len(sources))
-                for name, sel in (("train", ~valid), ("valid", valid)):
-                    part = encoded.filter(pa.array(sel))
-                    if part.num_rows:
-                        writers[name].write_table(part)
-                        counts[f"{name}_pairs"] += part.num_rows
-                        counts[f"{name}_sources"] += len(pc.unique(part["source"]))
-        finally:
-            for w in writers.values():
-                w.close()
+    writers = {"train": pq.ParquetWriter(str(paths["train"]), SCHEMA),
+               "valid": pq.ParquetWriter(str(paths["valid"]), SCHEMA)}
+    try:
+        for p in bar(partitions, desc="prepare: encode", unit="parts"):
+            table = _read_partition(tmp, p)
+            src_ids, src_unk = encode_phrases(table["source"], src_vocab)
+            tgt_ids, tgt_unk = encode_phrases(table["target"], tgt_vocab)
+            encoded = pa.table({
+                "source": table["source"], "target": table["target"],
+                "src_ids": src_ids, "tgt_ids": tgt_ids,
+                "src_len": pc.cast(pc.list_value_length(src_ids), pa.int32()),
+                "tgt_len": pc.cast(pc.list_value_length(tgt_ids), pa.int32()),
+                "n_unk": pa.array((src_unk + tgt_unk).astype(np.int32)),
+            }, schema=SCHEMA)
+            sources = table["source"].to_pylist()
+            valid = np.fromiter((_is_valid(s, seed_bytes, threshold) for s in sources), bool, len(sources))
+            for name, sel in (("train", ~valid), ("valid", valid)):
+                part = encoded.filter(pa.array(sel))
+                if part.num_rows:
+                    writers[name].write_table(part)
+                    counts[f"{name}_pairs"] += part.num_rows
+                    counts[f"{name}_sources"] += len(pc.unique(part["source"]))
+    finally:
+        for w in writers.values():
+            w.close()
     return counts

@@ -31,11 +31,11 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 import torch
 
-from . import progress
+from . import code_version, progress
 from .device import resolve_device
 from .errors import PhraseRescoreError
 from .fileio import sha256_file
-from .phrase_table import ON_ERROR_CHOICES, append_columns, read_phrase_table
+from .phrase_table import ON_ERROR_CHOICES, append_columns, check_not_empty, read_phrase_table
 from .scoring.batching import ChunkPairs, PairCollector
 from .scoring.chunked import ChunkedOutput, chain_digest, check_not_same_file
 from .scoring.fast import MATMULS, PRECISIONS, FastScorer, choose_matmul, one_thread_each
@@ -160,7 +160,7 @@ def score_table(model_path, table_path, out_path, config: ScoreConfig | None = N
     identity = {"table": os.path.abspath(table_path), "table_size": st.st_size, "table_mtime_ns": st.st_mtime_ns,
                 "model_sha256": sha256_file(model_file),
                 "vocab_sha256": None if config.vocab is None else sha256_file(config.vocab),
-                **config.output_identity()}
+                "tool_version": code_version(), **config.output_identity()}
     return score_table_with_model(model, vocabs, table_path, out_path, config, identity, model_file)
 
 
@@ -170,6 +170,7 @@ def score_table_with_model(model, vocabs, table_path, out_path, config: ScoreCon
     ``model_path`` names the model in errors."""
     rejects = config.rejects or (os.fspath(out_path) + ".rejects") if config.on_error == "keep" else None
     check_not_same_file(table_path, out_path, rejects, vocab=config.vocab)
+    check_not_empty(table_path)
     device = resolve_device(config.device)
     if config.matmul == "numpy" and (device.type != "cpu" or config.precision != "fp32"):
         raise PhraseRescoreError(f"matmul 'numpy' is for float32 on a CPU, not {config.precision} on {device}: "

@@ -25,10 +25,10 @@ import torch
 from . import progress
 from .device import resolve_device
 from .errors import PhraseRescoreError
-from .fileio import atomic_open, sha256_file
+from .fileio import atomic_open
 from .model.checkpoint import read_checkpoint, save_checkpoint
 from .model.encdec import EncDecConfig, RNNEncoderDecoder
-from .pairs import PairSet, UniformSampler, length_batches, load_pairs, pairs_paths
+from .pairs import PairSet, UniformSampler, check_pairs_dir, length_batches, load_pairs, pairs_paths
 from .vocab import Vocabularies
 
 LOG_COLUMNS = ["step", "pairs_seen", "elapsed_s", "train_loss", "train_ppl", "valid_ppl", "best_valid_ppl", "lr"]
@@ -124,6 +124,8 @@ def train(pairs_dir, out_dir, config: TrainConfig = TrainConfig()) -> dict:
         if not paths[role].exists():
             raise PhraseRescoreError(f"missing {paths[role].name} (expected a directory written by "
                                      "`phrase-rescore prepare`)", paths[role])
+    parts = check_pairs_dir(pairs_dir)["parts"]
+    data_hashes = {name: parts[name]["sha256"] for name in ("train.parquet", "valid.parquet", "vocab.json")}
     out = Path(out_dir)
     last_path, best_path, log_path = out / "last.pt", out / "model.pt", out / "train_log.csv"
     if config.resume and not last_path.exists():
@@ -136,7 +138,7 @@ def train(pairs_dir, out_dir, config: TrainConfig = TrainConfig()) -> dict:
     train_set, valid_set = load_pairs(paths["train"]), load_pairs(paths["valid"])
     if len(train_set) == 0:
         raise PhraseRescoreError("no training pairs", paths["train"])
-    data_hash = sha256_file(paths["train"])
+    data_hash = data_hashes["train.parquet"]
 
     try:
         model_cfg = EncDecConfig.preset(config.preset, len(vocabs.source), len(vocabs.target), gru=config.gru,
@@ -163,15 +165,25 @@ def train(pairs_dir, out_dir, config: TrainConfig = TrainConfig()) -> dict:
                 f"{k} was {old.get(k)!r}, now {getattr(config, k)!r}" for k in changed), last_path)
         if ts["data_sha256"] != data_hash:
             raise PhraseRescoreError("cannot resume: train.parquet changed since this run started", paths["train"])
-        model.load_state_dict(ckpt["state_dict"])
+        for name, digest in (ts.get("pairs_sha256") or {}).items():
+            if data_hashes.get(name) != digest:
+                raise PhraseRescoreError(f"cannot resume: {name} changed since this run started (last.pt was "
+                                         "trained on other prepared pairs)", Path(pairs_dir) / name)
+        try:
+            model.load_state_dict(ckpt["state_dict"])
+        except RuntimeError as e:
+            raise PhraseRescoreError(f"cannot resume: the weights in last.pt do not fit this model: {str(e)[:300]}",
+                                     last_path) from None
         optimizer.load_state_dict(ts["optimizer"])
         sampler.load_state_dict(ts["sampler"])
         torch.set_rng_state(ts["torch_rng"])
         state = {k: ts[k] for k in state}
         state["log"] = [dict(r) for r in ts["log"]]
+        _write_log(log_path, state["log"])   # a kill between last.pt and the log leaves the log behind
 
     def train_state() -> dict:
-        return {"config": config.to_dict(), "data_sha256": data_hash, "optimizer": optimizer.state_dict(),
+        return {"config": config.to_dict(), "data_sha256": data_hash, "pairs_sha256": data_hashes,
+                "optimizer": optimizer.state_dict(),
                 "sampler": sampler.state_dict(), "torch_rng": torch.get_rng_state(), **state}
 
     unigram = unigram_perplexity(train_set, valid_set, len(vocabs.target), config.valid_max_pairs)

@@ -1,7 +1,10 @@
 """Vocabulary counts, the prepare stage (unique pairs, split, Parquet), the sampler and the batcher."""
 import collections
 import gzip
+import os
 import random
+import shutil
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -141,3 +144,147 @@ def test_pad_batch_and_length_batches():
     assert sorted(np.concatenate(batches).tolist()) == list(range(500))
     assert all(len(b) * lengths[b].sum(1).max() <= 64 for b in batches)
     assert np.mean([np.ptp(lengths[b].sum(1)) for b in batches]) < 2  # similar lengths together
+
+
+# --- an output folder is all-old or all-new; train refuses parts that do not belong together
+
+PARTS = ("train.parquet", "valid.parquet", "vocab.json")
+
+
+def _two_tables(tmp_path):
+    make_table(tmp_path / "a.gz", seed=0)
+    make_table(tmp_path / "b.gz", n_sources=300, seed=1)
+    return tmp_path / "a.gz", tmp_path / "b.gz"
+
+
+def _parts(d):
+    return {n: (d / n).read_bytes() for n in PARTS}
+
+
+def _train_cfg():
+    from pipeline.train import TrainConfig
+    return TrainConfig(model_overrides=dict(emb_dim=8, hidden_dim=8, maxout_units=4, rank=4), max_steps=1,
+                       valid_every=1, batch_size=8)
+
+
+@pytest.mark.usefixtures("one_thread")
+def test_a_prepare_killed_while_it_rewrites_a_folder_leaves_the_old_one(tmp_path, monkeypatch):
+    from pipeline import prepare as prepare_module
+    from pipeline.train import train
+    a, b = _two_tables(tmp_path)
+    out = tmp_path / "pairs"
+    prepare(a, out, PrepareConfig(valid_fraction=0.2))
+    old = _parts(out)
+
+    def killed(*args, **kwargs):        # the vocabulary is written, the pairs are being encoded
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(prepare_module, "_encode_and_write", killed)
+    with pytest.raises(KeyboardInterrupt):
+        prepare(b, out, PrepareConfig(valid_fraction=0.2))
+    assert _parts(out) == old                                        # all old: no new vocab beside old pairs
+    train(out, tmp_path / "m", _train_cfg())                         # and usable as it was
+
+
+# the renames into the folder, in order: the incomplete manifest, the three parts, the complete manifest
+@pytest.mark.parametrize("renamed", [0, 1, 2, 3, 4])                 # how many were done when the kill came
+def test_a_prepare_killed_while_it_swaps_the_parts_is_refused_then_redone(tmp_path, monkeypatch, renamed):
+    from pipeline import prepare as prepare_module
+    from pipeline.train import train
+    a, b = _two_tables(tmp_path)
+    out, ref = tmp_path / "pairs", tmp_path / "ref"
+    prepare(a, out, PrepareConfig(valid_fraction=0.2))
+    old = _parts(out)
+    real = os.replace
+    calls = []
+
+    def replace_then_die(src, dst):
+        if Path(dst).parent == out and Path(dst).name in PARTS + ("manifest.json",):
+            if len(calls) == renamed:
+                raise KeyboardInterrupt
+            calls.append(dst)
+        return real(src, dst)
+
+    monkeypatch.setattr(prepare_module.os, "replace", replace_then_die)
+    with pytest.raises(KeyboardInterrupt):
+        prepare(b, out, PrepareConfig(valid_fraction=0.2))
+    monkeypatch.setattr(prepare_module.os, "replace", real)
+    if renamed == 0:
+        assert _parts(out) == old
+        train(out, tmp_path / "m", _train_cfg())                     # the old folder, whole
+    else:
+        with pytest.raises(PhraseRescoreError, match="prepare was interrupted while it replaced") as e:
+            train(out, tmp_path / "m", _train_cfg())
+        assert e.value.path == str(out)
+    prepare(b, out, PrepareConfig(valid_fraction=0.2))               # the same command again
+    prepare(b, ref, PrepareConfig(valid_fraction=0.2))
+    assert _parts(out) == _parts(ref)
+    assert sorted(p.name for p in out.iterdir()) == sorted(PARTS + ("manifest.json",))
+
+
+# (the part replaced by another run's, where the kill left it)
+MIXED = [("vocab.json",), ("train.parquet",), ("valid.parquet",), ("vocab.json", "valid.parquet")]
+
+
+@pytest.mark.parametrize("foreign", MIXED)
+def test_train_refuses_parts_that_do_not_belong_together(tmp_path, foreign):
+    from pipeline.train import train
+    a, b = _two_tables(tmp_path)
+    prepare(a, tmp_path / "pa", PrepareConfig(valid_fraction=0.2))
+    prepare(b, tmp_path / "pb", PrepareConfig(valid_fraction=0.2))
+    for name in foreign:
+        shutil.copyfile(tmp_path / "pb" / name, tmp_path / "pa" / name)
+    first = next(n for n in PARTS if n in foreign)
+    with pytest.raises(PhraseRescoreError, match=f"{first} does not belong with the other files of "
+                                                 f"{tmp_path / 'pa'}") as e:
+        train(tmp_path / "pa", tmp_path / "m", _train_cfg())
+    assert e.value.path == str(tmp_path / "pa" / first)
+    assert not (tmp_path / "m" / "last.pt").exists()
+
+
+def test_prepare_keeps_a_users_files_and_never_overwrites_a_part_it_did_not_write(tmp_path):
+    a, b = _two_tables(tmp_path)
+    out = tmp_path / "pairs"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine\n")
+    prepare(a, out, PrepareConfig(valid_fraction=0.2))
+    prepare(b, out, PrepareConfig(valid_fraction=0.2, on_error="keep"))
+    assert (out / "rejects.txt").exists()
+    prepare(a, out, PrepareConfig(valid_fraction=0.2))               # its own old rejects.txt goes
+    assert sorted(p.name for p in out.iterdir()) == sorted(PARTS + ("manifest.json", "notes.txt"))
+    assert (out / "notes.txt").read_text() == "mine\n"
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "vocab.json").write_text("{}\n")                        # a user's file with a part's name
+    with pytest.raises(PhraseRescoreError, match="vocab.json in this folder was not written by"):
+        prepare(a, other, PrepareConfig())
+    assert sorted(p.name for p in other.iterdir()) == ["vocab.json"] and (other / "vocab.json").read_text() == "{}\n"
+
+
+def test_the_next_prepare_removes_only_the_temporary_folders_of_killed_runs(tmp_path):
+    import subprocess
+    import sys
+
+    from pipeline import prepare as prepare_module
+    a, _ = _two_tables(tmp_path)
+    out = tmp_path / "pairs"
+    out.mkdir()
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True).stdout.strip()
+    host = prepare_module._HOST
+
+    def temp(owner, marker=True, token="0a1b2c3d"):
+        d = out / f".prepare-{owner}.{token}.tmp"
+        d.mkdir()
+        (d / "partitions").mkdir()
+        if marker:
+            (d / prepare_module.TMP_MARKER).write_text("x")
+        return d
+
+    killed = temp(f"{host}-{dead}")
+    alive = temp(f"{host}-{os.getppid()}")                           # a prepare still running
+    other_host = temp(f"0000ffff-{dead}")                            # another machine's, in a shared folder
+    unmarked = temp(f"{host}-{dead}", marker=False, token="ffff")   # not provably ours
+    prepare(a, out, PrepareConfig(valid_fraction=0.2))
+    assert not killed.exists()
+    assert alive.exists() and other_host.exists() and unmarked.exists()

@@ -207,3 +207,40 @@ def test_without_validation_pairs_the_model_is_the_latest(tmp_path):
     assert s["steps"] == 30 and s["stop_reason"] == "max_steps"
     best, last = _weights(tmp_path / "m" / "model.pt"), _weights(tmp_path / "m" / "last.pt")
     assert all(torch.equal(best["state_dict"][k], last["state_dict"][k]) for k in best["state_dict"])
+
+
+def _log_rows(path):
+    with open(path) as f:
+        return [{k: v for k, v in r.items() if k != "elapsed_s"} for r in csv.DictReader(f)]
+
+
+def test_resume_rewrites_a_log_that_a_kill_left_behind_last_pt(pairs_dir, tmp_path):
+    train(pairs_dir, tmp_path / "whole", cfg(max_steps=20))
+    train(pairs_dir, tmp_path / "m", cfg(max_steps=20))
+    log = tmp_path / "m" / "train_log.csv"
+    log.write_text("".join(log.read_text().splitlines(keepends=True)[:-1]))   # killed before the log's rewrite
+    s = train(pairs_dir, tmp_path / "m", cfg(max_steps=20, resume=True))
+    assert s["steps"] == 20
+    assert _log_rows(log) == _log_rows(tmp_path / "whole" / "train_log.csv")
+
+
+@pytest.mark.parametrize("part", ["valid.parquet", "vocab.json"])
+def test_resume_refuses_a_last_pt_trained_on_other_pairs(tmp_path, part):
+    import json
+    import shutil
+
+    from pipeline.fileio import sha256_file
+    make_learnable_table(tmp_path / "a.txt", n_pairs=300, seed=0)
+    make_learnable_table(tmp_path / "b.txt", n_pairs=300, seed=1)
+    prepare(tmp_path / "a.txt", tmp_path / "pa", PrepareConfig(vocab_size=100, valid_fraction=0.1, seed=1))
+    prepare(tmp_path / "b.txt", tmp_path / "pb", PrepareConfig(vocab_size=100, valid_fraction=0.1, seed=1))
+    train(tmp_path / "pa", tmp_path / "m", cfg(max_steps=10))
+    # the same training pairs beside another run's part, recorded in the manifest as a folder of its own
+    shutil.copyfile(tmp_path / "pb" / part, tmp_path / "pa" / part)
+    manifest = json.loads((tmp_path / "pa" / "manifest.json").read_text())
+    manifest["parts"][part]["sha256"] = sha256_file(tmp_path / "pa" / part)
+    (tmp_path / "pa" / "manifest.json").write_text(json.dumps(manifest))
+    before = (tmp_path / "m" / "last.pt").read_bytes()
+    with pytest.raises(PhraseRescoreError, match=f"cannot resume: {part} changed since this run started"):
+        train(tmp_path / "pa", tmp_path / "m", cfg(max_steps=20, resume=True))
+    assert (tmp_path / "m" / "last.pt").read_bytes() == before

@@ -159,6 +159,8 @@ class Vocabularies:
                 text = f.read()
         except FileNotFoundError:
             raise PhraseRescoreError("vocabulary file not found", path) from None
+        except UnicodeDecodeError as e:
+            raise PhraseRescoreError(f"invalid UTF-8 ({e.reason}): expected UTF-8 JSON", path) from None
         return cls.from_json(text, os.fspath(path))
 
 

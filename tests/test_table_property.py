@@ -164,3 +164,24 @@ def test_score_prepare_and_moses_ini_all_refuse_an_empty_table(tmp_path, model_p
         assert r.exit_code == 1, (name, r.output)
         assert f"error: {table}: {EMPTY_TABLE}" in r.output, (name, r.output)
     assert sorted(p.name for p in tmp_path.rglob("*") if not p.is_dir()) == ["empty.gz", "moses.ini"]  # no file
+
+
+@pytest.mark.parametrize("bad, words", [
+    (b"das ||| the ||| -inf inf 0.5 0.5", "score '-inf' is not finite"),
+    (b"das ||| the ||| 1e308 1e308 0.5 0.5", "score '1e308' is out of float range"),
+    (b"das ||| the ||| 1_0 0.5 0.5 0.5", "score '1_0' is not a number"),
+    (b"das ||| the ||| 0.5 -0.25 0.5 0.5", "score '-0.25' is negative"),
+])
+def test_score_and_prepare_name_a_bad_score_line_or_keep_it(tmp_path, model_path, bad, words):
+    table = tmp_path / "pt.txt"
+    write_table(table, [b"das haus ||| the house ||| 0.5 0.5 0.5 0.5", bad, b"ist ||| is ||| 1 1 1 1"])
+    strict = {"score": ["score", str(model_path), str(table), "--out", str(tmp_path / "o.txt")],
+              "prepare": ["prepare", str(table), "--out", str(tmp_path / "pairs")]}
+    for name, argv in strict.items():
+        r = CliRunner().invoke(cli, argv)
+        assert r.exit_code == 1 and f"error: {table}:2: {words}" in r.output, (name, r.output)
+    for name, argv in strict.items():
+        r = CliRunner().invoke(cli, argv[:-1] + [argv[-1] + ".keep", "--on-error", "keep"])
+        assert r.exit_code == 0, (name, r.output)
+    assert (tmp_path / "o.txt.keep").read_bytes().split(b"\n")[1] == bad + b" 1 1"
+    assert words.encode() in (tmp_path / "o.txt.keep.rejects").read_bytes()

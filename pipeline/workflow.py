@@ -30,8 +30,8 @@ Before a stage runs its old manifest is removed and ``.attempt.json`` (its param
 hashes and the code version) is written, so an interrupted stage is never taken for current. When the
 next run finds that attempt record unchanged and no manifest, and the stage declares itself
 ``resumable``, the stage directory is kept and the stage is told to resume (``ctx.resume``: training
-and scoring continue from what they left); otherwise the directory is emptied first, so no file of an
-older configuration or of an interrupted attempt survives into a new run.
+and scoring continue from what they left); otherwise what the stage wrote there is removed first, so
+no file of an older configuration or of an interrupted attempt survives into a new run.
 
 The tool version in manifests and attempt records is :func:`pipeline.code_version`: the package
 version plus a hash of the source code, so a change to the code reruns every stage it may affect.
@@ -42,14 +42,21 @@ values (``StageDef.follows``: ``tokenize`` takes ``build-smt``'s languages, casi
 a value set for it that contradicts the earlier stage's is an error.
 
 What the runner may delete: only what it wrote itself. It writes into ``WORKDIR/<stage>/`` for each
-selected stage and ``WORKDIR/run-log.json``, and nowhere else. It creates each stage folder with the
-marker file ``.phrase-rescore-stage`` (naming the stage) and only ever empties a folder that carries
-that marker (or a stage manifest of that stage, written by an older version): before anything runs,
-a folder named like a selected stage that holds files but no such proof, a ``run-log.json`` that is not
-a run log, or an ``[inputs]`` path that lies inside a stage folder, contains one or is the run log, is
-an error naming the path. An empty folder of a stage's name is taken over (there is nothing to lose).
-A folder of a stage that is not selected is never touched. The temporary file of a run log an
-interrupted run was writing (``.run-log.json.*.tmp``) is removed.
+selected stage and ``WORKDIR/run-log.json``, and nowhere else.
+
+- It creates each stage folder with the marker file ``.phrase-rescore-stage`` (naming the stage) and
+  only ever removes files from a folder that carries that marker (or a manifest or attempt record of
+  that stage, written by a version before the marker). An empty folder of a stage's name is taken over.
+- Within a stage folder it removes only the files the stage wrote: the manifest lists them
+  (``files``), and the attempt record lists the files that were there before the attempt started
+  (``foreign``). Any other file, such as one a user put there after the stage ran, stays where it is,
+  and so do the folders holding one. (Folders written by a version without these lists count as all
+  the runner's.)
+- Before anything runs, a file or non-empty folder named like a selected stage without that proof, a
+  ``run-log.json`` that is not a run log, or an ``[inputs]`` path that lies inside a selected stage's
+  folder, contains one, or is the run log, is an error naming the path; nothing is written.
+- A folder of a stage that is not selected is never touched. The temporary file of a run log an
+  interrupted run was writing (``.run-log.json.*.tmp``) is removed.
 """
 from __future__ import annotations
 
@@ -508,7 +515,7 @@ def _owned(stage_dir: Path, stage: str) -> bool:
     if m is not None:
         return m.get("stage") == stage and m.get("manifest_version") == MANIFEST_VERSION
     a = _read_json(stage_dir / ATTEMPT)
-    return isinstance(a, dict) and set(a) == {"tool_version", "params", "inputs"}
+    return isinstance(a, dict) and {"tool_version", "params", "inputs"} <= set(a)
 
 
 def _inside(path: Path, folder: Path) -> bool:
@@ -565,18 +572,54 @@ def _make_stage_dir(stage_dir: Path, stage: str) -> None:
             f.write(_marker_text(stage))
 
 
-def _clear_stage_dir(stage_dir: Path) -> None:
-    """Empty an owned stage folder except its marker: the manifest first (so an interruption here leaves
-    a stage that is never taken for current), then the attempt record, then what the stage wrote."""
+def _is_runner_file(rel: str) -> bool:
+    """A file the runner itself keeps in a stage folder (or the temporary file of one being written)."""
+    if "/" in rel:
+        return False
+    return rel in (MANIFEST, ATTEMPT, STAGE_MARKER) or (
+        rel.endswith(".tmp") and any(rel.startswith(f".{n}.") for n in (MANIFEST, ATTEMPT, STAGE_MARKER)))
+
+
+def _files(stage_dir: Path) -> set[str]:
+    """Every file and link under ``stage_dir`` (relative posix paths), the runner's own excluded;
+    links to folders are not followed."""
+    out = set()
+    for root, dirs, files in os.walk(stage_dir):
+        rel = Path(root).relative_to(stage_dir)
+        out |= {(rel / n).as_posix() for n in files}
+        out |= {(rel / n).as_posix() for n in dirs if os.path.islink(os.path.join(root, n))}
+    return {f for f in out if not _is_runner_file(f)}
+
+
+def _foreign_files(stage_dir: Path) -> set[str]:
+    """Files in an owned stage folder that the stage did not write: those its manifest does not list
+    (put there after it finished) and those its attempt record says were there before it started."""
+    now = _files(stage_dir)
+    m = read_manifest(stage_dir)
+    if m is not None and isinstance(m.get("files"), list):
+        return now - set(m["files"])
+    a = _read_json(stage_dir / ATTEMPT)
+    if isinstance(a, dict) and isinstance(a.get("foreign"), list):
+        return now & set(a["foreign"])
+    return set()  # written by a version before these records: the folder and all in it are the runner's
+
+
+def _clear_stage_dir(stage_dir: Path, keep: set[str]) -> None:
+    """Remove what the stage wrote from its owned folder, keeping the marker and the files in ``keep``:
+    the manifest first (so an interruption here leaves a stage that is never taken for current), then
+    the attempt record, then the stage's files, then the folders left empty."""
     for name in (MANIFEST, ATTEMPT):
         (stage_dir / name).unlink(missing_ok=True)
-    for e in sorted(stage_dir.iterdir()):
-        if e.name == STAGE_MARKER:
-            continue
-        if e.is_dir() and not e.is_symlink():
-            shutil.rmtree(e)
-        else:
+    for rel in sorted(_files(stage_dir) - keep):
+        (stage_dir / rel).unlink()
+    for e in list(stage_dir.iterdir()):
+        if _is_runner_file(e.name) and e.name != STAGE_MARKER:
             e.unlink()
+    for root, dirs, _ in os.walk(stage_dir, topdown=False):
+        for d in dirs:
+            path = os.path.join(root, d)
+            if not os.path.islink(path) and not os.listdir(path):
+                os.rmdir(path)
 
 
 # ----------------------------------------------------------------------------- running
@@ -638,14 +681,18 @@ def run_workflow(workflow: Workflow, registry: Registry, workdir: str | os.PathL
             say(f"[{name}] current, skipped")
             continue
         attempt = {"tool_version": version, "params": params, "inputs": in_hashes}
-        resume = (d.resumable and m is None and name not in forced
-                  and _read_json(stage_dir / ATTEMPT) == attempt)
+        before = _read_json(stage_dir / ATTEMPT)
+        resume = (d.resumable and m is None and name not in forced and isinstance(before, dict)
+                  and {k: before.get(k) for k in attempt} == attempt)
+        foreign = _foreign_files(stage_dir) if stage_dir.is_dir() else set()
         if not resume and stage_dir.is_dir():
-            _clear_stage_dir(stage_dir)
+            _clear_stage_dir(stage_dir, keep=foreign)
         say(f"[{name}] running ({'resuming an interrupted run' if resume else reason})")
+        if foreign:
+            say(f"[{name}] keeping what the stage did not write: {', '.join(sorted(foreign))}")
         _make_stage_dir(stage_dir, name)
         with atomic_open(stage_dir / ATTEMPT, "w") as f:
-            json.dump(attempt, f)
+            json.dump({**attempt, "foreign": sorted(foreign)}, f)
         t0 = time.time()
         summary = d.run(StageContext(d, params, stage_dir, in_paths, work, resume=resume))
         wall = time.time() - t0
@@ -658,7 +705,8 @@ def run_workflow(workflow: Workflow, registry: Registry, workdir: str | os.PathL
         manifest = {"manifest_version": MANIFEST_VERSION, "stage": name, "tool_version": version,
                     "params": params, "inputs": in_hashes,
                     "input_paths": {a: None if q is None else os.fspath(q) for a, q in in_paths.items()},
-                    "outputs": outs, "summary": summary, "wall_s": round(wall, 3),
+                    "outputs": outs, "files": sorted(_files(stage_dir) - foreign),
+                    "summary": summary, "wall_s": round(wall, 3),
                     "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
         with atomic_open(stage_dir / MANIFEST, "w") as f:
             json.dump(manifest, f, indent=2, sort_keys=True)

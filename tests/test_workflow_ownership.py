@@ -120,6 +120,9 @@ def test_stage_folder_of_an_older_version_without_marker_is_still_ours(tmp_path)
     run(work, FULL)
     for name in FULL["workflow"]["stages"]:
         (work / name / STAGE_MARKER).unlink()  # written before the marker existed: only its manifest proves it
+        m = json.loads((work / name / MANIFEST).read_text())
+        del m["files"]  # nor did it list the files the stage wrote
+        (work / name / MANIFEST).write_text(json.dumps(m))
     (work / "double" / "stale.txt").write_text("from an older configuration\n")
     assert run(work, FULL, sets=["make.n=4"]) == dict.fromkeys(FULL["workflow"]["stages"], "ran")
     assert not (work / "double" / "stale.txt").exists()
@@ -140,3 +143,22 @@ def test_cli_run_in_a_folder_with_a_users_stage_named_folder(tmp_path, monkeypat
     assert "error: " in r.output and "stage score writes into this folder, but it was not created" in r.output
     assert Path("score/results-of-last-week.txt").read_text() == "irreplaceable\n"
     assert sorted(p.name for p in Path("score").iterdir()) == ["results-of-last-week.txt"]
+
+
+def test_files_the_stage_did_not_write_survive_its_reruns(tmp_path):
+    work = tmp_path / "work"
+    run(work, FULL)
+    (work / "double" / "notes.txt").write_text("mine\n")        # beside a stage's output
+    (work / "sum" / "total" / "notes.txt").write_text("mine\n")  # inside a directory output
+    assert run(work, FULL, sets=["make.n=4"]) == dict.fromkeys(FULL["workflow"]["stages"], "ran")
+    assert (work / "double" / "doubled.txt").read_text() == "2\n4\n6\n8\n"
+    assert (work / "sum" / "total" / "value.txt").read_text() == "50\n"
+    # an interrupted attempt: what it wrote goes, what was there before it stays
+    with pytest.raises(RuntimeError):
+        run(work, FULL, sets=["make.n=4", "sum.fail=true"])
+    assert (work / "sum" / "partial.txt").exists()
+    assert run(work, FULL, sets=["make.n=4", "sum.label='='"])["sum"] == "ran"
+    assert not (work / "sum" / "partial.txt").exists()
+    assert (work / "sum" / "total" / "value.txt").read_text() == "=50\n"
+    for notes in (work / "double" / "notes.txt", work / "sum" / "total" / "notes.txt"):
+        assert notes.read_text() == "mine\n"

@@ -33,6 +33,7 @@ def test_source_digest_follows_every_byte_and_name_of_the_source(tmp_path):
 
 
 def test_code_version_is_the_package_version_plus_the_source_hash():
+    code_version.cache_clear()  # computed afresh, as a new process does
     v = code_version()
     assert re.fullmatch(r"\d+\.\d+\.\d+\+[0-9a-f]{12}", v), v
     assert v.startswith(pipeline.__version__ + "+")

@@ -157,7 +157,8 @@ def _check_score(p: dict) -> None:
 def _check_tune(p: dict) -> None:
     _at_least(p, 1, "nbest", "max_iterations", "threads")
     if p["backend"] == "embedded":
-        moses_only = [k for k in ("decoder_flags", "batch_mira") if p[k] and (k != "decoder_flags" or p[k].strip())]
+        moses_only = [k for k, on in (("decoder_flags", bool(p["decoder_flags"].strip())),
+                                      ("batch_mira", p["batch_mira"])) if on]
         if moses_only:
             raise PhraseRescoreError(f"{' and '.join(moses_only)} only apply to backend = \"moses\" (the embedded "
                                      "backend always runs MERT, seeded by seed)")

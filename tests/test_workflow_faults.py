@@ -126,7 +126,10 @@ def run(work: Path, kill_at: int = 0) -> list:
 
 
 def run_subprocess(work: Path, kill_at: int = 0) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, __file__, os.fspath(work), str(kill_at)], stdout=subprocess.DEVNULL)
+    root = os.fspath(Path(__file__).resolve().parent.parent)  # the package, installed or not
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
+    return subprocess.Popen([sys.executable, __file__, os.fspath(work), str(kill_at)], stdout=subprocess.DEVNULL,
+                            env=env)
 
 
 def state(work: Path) -> dict:

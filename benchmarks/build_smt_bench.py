@@ -10,6 +10,11 @@ eflomal binary it starts) is its own. In the parent process, as a baseline, the 
 scorer is timed against a plain per-phrase-dictionary scorer on the same extracted counts (and their
 outputs compared line by line), and the 100k build's time is compared with linear scaling from 29k.
 
+With ``MOSES_HOME`` set (a real Moses build with mgiza in ``tools/``), the multi30k build (the generated one
+when multi30k is absent) is also compared with Moses's own ``train-model.perl`` steps 1-6 (mgiza in both
+directions, grow-diag-final-and, lexical tables, extract, score, consolidate; one core) on build-smt's
+cleaned corpus: wall time against build-smt's matching phases (align to score) and its whole build.
+
     python benchmarks/build_smt_bench.py            # both corpora (minutes; run it niced, in the background)
     python benchmarks/build_smt_bench.py --quick    # 3k multi30k pairs (or 3k generated) only
 """
@@ -18,6 +23,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
+import os
 import random
 import subprocess
 import sys
@@ -155,6 +161,26 @@ def naive_score(out_dir: Path) -> tuple[float, float, bool]:
     return t_vec, t_naive, [ln for _, ln in lines] == fast
 
 
+def moses_train_model(out_dir: Path, work: Path) -> float:
+    """Wall seconds of train-model.perl steps 1-6 (mgiza, one core) on build-smt's cleaned corpus in ``out_dir``."""
+    home = Path(os.environ["MOSES_HOME"])
+    root = work / "train-model"
+    (root / "corpus").mkdir(parents=True, exist_ok=True)
+    for side, lang in (("src", "en"), ("tgt", "fr")):
+        (root / "corpus" / f"c.{lang}").write_bytes((out_dir / "corpus" / f"clean.{side}").read_bytes())
+    argv = ["perl", str(home / "scripts" / "training" / "train-model.perl"), "--first-step", "1", "--last-step", "6",
+            "--root-dir", str(root), "--corpus", str(root / "corpus" / "c"), "--f", "en", "--e", "fr",
+            "--alignment", "grow-diag-final-and", "--max-phrase-length", "7", "--external-bin-dir",
+            str(home / "tools"), "-mgiza", "-mgiza-cpus", "1", "-cores", "1"]
+    t0 = time.perf_counter()
+    proc = subprocess.run(argv, capture_output=True, text=True, cwd=root,
+                          env={**os.environ, "LC_ALL": "C"})
+    wall = time.perf_counter() - t0
+    if proc.returncode != 0 or not (root / "model" / "phrase-table.gz").is_file():
+        raise RuntimeError(f"train-model.perl failed ({proc.returncode}): {proc.stderr[-3000:]}")
+    return wall
+
+
 def _pairs(table):
     n_out = len(table.out_vocab)
     for k, p in zip(table.keys.tolist(), table.probs.tolist()):
@@ -195,6 +221,14 @@ def main() -> None:
         (g_src, g_tgt), how = corpus_generated(work, n_gen)
         results["generated"] = (n_gen, run_build(g_src, g_tgt, work / "out-gen"))
         report(f"generated ({how})", n_gen, results["generated"][1])
+        if os.environ.get("MOSES_HOME"):
+            key = "multi30k" if "multi30k" in results else "generated"
+            n, r = results[key]
+            t_moses = moses_train_model(work / ("out-m30k" if key == "multi30k" else "out-gen"), work)
+            phases = sum(r["timings"].get(k, 0.0) for k in ("align", "symmetrize", "lexical", "extract", "score"))
+            print(f"\nMoses baseline ({key}, {n} pairs): train-model.perl steps 1-6 with mgiza {t_moses:.1f}s vs "
+                  f"build-smt align..score {phases:.1f}s -> {t_moses / phases:.2f}x; whole build-smt "
+                  f"{r['wall_s']:.1f}s -> {t_moses / r['wall_s']:.2f}x")
         if "multi30k" in results:  # last: the baseline grows this process, and children inherit ru_maxrss
             t_vec, t_naive, same = naive_score(work / "out-m30k")
             print(f"\nbaseline (same process, same counts, multi30k): vectorized scoring {t_vec:.1f}s vs "

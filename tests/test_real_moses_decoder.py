@@ -73,3 +73,56 @@ def test_moses_extractor_reads_the_embedded_nbest(decoded, tiny_system):
     assert heads["embedded"][0].split()[3:] == heads["moses"][0].split()[3:]
     scores = (d / "embedded.scores.dat").read_text().splitlines()
     assert sum(ln.startswith("SCORES_TXT_BEGIN") for ln in scores) == n
+
+
+def _read_dat(path, begin):
+    """Per-sentence rows of an extractor ``features.dat`` / ``scores.dat`` (text format): (names, rows)."""
+    names, rows, sent = None, {}, None
+    for ln in path.read_text().splitlines():
+        if ln.startswith(begin + "BEGIN"):
+            parts = ln.split()
+            sent = int(parts[1])
+            names = parts[4:]
+            rows.setdefault(sent, [])
+        elif ln.startswith(begin + "END"):
+            sent = None
+        elif sent is not None:
+            rows[sent].append([float(x) for x in ln.split()])
+    return names, rows
+
+
+def test_moses_mert_and_embedded_mert_agree_on_the_same_files(tiny_system, tmp_path):
+    """mert and the embedded MERT on the same extractor output, from the same starting point, reach the same
+    dev BLEU (within 0.1) and the same weights. Random restarts are left out: the two draw different random
+    points, and on 8 dev sentences which local optimum a restart finds moves BLEU by points."""
+    import numpy as np
+
+    from moses_integration.embedded.mert import NBestPool, optimize
+    from moses_integration.moses_ini import read_moses_ini
+
+    s = tiny_system
+    nb = tmp_path / "dev.nbest"
+    decode_file(s.rescored_ini, s.dev_src, tmp_path / "dev.out", nbest_path=nb, nbest_size=50, stack_size=STACK)
+    run([tool("extractor"), "--sctype", "BLEU", "--reference", s.dev_ref, "--nbest", nb,
+         "--scfile", tmp_path / "scores.dat", "--ffile", tmp_path / "features.dat"])
+    names, feats = _read_dat(tmp_path / "features.dat", "FEATURES_TXT_")
+    _, stats = _read_dat(tmp_path / "scores.dat", "SCORES_TXT_")
+    ini = read_moses_ini(s.rescored_ini)
+    init = [w for name in dict.fromkeys(n.rsplit("_", 1)[0] for n in names)   # "TranslationModel0_3" etc.
+            for w in ini.weights_for(name)]
+    assert len(init) == len(names)
+    (tmp_path / "init.opt").write_text(" ".join(map(str, init)) + "\n" + " ".join(["-1"] * len(init)) + "\n"
+                                       + " ".join(["1"] * len(init)) + "\n")
+    p = run([tool("mert"), "-d", str(len(init)), "--scfile", "scores.dat", "--ffile", "features.dat",
+             "--ifile", "init.opt", "-n", "0", "-r", "1", "--sctype", "BLEU"], cwd=tmp_path)
+    log = p.stderr.decode() + p.stdout.decode()
+    best = log.split("Best point:")[-1].split("=>")
+    moses_w, moses_bleu = [float(x) for x in best[0].split()], float(best[1].split()[0])
+    pool = NBestPool(len(feats), len(init))
+    for i in sorted(feats):
+        for f, st in zip(feats[i], stats[i]):
+            pool.add(i, np.array(f), np.array(st))
+    ours = optimize(pool, init, [True] * len(init), restarts=0)
+    assert 0 < moses_bleu < 1
+    assert abs(100 * ours.score - 100 * moses_bleu) <= 0.1, (ours.score, moses_bleu)
+    assert ours.weights == pytest.approx(moses_w, abs=1e-4)

@@ -9,7 +9,8 @@ always gives the same bytes (the workflow compares outputs by hash).
 A temporary file is named ``.{name}.{host}-{pid}.{random}.tmp``: ``host`` is a short hash of the
 machine's name and ``pid`` the writing process. The next atomic write of the same target removes
 the temporary files of processes of this machine that are gone (a killed run's); those of live
-processes, or of other machines sharing the folder, are left alone.
+processes, or of other machines sharing the folder, are left alone (a file whose process id was
+reused by a live process stays until a later write finds that process gone).
 
 :func:`check_outputs` refuses, before a command writes anything, an output that is one of its
 inputs (by path, symbolic link or hard link), another of its outputs, or a folder holding an input.

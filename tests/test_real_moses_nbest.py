@@ -6,8 +6,7 @@ import re
 
 import pytest
 
-from _real_moses import (cli, moses_decode, needs_moses, parse_nbest, run, tiny_system, tokenize_file,  # noqa: F401
-                         tool)
+from _real_moses import cli, moses_decode, needs_moses, parse_nbest, run, tiny_system, tool  # noqa: F401
 
 pytestmark = needs_moses
 

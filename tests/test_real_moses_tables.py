@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import gzip
 import math
-import shutil
 
 import pytest
 
-from _real_moses import (moses_decode, moses_log, needs_moses, parse_nbest, read_table, run, tiny_system,  # noqa: F401
-                         tool, cli)
+from _real_moses import (cli, moses_decode, moses_log, needs_moses, parse_nbest, read_table, run,  # noqa: F401
+                         tiny_system, tool)
 from moses_integration.moses_ini import read_moses_ini
 from moses_integration.rewrite import RewriteConfig, rewrite_moses_ini
 from pipeline.errors import PhraseRescoreError
@@ -113,7 +112,8 @@ def test_compact_table_binarized_by_the_real_process_phrase_table_min_decodes(ti
     plain.write_bytes(gzip.open(s.rescored).read())
     run(["sort", "-c", plain], env={"LC_ALL": "C", "PATH": "/usr/bin:/bin"})
     ini = tmp_path / "compact.ini"
-    r = rewrite_moses_ini(RewriteConfig(_compact_ini(s, tmp_path), s.rescored, ini, moses_home=str(tool("moses").parent.parent)))
+    r = rewrite_moses_ini(RewriteConfig(_compact_ini(s, tmp_path), s.rescored, ini,
+                                        moses_home=str(tool("moses").parent.parent)))
     assert r.binarized
     minphr = read_moses_ini(ini).feature("TranslationModel0").get("path")
     assert minphr.endswith(".minphr") and read_moses_ini(ini).feature("TranslationModel0").num_features == 6

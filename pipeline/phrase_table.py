@@ -51,8 +51,8 @@ ON_ERROR_CHOICES = ("raise", "keep")
 #: an optional sign, digits with at most one point (``5.``, ``.5``), an optional exponent.
 SCORE_TOKEN = r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?"
 _SCORE_TOKEN_RE = re.compile(SCORE_TOKEN)
-#: A whole scores field: tokens separated by spaces or tabs, the only separators Moses splits on.
-_SCORES_FIELD_RE = re.compile(rf"[ \t]*(?:{SCORE_TOKEN}(?:[ \t]+{SCORE_TOKEN})*[ \t]*)?")
+#: A character that no scores field Moses reads whole contains (tokens of SCORE_TOKEN, spaces, tabs).
+_NON_SCORE_CHAR = re.compile(r"[^0-9eE+\-. \t]")
 _MOSES_SEPARATORS = re.compile(r"[ \t]+")
 #: The smallest magnitude a float32 rounds to infinity (2**128 - 2**103, half-way past FLT_MAX).
 FLOAT32_OVERFLOW = 2.0 ** 128 - 2.0 ** 103
@@ -193,9 +193,15 @@ def parse_scores(text: str, allow_negative: bool = False) -> tuple[tuple[float, 
     See the module docstring: tokens of :data:`SCORE_TOKEN` separated by spaces or tabs, each finite as a
     float32 and, unless ``allow_negative``, not negative.
     """
-    if _SCORES_FIELD_RE.fullmatch(text):
-        scores = tuple(map(float, text.split()))  # only spaces and tabs separate: split() splits as Moses
-        if not scores or (max(map(abs, scores)) < FLOAT32_OVERFLOW and (allow_negative or min(scores) >= 0)):
+    if _NON_SCORE_CHAR.search(text) is None:
+        # with these characters only, Python's float() and StringToFloat accept the same tokens (no "_",
+        # "inf" or other whitespace), and split() splits where Moses does: on spaces and tabs
+        try:
+            scores = tuple(map(float, text.split()))
+        except ValueError:
+            scores = None
+        if scores is not None and (not scores or (max(scores) < FLOAT32_OVERFLOW and (
+                min(scores) >= 0 or (allow_negative and min(scores) > -FLOAT32_OVERFLOW)))):
             return scores, None
     for token in _MOSES_SEPARATORS.split(text.strip(" \t")):
         problem = score_problem(token, allow_negative)

@@ -310,10 +310,9 @@ def drop_last_column(original: Path, rescored: Path, out: Path, compresslevel: i
     is, so the output is byte for byte what ``score --columns logprob`` would write.
     :returns: the number of lines.
     """
-    import gzip
     import itertools
 
-    from .fileio import atomic_path, open_binary_read, wants_gzip
+    from .fileio import atomic_path, gzip_writer, open_binary_read, wants_gzip
     from .phrase_table import FIELD_SEP, append_columns
 
     n = 0
@@ -321,8 +320,7 @@ def drop_last_column(original: Path, rescored: Path, out: Path, compresslevel: i
             open(tmp, "wb") as raw:
         # gzip without a name or time in its header, so the same lines always give the same bytes
         # (the workflow runner compares outputs by hash)
-        w = gzip.GzipFile(filename="", fileobj=raw, mode="wb", compresslevel=compresslevel, mtime=0) \
-            if wants_gzip(out) else raw
+        w = gzip_writer(raw, compresslevel) if wants_gzip(out) else raw
         for n, (a, b) in enumerate(itertools.zip_longest(fo, fr), start=1):
             if a is None or b is None:
                 raise PhraseRescoreError(f"has {'fewer' if a is None else 'more'} lines than the rescored table "

@@ -63,7 +63,7 @@ def table_lines(draw):
         src, tgt = (" ".join(draw(st.lists(st.sampled_from(WORDS), min_size=n, max_size=n))) for n in n_words)
         scores = draw(st.lists(st.sampled_from(GOOD_SCORES), min_size=4, max_size=4))
         if kind == "count":
-            scores = scores[:draw(st.sampled_from([0, 3]))] + (["0.5"] if draw(st.booleans()) else [])
+            scores = (scores * 2)[:draw(st.sampled_from([0, 1, 3, 5]))]
         if kind == "score":
             scores[draw(st.integers(0, 3))] = draw(st.sampled_from(BAD_SCORES))
         if kind == "empty":

@@ -152,6 +152,7 @@ def naive_score(out_dir: Path) -> tuple[float, float, bool]:
         for i, w in enumerate(sw):
             al_t = [j for ii, j in pts_inv if ii == i]
             lex_st *= (sum(w_st.get((tw[j], w), 1.0) for j in al_t) / len(al_t)) if al_t else w_st.get(("NULL", w), 1.0)
+        lex_ts, lex_st = float(np.float32(lex_ts)), float(np.float32(lex_st))   # score prints them as float
         pst = float(np.float32(n) / np.float32(c_t[t]))
         pts_ = float(np.float32(n) / np.float32(c_s[s]))
         lines.append((f"{s} ||| {t} |||".encode(), f"{s} ||| {t} ||| {pst:.6g} {lex_st:.6g} {pts_:.6g} {lex_ts:.6g} "
@@ -164,6 +165,11 @@ def naive_score(out_dir: Path) -> tuple[float, float, bool]:
 def moses_train_model(out_dir: Path, work: Path) -> float:
     """Wall seconds of train-model.perl steps 1-6 (mgiza, one core) on build-smt's cleaned corpus in ``out_dir``."""
     home = Path(os.environ["MOSES_HOME"])
+    for tool in ("mgiza", "mkcls", "snt2cooc"):   # train-model.perl exits 0 even when mgiza cannot start
+        ldd = subprocess.run(["ldd", str(home / "tools" / tool)], capture_output=True, text=True).stdout
+        missing = [ln.split()[0] for ln in ldd.splitlines() if "not found" in ln]
+        if missing:
+            raise RuntimeError(f"{home / 'tools' / tool} cannot start here: missing {', '.join(missing)}")
     root = work / "train-model"
     (root / "corpus").mkdir(parents=True, exist_ok=True)
     for side, lang in (("src", "en"), ("tgt", "fr")):
@@ -176,7 +182,8 @@ def moses_train_model(out_dir: Path, work: Path) -> float:
     proc = subprocess.run(argv, capture_output=True, text=True, cwd=root,
                           env={**os.environ, "LC_ALL": "C"})
     wall = time.perf_counter() - t0
-    if proc.returncode != 0 or not (root / "model" / "phrase-table.gz").is_file():
+    pt = root / "model" / "phrase-table.gz"
+    if proc.returncode != 0 or not pt.is_file() or not gzip.open(pt).read(1):
         raise RuntimeError(f"train-model.perl failed ({proc.returncode}): {proc.stderr[-3000:]}")
     return wall
 

@@ -25,7 +25,8 @@ def decoded(request, tiny_system, tmp_path_factory):
     ini = s.ini if request.param == "baseline" else s.rescored_ini
     d = tmp_path_factory.mktemp(f"decode-{request.param}")
     inp = d / "input"
-    inp.write_text(s.test_src.read_text() + s.dev_src.read_text())
+    train = (s.smt / "corpus" / "clean.src").read_text().splitlines()[:24]     # longer phrases, fewer unknowns
+    inp.write_text(s.test_src.read_text() + s.dev_src.read_text() + "".join(x + "\n" for x in train))
     sentences = inp.read_text().splitlines()
     moses_decode(ini, sentences, nbest=d / "moses.nbest", n=10, extra=["-stack", str(STACK)])
     decode_file(ini, inp, d / "embedded.out", nbest_path=d / "embedded.nbest", nbest_size=10, stack_size=STACK)
@@ -61,7 +62,8 @@ def test_moses_extractor_reads_the_embedded_nbest(decoded, tiny_system):
     d, n = decoded
     refs = d / "refs"
     test_ref = tokenize_file(tiny_system.test_ref, d / "test.tok.fr", "fr")
-    refs.write_text("".join(s + "\n" for s in test_ref) + tiny_system.dev_ref.read_text())
+    train = (tiny_system.smt / "corpus" / "clean.tgt").read_text().splitlines()[:24]
+    refs.write_text("".join(x + "\n" for x in test_ref + tiny_system.dev_ref.read_text().splitlines() + train))
     outs = {}
     for name in ("embedded", "moses"):
         run([tool("extractor"), "--sctype", "BLEU", "--reference", refs, "--nbest", d / f"{name}.nbest",

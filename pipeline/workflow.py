@@ -489,8 +489,8 @@ def _stale_reason(m: dict | None, params: dict, input_hashes: dict, stage: Stage
 
 # ----------------------------------------------------------------------------- what the runner owns
 
-MARKER_NOTE = ("created by phrase-rescore's workflow runner, which may empty this folder when the stage "
-               "reruns; do not keep your own files here")
+MARKER_NOTE = ("created by phrase-rescore's workflow runner, which removes the files the stage wrote here "
+               "when the stage reruns (other files stay)")
 
 
 def _marker_text(stage: str) -> str:
@@ -503,7 +503,7 @@ def _is_marker_temp(name: str) -> bool:
 
 
 def _owned(stage_dir: Path, stage: str) -> bool:
-    """True when ``stage_dir`` may be emptied for ``stage``: it carries the marker of that stage, or
+    """True when ``stage_dir`` is the runner's folder for ``stage``: it carries the marker of that stage, or
     (written by a version before the marker) that stage's manifest or attempt record, or it holds
     nothing (at most a marker the runner was interrupted writing)."""
     if all(_is_marker_temp(e.name) for e in stage_dir.iterdir()):
@@ -555,8 +555,9 @@ def check_workdir(work: Path, stages: Iterable[str], inputs: Mapping[str, Path])
             if _inside(rp, d) or _inside(d, rp):
                 where = "lies inside" if _inside(rp, d) else "contains"
                 raise PhraseRescoreError(
-                    f"[inputs] {a} {where} the folder of stage {name} ({d}), which the runner empties when "
-                    "the stage reruns; move the input out of it, or choose another --workdir", path)
+                    f"[inputs] {a} {where} the folder of stage {name} ({d}), where the stage writes and the "
+                    "runner clears what it wrote when it reruns; move the input out of it, or choose another "
+                    "--workdir", path)
 
 
 def _is_run_log(path: Path) -> bool:
@@ -604,6 +605,13 @@ def _foreign_files(stage_dir: Path) -> set[str]:
     return set()  # written by a version before these records: the folder and all in it are the runner's
 
 
+def _remove_runner_temps(stage_dir: Path) -> None:
+    """Remove the temporary files of a manifest, attempt record or marker an interrupted run was writing."""
+    for e in list(stage_dir.iterdir()):
+        if _is_runner_file(e.name) and e.name not in (MANIFEST, ATTEMPT, STAGE_MARKER):
+            e.unlink()
+
+
 def _clear_stage_dir(stage_dir: Path, keep: set[str]) -> None:
     """Remove what the stage wrote from its owned folder, keeping the marker and the files in ``keep``:
     the manifest first (so an interruption here leaves a stage that is never taken for current), then
@@ -612,9 +620,7 @@ def _clear_stage_dir(stage_dir: Path, keep: set[str]) -> None:
         (stage_dir / name).unlink(missing_ok=True)
     for rel in sorted(_files(stage_dir) - keep):
         (stage_dir / rel).unlink()
-    for e in list(stage_dir.iterdir()):
-        if _is_runner_file(e.name) and e.name != STAGE_MARKER:
-            e.unlink()
+    _remove_runner_temps(stage_dir)
     for root, dirs, _ in os.walk(stage_dir, topdown=False):
         for d in dirs:
             path = os.path.join(root, d)
@@ -687,6 +693,8 @@ def run_workflow(workflow: Workflow, registry: Registry, workdir: str | os.PathL
         foreign = _foreign_files(stage_dir) if stage_dir.is_dir() else set()
         if not resume and stage_dir.is_dir():
             _clear_stage_dir(stage_dir, keep=foreign)
+        elif resume:
+            _remove_runner_temps(stage_dir)
         say(f"[{name}] running ({'resuming an interrupted run' if resume else reason})")
         if foreign:
             say(f"[{name}] keeping what the stage did not write: {', '.join(sorted(foreign))}")

@@ -66,6 +66,8 @@ def sums(ctx):
     """Running sums of the squares in chunks; continues an interrupted attempt from its progress record."""
     xs = _ints(ctx.input("squares"))
     partial, progress = ctx.dir / "sums.partial", ctx.dir / "progress.json"
+    for tmp in ctx.dir.glob(".progress.json.*.tmp"):  # a progress record an interrupted attempt was writing
+        tmp.unlink()
     done, size = 0, 0
     if ctx.resume and progress.exists():
         state = json.loads(progress.read_text())

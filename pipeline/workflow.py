@@ -529,6 +529,8 @@ def check_workdir(work: Path, stages: Iterable[str], inputs: Mapping[str, Path])
 
     :raises PhraseRescoreError: naming the path.
     """
+    if work.exists() and not work.is_dir():
+        raise PhraseRescoreError("the workdir is a file; expected a folder (new, or one of earlier runs)", work)
     stages = list(stages)
     for name in stages:
         d = work / name

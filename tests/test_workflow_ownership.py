@@ -38,6 +38,11 @@ def _user_file(work):  # a file named like a stage
     return FULL, {}
 
 
+def _workdir_is_a_file(work):
+    work.write_text("keep me\n")
+    return FULL, {}
+
+
 def _input_in_user_folder(work):  # the README's case: an [inputs] file in a folder named like a stage
     (work / "double").mkdir(parents=True)
     (work / "double" / "numbers.txt").write_text("5\n")
@@ -77,6 +82,7 @@ def _foreign_marker(work):  # a stage folder copied under another stage's name
     (_user_folder, r"double: stage double writes into this folder, but it was not created by the workflow runner "
                    r"\(no \.phrase-rescore-stage\) and holds my-results\.txt"),
     (_user_file, r"make: stage make writes into this folder, but a file or link of that name is in the way"),
+    (_workdir_is_a_file, r"work: the workdir is a file; expected a folder"),
     (_input_in_user_folder, r"double: stage double writes into this folder, but it was not created"),
     (_input_in_stage_folder, r"numbers\.txt: \[inputs\] numbers lies inside the folder of stage squares"),
     (_input_contains_stage_folder, r"\[inputs\] numbers contains the folder of stage double"),

@@ -36,7 +36,7 @@ import pyarrow.parquet as pq
 
 from . import code_version
 from .errors import PhraseRescoreError
-from .fileio import atomic_open, sha256_file
+from .fileio import sha256_file
 from .pairs import MANIFEST_FORMAT_VERSION, PART_NAMES, SCHEMA, pairs_paths
 from .phrase_table import read_phrase_table
 from .progress import bar
@@ -163,10 +163,9 @@ def _previous_parts(out: Path) -> set[str]:
 def _install(tmp: Path, out: Path, manifest: dict, previous: set[str]) -> dict:
     """Move the parts built in ``tmp`` into ``out``: first a manifest marked incomplete (naming the
     parts it replaces), then the parts by rename, then the earlier run's parts this one does not
-    write are removed, then the complete manifest."""
+    write are removed, then the complete manifest. Every file reaches ``out`` by a rename from ``tmp``."""
     parts = list(manifest["parts"])
-    _write_manifest(out / "manifest.json", {**manifest, "complete": False,
-                                            "replacing": sorted(previous - set(parts))})
+    _write_manifest(tmp, out, {**manifest, "complete": False, "replacing": sorted(previous - set(parts))})
     for name in parts:
         os.replace(tmp / name, out / name)
     for name in sorted(previous - set(parts)):
@@ -176,17 +175,20 @@ def _install(tmp: Path, out: Path, manifest: dict, previous: set[str]) -> dict:
             pass
     _fsync_dir(out)
     manifest = {**manifest, "complete": True}
-    _write_manifest(out / "manifest.json", manifest)
+    _write_manifest(tmp, out, manifest)
     return manifest
 
 
-def _write_manifest(path: Path, manifest: dict) -> None:
-    with atomic_open(path, "w") as f:
+def _write_manifest(tmp: Path, out: Path, manifest: dict) -> None:
+    """Write ``out/manifest.json`` through ``tmp`` (fsync'ed, renamed, the folder fsync'ed)."""
+    staged = tmp / "manifest.json"
+    with open(staged, "w", encoding="utf-8", newline="\n") as f:
         json.dump(manifest, f, indent=2)
         f.write("\n")
         f.flush()
         os.fsync(f.fileno())
-    _fsync_dir(path.parent)
+    os.replace(staged, out / "manifest.json")
+    _fsync_dir(out)
 
 
 def _fsync_dir(path: Path) -> None:

@@ -10,9 +10,10 @@ import zlib
 
 import click
 
-from . import __version__
+from . import code_version
 from .errors import PhraseRescoreError
 from .fileio import check_outputs
+from .outdir import claim_output_dir, release_unused
 
 
 class _Group(click.Group):
@@ -37,9 +38,11 @@ class _Group(click.Group):
         try:
             return super().invoke(ctx)
         except PhraseRescoreError as e:
+            release_unused()
             click.echo(f"error: {e}", err=True)
             sys.exit(1)
         except (OSError, EOFError, UnicodeDecodeError, zlib.error) as e:
+            release_unused()
             # a safety net for a user's file that a stage did not check: one that vanished, a full
             # disk, a truncated or corrupt gzip, text that is not UTF-8; other exceptions are bugs
             from .fileio import describe_file_error
@@ -48,8 +51,20 @@ class _Group(click.Group):
             sys.exit(1)
 
 
+def _check_paths(inputs: dict, outputs: dict, out_dirs: dict | None = None) -> None:
+    """Refuse outputs that would destroy an input or each other, then claim the output folders.
+
+    A folder named by an option must be new, empty or an earlier output of phrase-rescore
+    (:mod:`pipeline.outdir`), so a user's file that shares a name with one of ours is never overwritten.
+    """
+    check_outputs(inputs, outputs, out_dirs)
+    for option, folder in (out_dirs or {}).items():
+        if folder is not None:
+            claim_output_dir(folder, option)
+
+
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, prog_name="phrase-rescore")
+@click.version_option(code_version(), prog_name="phrase-rescore")
 @click.option("--quiet", is_flag=True, help="No progress bars.")
 @click.pass_context
 def main(ctx, quiet):
@@ -83,7 +98,7 @@ def prepare_cmd(table, out_dir, vocab_size, valid_fraction, seed, src_corpus, tg
     """Unique phrase pairs as Parquet with ids, a vocabulary and a validation split."""
     from .prepare import PrepareConfig, prepare
 
-    check_outputs({"TABLE": table, "--src-corpus": src_corpus, "--tgt-corpus": tgt_corpus}, {}, {"--out": out_dir})
+    _check_paths({"TABLE": table, "--src-corpus": src_corpus, "--tgt-corpus": tgt_corpus}, {}, {"--out": out_dir})
     m = prepare(table, out_dir, PrepareConfig(vocab_size=vocab_size, valid_fraction=valid_fraction, seed=seed,
                                               src_corpus=src_corpus, tgt_corpus=tgt_corpus, on_error=on_error))
     click.echo(f"{m['lines']} lines ({m['rejected']} rejected), {m['unique_pairs']} unique pairs: "
@@ -172,7 +187,7 @@ def moses_ini_cmd(old_ini, table, out, feature, weights, binarized_prefix, no_bi
     # processPhraseTableMin writes PREFIX.minphr and its log (for a PhraseDictionaryCompact only)
     prefix = None if no_binarize else binarized_prefix or default_binarized_prefix(Path(table).resolve())
     binarized = [f"{prefix}{MINPHR}", f"{prefix}.processPhraseTableMin.log"] if prefix else None
-    check_outputs({"OLD_INI": old_ini, "--table": table}, {"--out": out, "--binarized-prefix": binarized})
+    _check_paths({"OLD_INI": old_ini, "--table": table}, {"--out": out, "--binarized-prefix": binarized})
     res = rewrite_moses_ini(RewriteConfig(Path(old_ini), Path(table), Path(out), feature=feature,
                                           weights=_floats(weights),
                                           binarized_prefix=Path(binarized_prefix) if binarized_prefix else None,
@@ -205,7 +220,7 @@ def tune_cmd(ini, backend, dev_src, dev_ref, workdir, out, nbest, maximum_iterat
 
     from moses_integration.tuning import TuneConfig, tune
 
-    check_outputs({"INI": ini, "--dev-src": dev_src, "--dev-ref": dev_ref}, {"--out": out}, {"--workdir": workdir})
+    _check_paths({"INI": ini, "--dev-src": dev_src, "--dev-ref": dev_ref}, {"--out": out}, {"--workdir": workdir})
     tuned = tune(TuneConfig(backend=backend, ini=Path(ini), dev_src=Path(dev_src), dev_ref=Path(dev_ref),
                             workdir=Path(workdir), out=Path(out) if out else None, nbest=nbest,
                             max_iterations=maximum_iterations, threads=threads, decoder_flags=decoder_flags,
@@ -254,7 +269,7 @@ def evaluate_cmd(systems, models, test_src, test_ref, dev_src, dev_ref, workdir,
     unknown = set(mods) - set(named)
     if unknown:
         raise click.BadParameter(f"--model for unknown configuration(s): {', '.join(sorted(unknown))}")
-    check_outputs({"--system": list(named.values()), "--model": list(mods.values()), "--test-src": test_src,
+    _check_paths({"--system": list(named.values()), "--model": list(mods.values()), "--test-src": test_src,
                    "--test-ref": test_ref, "--dev-src": dev_src, "--dev-ref": dev_ref}, {}, {"--workdir": workdir})
     specs = [SystemSpec(n, Path(p), Path(mods[n]) if n in mods else None) for n, p in named.items()]
     df = evaluate(EvaluateConfig(systems=specs, test_src=Path(test_src), test_ref=Path(test_ref),
@@ -296,7 +311,7 @@ def build_smt_cmd(train_src, train_tgt, out_dir, source_lang, target_lang, case,
     """Build phrase-table.gz, lm.arpa and moses.ini from raw parallel text, Moses-compatible, no Moses needed."""
     from moses_integration.embedded.build import BuildConfig, build_smt
 
-    check_outputs({"TRAIN_SRC": train_src, "TRAIN_TGT": train_tgt}, {}, {"--out": out_dir})
+    _check_paths({"TRAIN_SRC": train_src, "TRAIN_TGT": train_tgt}, {}, {"--out": out_dir})
     config = BuildConfig(source_lang=source_lang or _lang_from_suffix(train_src) or "en",
                          target_lang=target_lang or _lang_from_suffix(train_tgt) or "en",
                          case=case, escape=escape, max_sentence_length=max_sentence_length,
@@ -340,7 +355,7 @@ def train_seq2seq_cmd(src, tgt, out_dir, valid_src, valid_tgt, valid_size, vocab
     """Train a deep LSTM encoder-decoder (Sutskever, Vinyals & Le 2014) on tokenized sentence pairs SRC/TGT."""
     from .train_seq2seq import TrainSeq2SeqConfig, train
 
-    check_outputs({"SRC": src, "TGT": tgt, "--valid-src": valid_src, "--valid-tgt": valid_tgt, "--vocab": vocab},
+    _check_paths({"SRC": src, "TGT": tgt, "--valid-src": valid_src, "--valid-tgt": valid_tgt, "--vocab": vocab},
                   {}, {"--out-dir": out_dir})
     s = train(TrainSeq2SeqConfig(
         src=src, tgt=tgt, out_dir=out_dir, valid_src=valid_src, valid_tgt=valid_tgt, valid_size=valid_size,
@@ -368,7 +383,7 @@ def translate_cmd(source, models, output, beam, length_penalty, max_len_a, max_l
     """Translate tokenized SOURCE with beam search over one Seq2Seq model or an ensemble."""
     from .translate import TranslateConfig, translate_file
 
-    check_outputs({"SOURCE": source, "--model": models}, {"--output": output, "--scores": scores})
+    _check_paths({"SOURCE": source, "--model": models}, {"--output": output, "--scores": scores})
     s = translate_file(TranslateConfig(list(models), source, output, beam=beam, length_penalty=length_penalty,
                                        max_len_a=max_len_a, max_len_b=max_len_b, batch_size=batch_size,
                                        device=device, scores=scores))
@@ -398,7 +413,7 @@ def rescore_nbest_cmd(nbest, src, models, out_nbest, out_1best, feature_name, we
     """Add log p(hyp|src) to every hypothesis of a Moses NBEST list of SRC and re-rank it."""
     from .rescore_nbest import RescoreConfig, rescore_nbest
 
-    check_outputs({"NBEST": nbest, "SRC": src, "--model": models, "--weights": weights_ini, "--dev-nbest": dev_nbest,
+    _check_paths({"NBEST": nbest, "SRC": src, "--model": models, "--weights": weights_ini, "--dev-nbest": dev_nbest,
                    "--dev-src": dev_src, "--dev-ref": dev_ref}, {"--out-nbest": out_nbest, "--out-1best": out_1best})
     s = rescore_nbest(RescoreConfig(nbest, src, list(models), out_nbest, out_1best, feature_name=feature_name,
                                     weights_ini=weights_ini, device=device, dev_nbest=dev_nbest, dev_src=dev_src,
@@ -445,7 +460,7 @@ def train_cmd(pairs_dir, out_dir, preset, gru, bias, emb_dim, hidden_dim, maxout
     """Train the RNN Encoder-Decoder on prepared phrase pairs (PAIRS_DIR from `prepare`)."""
     from .train import TrainConfig, train
 
-    check_outputs({"PAIRS_DIR": pairs_dir}, {}, {"--out": out_dir})
+    _check_paths({"PAIRS_DIR": pairs_dir}, {}, {"--out": out_dir})
     overrides = {k: v for k, v in dict(emb_dim=emb_dim, hidden_dim=hidden_dim, maxout_units=maxout_units,
                                        rank=rank).items() if v is not None}
     s = train(pairs_dir, out_dir, TrainConfig(

@@ -13,7 +13,9 @@
   every ``save_every`` steps, ``best.pt`` at the lowest validation perplexity.
 * Resumable: every epoch's batches are a function of (seed, epoch), and SGD has no state beyond the
   learning rate, which is a function of progress; ``last.pt`` stores (epoch, batch) and the weights, so a
-  resumed run continues with exactly the batches an uninterrupted one would have drawn.
+  resumed run continues with exactly the batches an uninterrupted one would have drawn. It also stores the
+  settings and the sha256 of every input file: a ``last.pt`` of other settings or other data is refused,
+  and the log is rewritten from the checkpoint's history (a killed run may have logged past its last save).
 """
 from __future__ import annotations
 
@@ -31,6 +33,7 @@ import torch
 from .batching import length_batches, pad_batch
 from .device import resolve_device
 from .errors import PhraseRescoreError
+from .fileio import atomic_open, sha256_file
 from .model.seq2seq import Seq2Seq, Seq2SeqConfig
 from .model.seq2seq_checkpoint import load_checkpoint, save_checkpoint
 from .progress import bar
@@ -80,8 +83,41 @@ class TrainSeq2SeqConfig:
     device: str | None = None
     resume: bool = True
 
+    # Fields that must not change when resuming: they decide the batches, the steps or the validations.
+    TRAJECTORY = ("valid_size", "lr", "decay_start", "decay_every", "decay_factor", "batch_size", "clip_norm",
+                  "length_grouped", "valid_every", "seed")
+
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+def _data_hashes(cfg: TrainSeq2SeqConfig) -> dict:
+    """sha256 of every file the run reads its sentences and vocabulary from."""
+    files = {"src": cfg.src, "tgt": cfg.tgt, "valid_src": cfg.valid_src, "valid_tgt": cfg.valid_tgt, "vocab": cfg.vocab}
+    return {k: sha256_file(v) for k, v in files.items() if v}
+
+
+def _check_resumable(cfg: TrainSeq2SeqConfig, state: dict, hashes: dict, last_path: Path) -> None:
+    """Refuse a ``last.pt`` made with other settings or from other files than this run's."""
+    old = state.get("train_config") or {}
+    changed = [k for k in TrainSeq2SeqConfig.TRAJECTORY if k in old and old[k] != getattr(cfg, k)]
+    if changed:
+        raise PhraseRescoreError("cannot resume with different settings: " + ", ".join(
+            f"{k} was {old[k]!r}, now {getattr(cfg, k)!r}" for k in changed) + " (use another --out-dir or "
+            "--no-resume)", last_path)
+    recorded = state.get("data_sha256")
+    if recorded is not None:
+        differ = sorted(k for k in set(recorded) | set(hashes) if recorded.get(k) != hashes.get(k))
+        if differ:
+            raise PhraseRescoreError(f"cannot resume: the {', '.join(differ)} file(s) are not the ones last.pt was "
+                                     "trained on (use another --out-dir or --no-resume)", last_path)
+
+
+def _write_log(path: Path, history: list) -> None:
+    """The log as the run's history says (a killed run may have logged validations after its last save)."""
+    with atomic_open(path, "w") as f:
+        for rec in history:
+            f.write(json.dumps(rec) + "\n")
 
 
 def learning_rate(cfg: TrainSeq2SeqConfig, progress: float) -> float:
@@ -194,12 +230,14 @@ def train(cfg: TrainSeq2SeqConfig) -> TrainSummary:
     last_path, best_path = out / "last.pt", out / "best.pt"
     resumed_from = None
     state: dict = {"epoch": 0, "batch": 0, "step": 0, "best_valid_ppl": math.inf, "history": []}
+    hashes = _data_hashes(cfg)
     if cfg.resume and last_path.exists():
         ck = load_checkpoint(last_path, device)
         model, vocabs = ck.model, ck.vocabs
         if model.cfg != _model_config(cfg, vocabs):
             raise PhraseRescoreError(f"cannot resume: the checkpoint's model {model.cfg} differs from the "
                                      f"requested one (use another --out-dir or --no-resume)", last_path)
+        _check_resumable(cfg, ck.train_state, hashes, last_path)
         state.update(ck.train_state)
         resumed_from = state["epoch"] + state.get("progress_in_epoch", 0.0)
     else:
@@ -214,10 +252,12 @@ def train(cfg: TrainSeq2SeqConfig) -> TrainSummary:
 
     opt = torch.optim.SGD(model.parameters(), lr=cfg.lr, momentum=0.0)  # plain SGD: no state to save
     params = [p for p in model.parameters()]
+    _write_log(out / "train_log.jsonl", state["history"])
     log = open(out / "train_log.jsonl", "a", encoding="utf-8")
 
     def save(path, epoch, batch, n_batches):
-        st = dict(state, epoch=epoch, batch=batch, progress_in_epoch=batch / n_batches, train_config=cfg.to_dict())
+        st = dict(state, epoch=epoch, batch=batch, progress_in_epoch=batch / n_batches, train_config=cfg.to_dict(),
+                  data_sha256=hashes)
         save_checkpoint(path, model, vocabs, st)
 
     model.train()

@@ -1,6 +1,8 @@
 """Training: learning beats the unigram baseline, exact resume, stopping rules, NaN handling, checkpoints."""
 import csv
+import json
 import random
+import re
 
 import pytest
 import torch
@@ -226,7 +228,6 @@ def test_resume_rewrites_a_log_that_a_kill_left_behind_last_pt(pairs_dir, tmp_pa
 
 @pytest.mark.parametrize("part", ["valid.parquet", "vocab.json"])
 def test_resume_refuses_a_last_pt_trained_on_other_pairs(tmp_path, part):
-    import json
     import shutil
 
     from pipeline.fileio import sha256_file
@@ -244,3 +245,54 @@ def test_resume_refuses_a_last_pt_trained_on_other_pairs(tmp_path, part):
     with pytest.raises(PhraseRescoreError, match=f"cannot resume: {part} changed since this run started"):
         train(tmp_path / "pa", tmp_path / "m", cfg(max_steps=20, resume=True))
     assert (tmp_path / "m" / "last.pt").read_bytes() == before
+
+
+# --- train-seq2seq: a last.pt is resumed only by the run that wrote it
+
+def _sentences(path, n, seed):
+    r = random.Random(seed)
+    lines = [" ".join(f"w{r.randrange(5)}" for _ in range(r.randint(1, 4))) for _ in range(n)]
+    path.write_text("\n".join(lines) + "\n")
+    return str(path)
+
+
+def _s2s(tmp_path, out="run", **kw):
+    from pipeline.train_seq2seq import TrainSeq2SeqConfig
+    src = kw.pop("src", None) or _sentences(tmp_path / "s.txt", 120, 1)
+    tgt = _sentences(tmp_path / "t.txt", 120, 2)
+    base = dict(valid_size=20, emb_dim=8, hidden_dim=8, num_layers=1, batch_size=16, decay_start=1.0, seed=4,
+                epochs=1.5)
+    return TrainSeq2SeqConfig(src, tgt, str(tmp_path / out), **{**base, **kw})
+
+
+@pytest.mark.parametrize("change, fragment", [                   # (what the resumed run changes, message)
+    (dict(lr=0.5), "lr was 0.7, now 0.5"),
+    (dict(batch_size=8), "batch_size was 16, now 8"),
+    (dict(seed=5), "seed was 4, now 5"),
+    (dict(src="other"), "the src file(s) are not the ones last.pt was trained on"),
+])
+def test_seq2seq_resume_refuses_a_last_pt_of_other_settings_or_data(tmp_path, monkeypatch, change, fragment):
+    from pipeline.train_seq2seq import train as train_s2s
+    monkeypatch.setenv("PHRASE_RESCORE_QUIET", "1")
+    train_s2s(_s2s(tmp_path))
+    before = (tmp_path / "run" / "last.pt").read_bytes()
+    if change.get("src") == "other":
+        change = {"src": _sentences(tmp_path / "s2.txt", 120, 7)}
+    with pytest.raises(PhraseRescoreError, match=re.escape(fragment)):
+        train_s2s(_s2s(tmp_path, epochs=2.5, **change))
+    assert (tmp_path / "run" / "last.pt").read_bytes() == before
+
+
+def test_seq2seq_resume_drops_log_rows_written_after_the_last_save(tmp_path, monkeypatch):
+    from pipeline.train_seq2seq import train as train_s2s
+    monkeypatch.setenv("PHRASE_RESCORE_QUIET", "1")
+    train_s2s(_s2s(tmp_path, out="whole", epochs=2.5))
+    train_s2s(_s2s(tmp_path, epochs=1.5))
+    log = tmp_path / "run" / "train_log.jsonl"
+    with open(log, "a") as f:                         # a validation logged by a run killed before its save
+        f.write('{"epoch": 2.0, "step": 14, "lr": 0.35, "train_loss": 1.0, "valid_ppl": 3.0}\n')
+    train_s2s(_s2s(tmp_path, epochs=2.5))
+    def rows(path):                                   # the schedule of validations (losses: float sums)
+        return [{k: v for k, v in json.loads(line).items() if k not in ("train_loss", "valid_ppl")}
+                for line in path.read_text().splitlines()]
+    assert rows(log) == rows(tmp_path / "whole" / "train_log.jsonl")

@@ -40,6 +40,8 @@ FORMAT_VERSION = "1"
 MANIFEST_FORMAT_VERSION = 2
 #: the files ``prepare`` may write into a pairs directory besides ``manifest.json``
 PART_NAMES = ("train.parquet", "valid.parquet", "vocab.json", "rejects.txt")
+#: the parts training reads, whose hashes :func:`check_pairs_dir` checks
+TRAINING_PARTS = ("train.parquet", "valid.parquet", "vocab.json")
 
 SCHEMA = pa.schema([
     ("source", pa.string()),
@@ -152,7 +154,7 @@ def pairs_paths(pairs_dir: str | os.PathLike) -> dict[str, Path]:
 
 
 def check_pairs_dir(pairs_dir: str | os.PathLike) -> dict:
-    """The manifest of a complete pairs directory whose parts are those it names, byte for byte.
+    """The manifest of a complete pairs directory whose training parts are those it names, byte for byte.
 
     :returns: the manifest; ``manifest["parts"][name]["sha256"]`` for each part.
     :raises PhraseRescoreError: no manifest, one from an interrupted or older prepare, a missing part, or a
@@ -176,10 +178,12 @@ def check_pairs_dir(pairs_dir: str | os.PathLike) -> dict:
     if m.get("complete") is not True:
         raise PhraseRescoreError(f"prepare was interrupted while it replaced this folder's files, so they may "
                                  f"come from two runs: {rerun}", d)
-    for role in ("train", "valid", "vocab"):
-        if f"{role}.parquet" not in m["parts"] and f"{role}.json" not in m["parts"]:
-            raise PhraseRescoreError(f"the manifest names no {role} part", path)
+    missing = [n for n in TRAINING_PARTS if n not in m["parts"]]
+    if missing:
+        raise PhraseRescoreError(f"the manifest names no {', '.join(missing)}", path)
     for name, info in m["parts"].items():
+        if name not in TRAINING_PARTS:        # rejects.txt: a report for the user, not read by training
+            continue
         part = d / name
         if not part.exists():
             raise PhraseRescoreError(f"{name} is missing from {d} (its manifest.json names it): {rerun}", part)

@@ -60,7 +60,7 @@ class TrainConfig:
 
     # Fields that must not change when resuming: they decide the trajectory.
     TRAJECTORY = ("preset", "gru", "bias", "model_overrides", "batch_size", "lr", "rho", "eps",
-                  "clip_norm", "init_std", "seed")
+                  "clip_norm", "init_std", "seed", "valid_max_pairs")  # the last: best_valid_ppl's yardstick
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)

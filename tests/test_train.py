@@ -120,6 +120,8 @@ def test_refusals(pairs_dir, tmp_path):
         train(pairs_dir, tmp_path / "m", cfg())
     with pytest.raises(PhraseRescoreError, match="batch_size was 32, now 16"):
         train(pairs_dir, tmp_path / "m", cfg(batch_size=16, resume=True))
+    with pytest.raises(PhraseRescoreError, match="valid_max_pairs was 20000, now 5"):   # another best-model yardstick
+        train(pairs_dir, tmp_path / "m", cfg(valid_max_pairs=5, resume=True))
     with pytest.raises(PhraseRescoreError, match="missing train.parquet"):
         train(tmp_path, tmp_path / "x", cfg())
 

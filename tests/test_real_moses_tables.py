@@ -69,7 +69,7 @@ def test_nbest_feature_values_are_ln_of_the_written_values(tiny_system, tmp_path
     ini, table, sentences, edited = _edited_system(s, tmp_path)
     sentences = sentences + s.dev_src.read_text().splitlines()[:3]
     nb = tmp_path / "nbest"
-    moses_decode(ini, sentences, nbest=nb, n=200, distinct=False,   # every derivation, not one per string
+    moses_decode(ini, sentences, nbest=nb, n=1000, distinct=False,   # every derivation, not one per string
                  extra=["-include-segmentation-in-n-best", "-beam-threshold", "0", "-stack", "50"])
     scores = read_table(table)
     seen_edits, wp_nonzero, checked = set(), 0, 0

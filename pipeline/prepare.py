@@ -130,8 +130,8 @@ _HOST = hashlib.sha256(socket.gethostname().encode("utf-8", "replace")).hexdiges
 def _previous_parts(out: Path) -> set[str]:
     """The parts an earlier prepare wrote in ``out``, which this run may replace or remove.
 
-    Proved by its manifest: the parts it lists (and, while it is incomplete, those it replaces); a
-    manifest without that list (format 1) names the fixed parts and rejects.txt when it kept rejects.
+    Proved by its manifest: the parts it lists (and, while it is incomplete, those it replaces); beside
+    a manifest without that list (format 1) the parts are those of fixed names that prepare writes.
     :raises PhraseRescoreError: a part's name is taken by a file no prepare manifest accounts for.
     """
     manifest_path = out / "manifest.json"
@@ -147,9 +147,7 @@ def _previous_parts(out: Path) -> set[str]:
         if isinstance(m.get("parts"), dict):
             names = set(m["parts"]) | set(m.get("replacing", []))
         else:
-            names = {"train.parquet", "valid.parquet", "vocab.json"}
-            if (m.get("config") or {}).get("on_error") == "keep":
-                names.add("rejects.txt")
+            names = {"train.parquet", "valid.parquet", "vocab.json", "rejects.txt"}  # it wrote them under these names
         names.add("manifest.json")
     foreign = [n for n in PART_NAMES + ("manifest.json",) if n not in names and (out / n).exists()]
     if foreign:

@@ -288,3 +288,22 @@ def test_the_next_prepare_removes_only_the_temporary_folders_of_killed_runs(tmp_
     prepare(a, out, PrepareConfig(valid_fraction=0.2))
     assert not killed.exists()
     assert alive.exists() and other_host.exists() and unmarked.exists()
+
+
+def test_a_folder_of_an_older_prepare_is_refused_by_train_and_replaced_by_prepare(tmp_path):
+    import json
+
+    from pipeline.train import train
+    a, b = _two_tables(tmp_path)
+    out = tmp_path / "pairs"
+    prepare(a, out, PrepareConfig(valid_fraction=0.2))
+    m = json.loads((out / "manifest.json").read_text())
+    for key in ("parts", "complete"):
+        del m[key]
+    (out / "manifest.json").write_text(json.dumps({**m, "format_version": 1}))   # as an older prepare wrote it
+    (out / "rejects.txt").write_text("3\tbad\tline\n")                          # from an older --on-error keep
+    with pytest.raises(PhraseRescoreError, match="written by an older prepare .*rerun `phrase-rescore prepare`"):
+        train(out, tmp_path / "m", _train_cfg())
+    prepare(b, out, PrepareConfig(valid_fraction=0.2))
+    assert sorted(p.name for p in out.iterdir()) == sorted(PARTS + ("manifest.json",))
+    train(out, tmp_path / "m", _train_cfg())

@@ -151,10 +151,9 @@ def _previous_parts(out: Path) -> set[str]:
         names.add("manifest.json")
     foreign = [n for n in PART_NAMES + ("manifest.json",) if n not in names and (out / n).exists()]
     if foreign:
-        raise PhraseRescoreError(f"{', '.join(foreign)} in this folder {'was' if len(foreign) == 1 else 'were'} not "
-                                 "written by `phrase-rescore prepare` (no prepare manifest.json names "
-                                 f"{'it' if len(foreign) == 1 else 'them'}); move {'it' if len(foreign) == 1 else 'them'} "
-                                 "away or choose another --out", out)
+        raise PhraseRescoreError(f"this folder holds {', '.join(foreign)}, which `phrase-rescore prepare` did not "
+                                 "write (no prepare manifest.json here names them): move them away or choose "
+                                 "another --out", out)
     return names - {"manifest.json"}
 
 
@@ -163,6 +162,8 @@ def _install(tmp: Path, out: Path, manifest: dict, previous: set[str]) -> dict:
     parts it replaces), then the parts by rename, then the earlier run's parts this one does not
     write are removed, then the complete manifest. Every file reaches ``out`` by a rename from ``tmp``."""
     parts = list(manifest["parts"])
+    for name in parts:
+        _fsync_file(tmp / name)
     _write_manifest(tmp, out, {**manifest, "complete": False, "replacing": sorted(previous - set(parts))})
     for name in parts:
         os.replace(tmp / name, out / name)
@@ -187,6 +188,11 @@ def _write_manifest(tmp: Path, out: Path, manifest: dict) -> None:
         os.fsync(f.fileno())
     os.replace(staged, out / "manifest.json")
     _fsync_dir(out)
+
+
+def _fsync_file(path: Path) -> None:
+    with open(path, "rb") as f:
+        os.fsync(f.fileno())
 
 
 def _fsync_dir(path: Path) -> None:

@@ -256,7 +256,7 @@ def test_prepare_keeps_a_users_files_and_never_overwrites_a_part_it_did_not_writ
     other = tmp_path / "other"
     other.mkdir()
     (other / "vocab.json").write_text("{}\n")                        # a user's file with a part's name
-    with pytest.raises(PhraseRescoreError, match="vocab.json in this folder was not written by"):
+    with pytest.raises(PhraseRescoreError, match="this folder holds vocab.json, which `phrase-rescore prepare` did not write"):
         prepare(a, other, PrepareConfig())
     assert sorted(p.name for p in other.iterdir()) == ["vocab.json"] and (other / "vocab.json").read_text() == "{}\n"
 

@@ -176,6 +176,7 @@ def score_table_with_model(model, vocabs, table_path, out_path, config: ScoreCon
         raise PhraseRescoreError(f"matmul 'numpy' is for float32 on a CPU, not {config.precision} on {device}: "
                                  "use --matmul auto or torch")
     workers = 1 if device.type != "cpu" else int(config.threads or torch.get_num_threads())
+    identity = {**identity, "device": device.type}   # CPU and GPU round differently: never one file of both
     # on a CPU each worker computes on its own core, torch and either BLAS on one thread
     with one_thread_each() if device.type == "cpu" else contextlib.nullcontext(), \
             ThreadPoolExecutor(workers, thread_name_prefix="score-worker") as pool:

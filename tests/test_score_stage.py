@@ -360,3 +360,18 @@ def test_a_partial_file_without_its_manifest_is_not_overwritten(tmp_path, model_
     with pytest.raises(PhraseRescoreError, match="new.partial: exists without its manifest"):
         score_table(path, table, tmp_path / "new", ScoreConfig(restart=True))
     assert (tmp_path / "new.partial").read_bytes() == b"a user's file\n"
+
+
+def test_a_partial_output_made_on_another_device_is_not_resumed(tmp_path, model_path, monkeypatch):
+    path, _, _ = model_path
+    table = tmp_path / "pt"
+    _big_table(table, n_sources=50)
+    out = tmp_path / "new"
+    cfg = ScoreConfig(chunk_lines=30, matmul="torch")
+    _leave_partial(monkeypatch, path, table, out, cfg)
+    manifest = tmp_path / "new.partial.json"
+    m = json.loads(manifest.read_text())
+    assert m["identity"]["device"] == "cpu"
+    manifest.write_text(json.dumps({**m, "identity": {**m["identity"], "device": "cuda"}}))  # as a GPU run leaves it
+    s = score_table(path, table, out, cfg)
+    assert s["resumed_from_line"] == 0 and "device" in s["restart_reason"]

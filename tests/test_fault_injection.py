@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import csv
 import gzip
+import importlib
 import json
 import os
 import random
@@ -30,9 +31,6 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-import pipeline.prepare  # noqa: F401  (imported before the forks, as a started command has it)
-import pipeline.score  # noqa: F401
-import pipeline.train  # noqa: F401
 from pipeline.cli import main
 from pipeline.errors import PhraseRescoreError
 from pipeline.fileio import sha256_file
@@ -41,16 +39,19 @@ from pipeline.pairs import check_pairs_dir
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
+KILLS = 5
+SEED = 20141003                         # with the test's name, the seed of its kill delays
+PARTS = ("train.parquet", "valid.parquet", "vocab.json")
+TINY = ["--emb-dim", "8", "--hidden-dim", "16", "--maxout-units", "8", "--rank", "8", "--batch-size", "16"]
+
+for _module in ("pipeline.prepare", "pipeline.train", "pipeline.score"):   # loaded before the forks, as in
+    importlib.import_module(_module)                                         # a command that has started
+
 
 @pytest.fixture
 def rng(request):
     """The kill delays of one test: seeded by its name, whichever tests run before it."""
     return random.Random(f"{SEED}:{request.node.name}")
-
-KILLS = 5
-SEED = 20141003                         # with the test's name, the seed of its kill delays
-PARTS = ("train.parquet", "valid.parquet", "vocab.json")
-TINY = ["--emb-dim", "8", "--hidden-dim", "16", "--maxout-units", "8", "--rank", "8", "--batch-size", "16"]
 
 
 def _table(path: Path, n_lines: int, seed: int) -> Path:

@@ -43,6 +43,7 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import platform
 
 import numpy as np
 import torch
@@ -377,7 +378,8 @@ def cpu_vendor() -> str:
                     return line.split(":", 1)[1].strip()
     except OSError:
         pass
-    return ""
+    name = platform.processor()                    # Windows: "Intel64 Family 6 ..., GenuineIntel"
+    return next((v for v in ("GenuineIntel", "AuthenticAMD") if v in name), "")
 
 
 def numpy_blas() -> str:

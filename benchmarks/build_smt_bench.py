@@ -40,8 +40,8 @@ MULTI30K = ROOT.parent / "shared" / "data" / "multi30k-en-fr"
 
 CHILD = r"""
 import json, resource, sys
-from moses_integration.embedded.build import BuildConfig, build_smt
-from pipeline import progress
+from phrase_rescore.moses_integration.embedded.build import BuildConfig, build_smt
+from phrase_rescore.core import progress
 progress.set_quiet(True)
 res = build_smt(sys.argv[1], sys.argv[2], sys.argv[3], BuildConfig(source_lang="en", target_lang="fr"))
 print(json.dumps({"timings": res.timings, "stats": res.stats,
@@ -71,7 +71,7 @@ def corpus_multi30k(work: Path, n: int | None) -> tuple[Path, Path] | None:
 
 
 def corpus_generated(work: Path, n: int) -> tuple[tuple[Path, Path], str]:
-    from data.demo_corpus import generate
+    from phrase_rescore.data.demo_corpus import generate
 
     try:
         paths = generate(work / "demo", n_train=n, n_dev=0, n_test=0, seed=1)
@@ -105,10 +105,10 @@ def run_build(src: Path, tgt: Path, out: Path) -> dict:
 
 def naive_score(out_dir: Path) -> tuple[float, float, bool]:
     """Baseline: per-phrase dictionaries on the same counts; returns (vectorized s, naive s, same output)."""
-    from moses_integration.embedded.extract import count_phrase_pairs
-    from moses_integration.embedded.phrase_scoring import (_alignment_sort_key, lexical_tables,
+    from phrase_rescore.moses_integration.embedded.extract import count_phrase_pairs
+    from phrase_rescore.moses_integration.embedded.phrase_scoring import (_alignment_sort_key, lexical_tables,
                                                            score_phrase_table)
-    from pipeline import progress
+    from phrase_rescore.core import progress
 
     progress.set_quiet(True)
     src = [s.split() for s in (out_dir / "corpus" / "clean.src").read_text(encoding="utf-8").splitlines()]

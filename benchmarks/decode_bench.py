@@ -34,9 +34,9 @@ import sacrebleu
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
-from moses_integration.embedded.decoder import Decoder, DecoderConfig  # noqa: E402
-from moses_integration.embedded.tokenizer import TokenizeConfig, Tokenizer  # noqa: E402
-from moses_integration.embedded.tune import EmbeddedTuneConfig, tune_embedded  # noqa: E402
+from phrase_rescore.moses_integration.embedded.decoder import Decoder, DecoderConfig  # noqa: E402
+from phrase_rescore.moses_integration.embedded.tokenizer import TokenizeConfig, Tokenizer  # noqa: E402
+from phrase_rescore.moses_integration.embedded.tune import EmbeddedTuneConfig, tune_embedded  # noqa: E402
 
 DATA = os.path.join(os.path.dirname(HERE), "..", "shared", "data", "multi30k-en-fr")
 
@@ -48,7 +48,7 @@ def read_gz(path, limit=None):
 
 
 def build_system(workdir, quick):
-    from moses_integration.embedded.build import BuildConfig, build_smt
+    from phrase_rescore.moses_integration.embedded.build import BuildConfig, build_smt
 
     src, tgt = os.path.join(DATA, "train.en.gz"), os.path.join(DATA, "train.fr.gz")
     if quick:
@@ -179,7 +179,7 @@ def main():
     report["pool_candidates_last"] = int(rows[-1]["candidates"])
 
     # --- BLEU after tuning -------------------------------------------------------------------------
-    from moses_integration.embedded.features import load_system_spec
+    from phrase_rescore.moses_integration.embedded.features import load_system_spec
 
     dec.set_weights(load_system_spec(tuned_ini).weights)
     hyps = [r.best.text for r in dec.translate_all(val_src, 0, args.threads, desc="val (tuned weights)")]

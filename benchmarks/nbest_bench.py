@@ -23,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from moses_integration.nbest import add_feature_to_nbest, read_nbest, read_nbest_groups  # noqa: E402
+from phrase_rescore.moses_integration.nbest import add_feature_to_nbest, read_nbest, read_nbest_groups  # noqa: E402
 
 WORDS = [f"w{i}" for i in range(5000)]
 

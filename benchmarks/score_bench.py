@@ -5,7 +5,7 @@ on training) on a generated table with a real table's shape (:mod:`gen_table`):
 
 * (a) one pair at a time: ``model.log_prob`` on batches of one (the seed's ``log_p`` loop, in torch);
 * (b) file-order batches of 64 without sorting or sharing, padded (how GroundHog's ``score.py`` batches);
-* (c) this stage: ``pipeline.score.score_table`` end to end (read, score, format, gzip, resumable chunks).
+* (c) this stage: ``phrase_rescore.pipeline.score.score_table`` end to end (read, score, format, gzip, resumable chunks).
 
 (a) and (b) run on the table's first lines (a sample; pairs/s does not depend on the table's length),
 (c) on the whole table; the scores (c) wrote for the sample must equal (a)'s and (b)'s within 1e-4.
@@ -39,14 +39,14 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from gen_table import generate_table  # noqa: E402
 
-from pipeline.model.checkpoint import save_checkpoint  # noqa: E402
-from pipeline.model.encdec import EncDecConfig, RNNEncoderDecoder  # noqa: E402
-from pipeline.phrase_table import read_phrase_table  # noqa: E402
-from pipeline.score import ScoreConfig, score_table  # noqa: E402
-from pipeline.batching import pad_batch  # noqa: E402
-from pipeline.scoring.batching import PairCollector  # noqa: E402
-from pipeline.scoring.fast import FastScorer, one_thread_each, pair_flops, work_flops  # noqa: E402
-from pipeline.vocab import EOS_ID, Vocabularies, build_vocab  # noqa: E402
+from phrase_rescore.pipeline.model.checkpoint import save_checkpoint  # noqa: E402
+from phrase_rescore.pipeline.model.encdec import EncDecConfig, RNNEncoderDecoder  # noqa: E402
+from phrase_rescore.moses_integration.phrase_table import read_phrase_table  # noqa: E402
+from phrase_rescore.pipeline.score import ScoreConfig, score_table  # noqa: E402
+from phrase_rescore.pipeline.batching import pad_batch  # noqa: E402
+from phrase_rescore.pipeline.scoring.chunk_pairs import PairCollector  # noqa: E402
+from phrase_rescore.pipeline.scoring.fast import FastScorer, one_thread_each, pair_flops, work_flops  # noqa: E402
+from phrase_rescore.pipeline.vocab import EOS_ID, Vocabularies, build_vocab  # noqa: E402
 
 
 def matmul_flops(device: torch.device, n: int = 2048, reps: int = 6) -> dict:

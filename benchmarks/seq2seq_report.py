@@ -5,7 +5,7 @@ in this process, on the demo corpus; reported as real (non-padding) tokens per s
 (the paper: 2x), plus the share of padding in each.
 
 Part 2 (BLEU, on the demo data's test set; every stage cached in --workdir, so reruns are cheap):
-  1. the demo corpus (data.demo_corpus) and the embedded phrase-based system (build-smt), optionally
+  1. the demo corpus (phrase_rescore.data.demo_corpus) and the embedded phrase-based system (build-smt), optionally
      MERT-tuned on dev (--tune-smt); its 1-best and its n-best lists of dev and test (embedded decoder);
   2. Seq2Seq trained on the same tokenized, lowercased training corpus, reversed and forward (--no-reverse);
   3. direct translation with each (beam --beam), and with an ensemble of the reversed models when
@@ -32,10 +32,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from pipeline.batching import pad_batch  # noqa: E402
-from pipeline.model.seq2seq import Seq2Seq, Seq2SeqConfig  # noqa: E402
-from pipeline.sentences import encode_eos, read_parallel  # noqa: E402
-from pipeline.train_seq2seq import epoch_batches  # noqa: E402
+from phrase_rescore.pipeline.batching import pad_batch  # noqa: E402
+from phrase_rescore.pipeline.model.seq2seq import Seq2Seq, Seq2SeqConfig  # noqa: E402
+from phrase_rescore.pipeline.sentences import encode_eos, read_parallel  # noqa: E402
+from phrase_rescore.pipeline.train_seq2seq import epoch_batches  # noqa: E402
 
 
 def log(msg: str) -> None:
@@ -47,7 +47,7 @@ def log(msg: str) -> None:
 def speed_benchmark(src_path: str, tgt_path: str, steps: int, batch_size: int = 128, seed: int = 1) -> dict:
     """Train steps on length-grouped and on random batches of the same data; real tokens/s of each."""
     src, tgt = read_parallel(src_path, tgt_path)
-    from pipeline.vocab import Vocabularies, build_vocab
+    from phrase_rescore.pipeline.vocab import Vocabularies, build_vocab
     import collections
 
     cs, ct = collections.Counter(), collections.Counter()
@@ -102,8 +102,8 @@ def bleu(hyp_path: str | Path, ref_path: str | Path) -> tuple[float, str]:
 
 
 def tokenize_file(raw: Path, out: Path, lang: str) -> None:
-    from moses_integration.embedded.tokenizer import TokenizeConfig, Tokenizer
-    from pipeline.fileio import atomic_open
+    from phrase_rescore.moses_integration.embedded.tokenizer import TokenizeConfig, Tokenizer
+    from phrase_rescore.core.fileio import atomic_open
 
     if out.exists():
         return
@@ -114,12 +114,12 @@ def tokenize_file(raw: Path, out: Path, lang: str) -> None:
 
 
 def demo_report(args) -> list[tuple[str, float]]:
-    from data.demo_corpus import generate
-    from moses_integration.embedded.build import BuildConfig, build_smt
-    from moses_integration.embedded.decoder import decode_file
-    from pipeline.rescore_nbest import RescoreConfig, rescore_nbest
-    from pipeline.train_seq2seq import TrainSeq2SeqConfig, train
-    from pipeline.translate import TranslateConfig, translate_file
+    from phrase_rescore.data.demo_corpus import generate
+    from phrase_rescore.moses_integration.embedded.build import BuildConfig, build_smt
+    from phrase_rescore.moses_integration.embedded.decoder import decode_file
+    from phrase_rescore.pipeline.rescore_nbest import RescoreConfig, rescore_nbest
+    from phrase_rescore.pipeline.train_seq2seq import TrainSeq2SeqConfig, train
+    from phrase_rescore.pipeline.translate import TranslateConfig, translate_file
 
     w = Path(args.workdir)
     w.mkdir(parents=True, exist_ok=True)
@@ -138,7 +138,7 @@ def demo_report(args) -> list[tuple[str, float]]:
     if args.tune_smt:
         tuned = w / "smt-tuned" / "moses.ini"
         if not tuned.exists():
-            from moses_integration.embedded.tune import EmbeddedTuneConfig, tune_embedded
+            from phrase_rescore.moses_integration.embedded.tune import EmbeddedTuneConfig, tune_embedded
 
             log("tune the phrase-based system (embedded MERT)")
             tune_embedded(EmbeddedTuneConfig(str(ini), str(w / "dev.tok.en"), str(w / "dev.tok.fr"),
@@ -233,7 +233,7 @@ def _train_encdec(w: Path, smt: Path, seconds: float) -> Path:
 
 
 def _greedy(w, cks, direct):
-    from pipeline.translate import TranslateConfig, translate_file
+    from phrase_rescore.pipeline.translate import TranslateConfig, translate_file
 
     hyp = w / "direct.reversed-greedy.test"
     if not hyp.exists():
@@ -242,9 +242,9 @@ def _greedy(w, cks, direct):
 
 
 def _oracle(nbest, ref, out):
-    from moses_integration.embedded.bleu_stats import Reference, bleu as sbleu, sentence_stats
-    from moses_integration.nbest import read_nbest_groups
-    from pipeline.fileio import atomic_open
+    from phrase_rescore.moses_integration.embedded.bleu_stats import Reference, bleu as sbleu, sentence_stats
+    from phrase_rescore.moses_integration.nbest import read_nbest_groups
+    from phrase_rescore.core.fileio import atomic_open
 
     refs = Path(ref).read_text(encoding="utf-8").split("\n")[:-1]
     with atomic_open(out, "w") as f:
@@ -288,7 +288,7 @@ def main():
         args.train, args.dev, args.test, args.speed_steps = min(args.train, 2000), min(args.dev, 100), min(args.test, 100), 10
     torch.set_num_threads(args.torch_threads)
     os.environ.setdefault("PHRASE_RESCORE_QUIET", "1")
-    from pipeline import progress
+    from phrase_rescore.core import progress
 
     progress.set_quiet(True)
     report = {}

@@ -27,7 +27,7 @@ import time
 sys.path.insert(0, os.path.dirname(__file__))
 from gen_table import generate_table  # noqa: E402
 
-from pipeline.phrase_table import PhraseTableWriter, read_phrase_table  # noqa: E402
+from phrase_rescore.moses_integration.phrase_table import PhraseTableWriter, read_phrase_table  # noqa: E402
 
 LEVEL = 6
 

@@ -20,8 +20,8 @@ import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from pipeline.batching import pad_batch
-from pipeline.model.encdec import EncDecConfig, RNNEncoderDecoder
+from phrase_rescore.pipeline.batching import pad_batch
+from phrase_rescore.pipeline.model.encdec import EncDecConfig, RNNEncoderDecoder
 
 VOCAB = {"small": 4_000, "paper": 15_001}
 LENGTH_P = np.array([0.17, 0.17, 0.17, 0.16, 0.13, 0.11, 0.09])  # words 1..7, mean about 3.8
@@ -108,7 +108,7 @@ def main():
                           "cpu" if args.device == "auto" else args.device)
     if args.threads:
         torch.set_num_threads(args.threads)
-    torch.set_flush_denormal(True)  # as pipeline.train does
+    torch.set_flush_denormal(True)  # as phrase_rescore.pipeline.train does
     print(f"device {device}, torch {torch.__version__}, {torch.get_num_threads()} threads, batch 64")
     print(f"{'preset':<7} {'gru':<6} {'pairs/s':>9} {'nn.GRU pairs/s':>15} {'ratio':>6}")
     for preset in args.presets.split(","):

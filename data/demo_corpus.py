@@ -1,6 +1,6 @@
 """A generated English-French parallel corpus: the project's demo data.
 
-A small grammar over the lexicon in :mod:`data.lexicon` draws a clause (subject, verb, object,
+A small grammar over the lexicon in :mod:`phrase_rescore.data.lexicon` draws a clause (subject, verb, object,
 prepositional phrase, adverbs, tense, negation, question form) and realizes it in both languages:
 
 * French articles and their contractions (à+le=au, à+les=aux, de+le=du, de+les=des), elision
@@ -29,8 +29,8 @@ import random
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from pipeline.errors import PhraseRescoreError
-from pipeline.fileio import atomic_open, sha256_file
+from phrase_rescore.core.errors import PhraseRescoreError
+from phrase_rescore.core.fileio import atomic_open, sha256_file
 
 from . import lexicon as L
 

@@ -1,6 +1,6 @@
 """The hand-written English-French lexicon of the demo corpus generator.
 
-Nouns, adjectives and verbs with every inflected form the grammar in :mod:`data.demo_corpus`
+Nouns, adjectives and verbs with every inflected form the grammar in :mod:`phrase_rescore.data.demo_corpus`
 needs: English singular/plural and present/3rd-person/past forms; French gender, plural,
 the four adjective forms (plus the masculine pre-vowel form of beau/nouveau/vieux), the present
 tense of every person, the future stem, the past participle and the auxiliary (avoir or être).

@@ -9,8 +9,8 @@ import os
 import subprocess
 from pathlib import Path
 
-from pipeline.errors import PhraseRescoreError
-from pipeline.fileio import atomic_path
+from phrase_rescore.core.errors import PhraseRescoreError
+from phrase_rescore.core.fileio import atomic_path
 
 from .moses_install import MosesInstall, require_moses
 
@@ -72,7 +72,7 @@ class MosesBackend(Backend):
 
 
 class EmbeddedBackend(Backend):
-    """The project's own decoder (``moses_integration.embedded.decoder.decode_file``)."""
+    """The project's own decoder (``phrase_rescore.moses_integration.embedded.decoder.decode_file``)."""
 
     name = "embedded"
 

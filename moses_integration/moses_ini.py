@@ -31,8 +31,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Iterator, Sequence
 
-from pipeline.errors import PhraseRescoreError
-from pipeline.fileio import atomic_open, open_binary_read
+from phrase_rescore.core.errors import PhraseRescoreError
+from phrase_rescore.core.fileio import atomic_open, open_binary_read
 
 # Sections of the pre-2013 format. Moses still converts some of them on the fly, but two formats in one
 # pipeline is how features and weights fall out of step, so we refuse them and say how to convert.

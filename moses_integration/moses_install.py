@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
-from pipeline.errors import PhraseRescoreError
+from phrase_rescore.core.errors import PhraseRescoreError
 
 REQUIRED = ("bin/moses", "bin/mert", "bin/extractor", "scripts/training/mert-moses.pl")
 

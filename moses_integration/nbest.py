@@ -24,9 +24,8 @@ import re
 from dataclasses import dataclass, field
 from typing import IO, Iterable, Iterator, Sequence
 
-from pipeline.errors import PhraseRescoreError
-from pipeline.fileio import atomic_open
-from pipeline.sentences import read_lines
+from phrase_rescore.core.errors import PhraseRescoreError
+from phrase_rescore.core.fileio import atomic_open, read_lines
 
 SEP = "|||"
 #: A number as Moses prints it and mert's extractor reads it: decimal, optional sign, point and exponent.

@@ -22,8 +22,8 @@ from typing import Iterator, Sequence
 
 import pandas as pd
 
-from pipeline.errors import PhraseRescoreError
-from pipeline.fileio import atomic_open, sha256_file
+from phrase_rescore.core.errors import PhraseRescoreError
+from phrase_rescore.core.fileio import atomic_open, sha256_file
 
 from .backend import Backend, get_backend
 

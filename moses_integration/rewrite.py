@@ -30,9 +30,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
-from pipeline.errors import PhraseRescoreError
-from pipeline.fileio import open_binary_read
-from pipeline.phrase_table import num_scores
+from phrase_rescore.core.errors import PhraseRescoreError
+from phrase_rescore.core.fileio import open_binary_read
+from .phrase_table import num_scores
 
 from .moses_ini import read_moses_ini
 from .moses_install import find_moses

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
 
-from pipeline.errors import PhraseRescoreError
-from pipeline.fileio import atomic_open
+from phrase_rescore.core.errors import PhraseRescoreError
+from phrase_rescore.core.fileio import atomic_open
 
 from .moses_ini import read_moses_ini
 from .moses_install import MosesInstall, require_moses

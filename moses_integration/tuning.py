@@ -1,7 +1,7 @@
 """``phrase-rescore tune``: one entry point, two backends.
 
-``moses`` runs a real Moses's mert-moses.pl (:mod:`moses_integration.tune_moses`); ``embedded`` runs the
-project's own decoder and MERT (``moses_integration.embedded.tune.tune_embedded``). Both return the path
+``moses`` runs a real Moses's mert-moses.pl (:mod:`phrase_rescore.moses_integration.tune_moses`); ``embedded`` runs the
+project's own decoder and MERT (``phrase_rescore.moses_integration.embedded.tune.tune_embedded``). Both return the path
 of the tuned moses.ini.
 """
 from __future__ import annotations
@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from pipeline.errors import PhraseRescoreError
-from pipeline.fileio import atomic_open
+from phrase_rescore.core.errors import PhraseRescoreError
+from phrase_rescore.core.fileio import atomic_open
 
 from .backend import BACKENDS
 from .tune_moses import MosesTuneConfig, tune_moses

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import torch
 
-from .errors import PhraseRescoreError
+from phrase_rescore.core.errors import PhraseRescoreError
 
 
 def resolve_device(name: str | None = "auto") -> torch.device:

@@ -18,7 +18,7 @@ tgt_len  int32            len(tgt_ids)
 n_unk    int32            words of the pair outside the shortlists
 ======== ================ ==========================================================
 
-Sampling and batching helpers live in :mod:`pipeline.batching` and are re-exported here.
+Sampling and batching helpers live in :mod:`phrase_rescore.pipeline.batching` and are re-exported here.
 """
 from __future__ import annotations
 
@@ -31,8 +31,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .batching import UniformSampler, length_batches, pad_batch  # noqa: F401  (re-exported)
-from .errors import PhraseRescoreError
-from .fileio import sha256_file
+from phrase_rescore.core.errors import PhraseRescoreError
+from phrase_rescore.core.fileio import sha256_file
 
 FORMAT_KEY = b"phrase_rescore_format"
 FORMAT_VERSION = "1"
@@ -195,7 +195,7 @@ def check_pairs_dir(pairs_dir: str | os.PathLike) -> dict:
 
 
 def prepare(*args, **kwargs):
-    """Run the prepare stage; see :func:`pipeline.prepare.prepare`."""
+    """Run the prepare stage; see :func:`phrase_rescore.pipeline.prepare.prepare`."""
     from .prepare import prepare as _prepare
 
     return _prepare(*args, **kwargs)

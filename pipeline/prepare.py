@@ -10,7 +10,7 @@ An existing output folder is replaced all at once as far as any reader can tell:
 a temporary folder inside it (``.prepare-HOST-PID.RANDOM.tmp``), then the manifest is replaced by one
 marked incomplete, the parts are renamed into place and the complete manifest, with every part's
 sha256, is written last. A kill at any point leaves either the old folder, or one whose manifest says
-it is incomplete, or the new one; ``train`` checks the hashes (:func:`pipeline.pairs.check_pairs_dir`).
+it is incomplete, or the new one; ``train`` checks the hashes (:func:`phrase_rescore.pipeline.pairs.check_pairs_dir`).
 The next run removes the temporary folders of killed runs. Nothing in the folder but the parts an
 earlier prepare's manifest names is ever replaced or removed.
 """
@@ -34,12 +34,12 @@ import pyarrow.compute as pc
 import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 
-from . import code_version
-from .errors import PhraseRescoreError
-from .fileio import sha256_file
+from phrase_rescore.core.version import code_version
+from phrase_rescore.core.errors import PhraseRescoreError
+from phrase_rescore.core.fileio import sha256_file
 from .pairs import MANIFEST_FORMAT_VERSION, PART_NAMES, SCHEMA, pairs_paths
-from .phrase_table import read_phrase_table
-from .progress import bar
+from phrase_rescore.moses_integration.phrase_table import read_phrase_table
+from phrase_rescore.core.progress import bar
 from .vocab import Vocabularies, build_vocab, count_corpus, encode_phrases
 
 _PAIR_SCHEMA = pa.schema([("source", pa.string()), ("target", pa.string())])

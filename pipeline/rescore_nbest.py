@@ -21,12 +21,12 @@ from typing import Protocol, Sequence
 import numpy as np
 import torch
 
-from moses_integration.nbest import NBestEntry, NBestWriter, read_nbest_groups
+from phrase_rescore.moses_integration.nbest import NBestEntry, NBestWriter, read_nbest_groups
 
 from .batching import pad_batch
-from .errors import PhraseRescoreError
-from .fileio import atomic_open
-from .progress import bar
+from phrase_rescore.core.errors import PhraseRescoreError
+from phrase_rescore.core.fileio import atomic_open
+from phrase_rescore.core.progress import bar
 from .sentences import encode_eos, read_sentences
 from .translate import Ensemble
 from .vocab import Vocabularies
@@ -152,8 +152,8 @@ def tune_rerank_weights(nbest_path: str | os.PathLike, ref_path: str | os.PathLi
         feature); missing ones start at 0.
     :returns: ``(weights by feature name, L1-normalized as mert prints them; dev BLEU of the re-ranked n-best)``.
     """
-    from moses_integration.embedded.bleu_stats import Reference, sentence_stats
-    from moses_integration.embedded.mert import NBestPool, optimize
+    from phrase_rescore.moses_integration.embedded.bleu_stats import Reference, sentence_stats
+    from phrase_rescore.moses_integration.embedded.mert import NBestPool, optimize
 
     refs = [" ".join(r) for r in read_sentences(ref_path)]
     layout, pool = None, None
@@ -187,7 +187,7 @@ def tune_rerank_weights(nbest_path: str | os.PathLike, ref_path: str | os.PathLi
 
 def write_weights(path: str | os.PathLike, weights: dict[str, list[float]]) -> None:
     """Write weights as a moses.ini ``[weight]`` section (readable by ``--weights``)."""
-    from moses_integration.moses_ini import format_weight
+    from phrase_rescore.moses_integration.moses_ini import format_weight
 
     with atomic_open(path, "w") as f:
         f.write("[weight]\n")
@@ -252,7 +252,7 @@ def rescore_nbest(cfg: RescoreConfig) -> RescoreSummary:
     name = cfg.feature_name or {"seq2seq": "Seq2Seq0", "encdec": "RNNEncDec0"}[kind]
     weights = None
     if cfg.weights_ini:
-        from moses_integration.moses_ini import read_moses_ini
+        from phrase_rescore.moses_integration.moses_ini import read_moses_ini
 
         weights = read_moses_ini(cfg.weights_ini).weights
         if name not in weights and not cfg.dev_nbest:

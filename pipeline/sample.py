@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .errors import PhraseRescoreError
+from phrase_rescore.core.errors import PhraseRescoreError
 from .model.encdec import RNNEncoderDecoder
 from .vocab import EOS_ID, Vocabularies
 

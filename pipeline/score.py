@@ -3,16 +3,16 @@
 ``score_table(model, table, out, config)`` streams TABLE and writes it with new columns appended to
 each line's scores field (every other byte kept; line count and order unchanged). e is the first field
 (the source phrase, the encoder's input), f the second. Column values and Moses's floor are described
-in :mod:`pipeline.scoring.moses_values`.
+in :mod:`phrase_rescore.moses_integration.moses_values`.
 
 Threads overlap the work, joined by bounded queues (memory stays bounded whatever the table's
 size): a reader parses lines, encodes words to ids and collects each chunk's distinct sources; the
-main thread cuts each chunk into groups of sources (:meth:`pipeline.scoring.fast.FastScorer.groups`)
+main thread cuts each chunk into groups of sources (:meth:`phrase_rescore.pipeline.scoring.fast.FastScorer.groups`)
 for a pool of scoring workers -- on a CPU one per core, each with one torch thread, which beats one
 scorer with many torch threads on the small matrices of a phrase (no barrier after every op) -- and
 hands the next chunk to the pool before waiting for the current one, so no core idles at chunk
 boundaries; a writer formats the new columns, compresses and appends the chunk to the resumable
-output of :mod:`pipeline.scoring.chunked`. Rerunning the same command after a crash or kill
+output of :mod:`phrase_rescore.pipeline.scoring.chunked`. Rerunning the same command after a crash or kill
 continues after the last completed chunk, and the final file is byte-identical to an uninterrupted
 run's: a group's scores do not depend on which worker, or how many, computed them (on the same
 machine: floating-point sums can differ between BLAS builds).
@@ -31,15 +31,17 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 import torch
 
-from . import code_version, progress
+from phrase_rescore.core.version import code_version
+from phrase_rescore.core import progress
 from .device import resolve_device
-from .errors import PhraseRescoreError
-from .fileio import sha256_file
-from .phrase_table import ON_ERROR_CHOICES, append_columns, check_not_empty, read_phrase_table
-from .scoring.batching import ChunkPairs, PairCollector
+from phrase_rescore.core.errors import PhraseRescoreError
+from phrase_rescore.core.fileio import sha256_file
+from phrase_rescore.moses_integration.phrase_table import (ON_ERROR_CHOICES, append_columns, check_not_empty,
+                                                          read_phrase_table)
+from .scoring.chunk_pairs import ChunkPairs, PairCollector
 from .scoring.chunked import ChunkedOutput, chain_digest, check_not_same_file
 from .scoring.fast import MATMULS, PRECISIONS, FastScorer, choose_matmul, one_thread_each
-from .scoring.moses_values import logprob_texts, neutral_text, parse_columns, unk_texts
+from phrase_rescore.moses_integration.moses_values import logprob_texts, neutral_text, parse_columns, unk_texts
 
 CONFIG_VERSION = 1
 
@@ -63,7 +65,7 @@ class ScoreConfig:
     :param max_tokens: target tokens per group of sources [None: auto, 4,096,000 / hidden size].
     :param matmul: the BLAS of the CPU matrix products: ``"torch"``, ``"numpy"``, or ``"auto"``, chosen
         from the BLAS libraries, the CPU, the device and the precision
-        (:func:`~pipeline.scoring.fast.choose_matmul`), kept in the manifest so that a resumed run
+        (:func:`~phrase_rescore.pipeline.scoring.fast.choose_matmul`), kept in the manifest so that a resumed run
         repeats it [auto].
     :param chunk_lines: lines per resumable chunk [10000].
     :param threads: CPU scoring workers, each with one torch thread; a CUDA device has one worker

@@ -4,7 +4,7 @@ Id 0 is ``<eos>`` (it ends every source and target sequence, and pads batches un
 ``<unk>`` (every word outside the shortlist, as in the paper's section 4.1), then the words by decreasing
 count, ties broken by byte order so a vocabulary is reproducible.
 
-Where the counts come from (see :func:`pipeline.pairs.prepare`): a tokenized corpus when the user gives
+Where the counts come from (see :func:`phrase_rescore.pipeline.prepare.prepare`): a tokenized corpus when the user gives
 one, which ranks words by corpus frequency, as the paper does; otherwise the phrase table's unique pairs,
 each side of each pair counted once. The second ranks words by how often the network sees them under
 uniform sampling of unique pairs, which is what its training data is, but it is biased towards words that
@@ -25,7 +25,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .errors import PhraseRescoreError
+from phrase_rescore.core.errors import PhraseRescoreError
 
 EOS = "<eos>"
 UNK = "<unk>"
@@ -147,7 +147,7 @@ class Vocabularies:
 
     def save(self, path: str | os.PathLike) -> None:
         """Write as JSON, atomically."""
-        from .fileio import atomic_open
+        from phrase_rescore.core.fileio import atomic_open
 
         with atomic_open(path, "w") as f:
             f.write(self.to_json() + "\n")
@@ -166,7 +166,7 @@ class Vocabularies:
 
 def count_corpus(path: str | os.PathLike, counter: collections.Counter | None = None) -> collections.Counter:
     """Count the whitespace-separated tokens of a tokenized corpus (plain or gzip)."""
-    from .fileio import open_text_read
+    from phrase_rescore.core.fileio import open_text_read
 
     counter = collections.Counter() if counter is None else counter
     try:

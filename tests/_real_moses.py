@@ -140,7 +140,7 @@ def moses_log(text: str) -> float:
 
 def tokenize_file(src: Path, out: Path, lang: str) -> list[str]:
     """Tokenize and lowercase ``src`` as the workflow's tokenize stage does; write ``out``; return its lines."""
-    from moses_integration.embedded.tokenizer import TokenizeConfig, Tokenizer
+    from phrase_rescore.moses_integration.embedded.tokenizer import TokenizeConfig, Tokenizer
 
     tok = Tokenizer(TokenizeConfig(lang=lang, case="lower"))
     lines = [" ".join(tok.tokenize(s)).replace("|", "") for s in src.read_text(encoding="utf-8").splitlines()]
@@ -176,7 +176,7 @@ def cli(*args: str) -> str:
     """Run ``phrase-rescore ARGS`` in process; fail the test with its output on a non-zero exit."""
     from click.testing import CliRunner
 
-    from pipeline.cli import main
+    from phrase_rescore.app.cli import main
 
     r = CliRunner().invoke(main, ["--quiet", *args])
     assert r.exit_code == 0, r.output + (repr(r.exception) if r.exception else "")
@@ -190,7 +190,7 @@ def build_tiny_system(root: Path) -> TinySystem:
     """Build the tiny system under ``root`` (see the module docstring); about 10 s on one busy core."""
     import torch
 
-    from data.demo_corpus import generate
+    from phrase_rescore.data.demo_corpus import generate
 
     corpus = root / "corpus"
     generate(corpus, n_train=300, n_dev=8, n_test=8, seed=5)

@@ -6,12 +6,12 @@ import random
 import pytest
 from click.testing import CliRunner
 
-from moses_integration.embedded.build import moses_ini_text, read_lines
-from moses_integration.embedded.clean import CleanConfig, clean_pairs
-from moses_integration.embedded.tokenizer import TokenizeConfig, Tokenizer
-from moses_integration.moses_ini import read_moses_ini
-from pipeline.cli import main
-from pipeline.errors import PhraseRescoreError
+from phrase_rescore.moses_integration.embedded.build import moses_ini_text, read_lines
+from phrase_rescore.moses_integration.embedded.clean import CleanConfig, clean_pairs
+from phrase_rescore.moses_integration.embedded.tokenizer import TokenizeConfig, Tokenizer
+from phrase_rescore.moses_integration.moses_ini import read_moses_ini
+from phrase_rescore.app.cli import main
+from phrase_rescore.core.errors import PhraseRescoreError
 
 LEX = {"the": "le", "a": "un", "cat": "chat", "dog": "chien", "black": "noir", "small": "petit",
        "sees": "voit", "eats": "mange", "fish": "poisson", "house": "maison", "big": "grand"}
@@ -80,8 +80,8 @@ def test_moses_ini_layout_and_round_trip(built):
 
 
 def test_phrase_table_and_lm_are_usable(built):
-    from moses_integration.embedded.lm import load_lm
-    from pipeline.phrase_table import read_phrase_table
+    from phrase_rescore.moses_integration.embedded.lm import load_lm
+    from phrase_rescore.moses_integration.phrase_table import read_phrase_table
 
     out, _ = built
     entries = list(read_phrase_table(out / "phrase-table.gz"))

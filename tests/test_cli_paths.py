@@ -14,10 +14,10 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from pipeline.cli import main as cli
-from pipeline.model.checkpoint import save_checkpoint
-from pipeline.model.encdec import EncDecConfig, RNNEncoderDecoder
-from pipeline.vocab import Vocab, Vocabularies
+from phrase_rescore.app.cli import main as cli
+from phrase_rescore.pipeline.model.checkpoint import save_checkpoint
+from phrase_rescore.pipeline.model.encdec import EncDecConfig, RNNEncoderDecoder
+from phrase_rescore.pipeline.vocab import Vocab, Vocabularies
 
 FIX = Path(__file__).parent / "fixtures" / "moses"
 

@@ -13,9 +13,9 @@ import math
 import numpy as np
 import pytest
 
-from pipeline.errors import PhraseRescoreError
-from moses_integration.embedded.decoder import Decoder, DecoderConfig, decode_file
-from moses_integration.nbest import read_nbest
+from phrase_rescore.core.errors import PhraseRescoreError
+from phrase_rescore.moses_integration.embedded.decoder import Decoder, DecoderConfig, decode_file
+from phrase_rescore.moses_integration.nbest import read_nbest
 
 LN10 = math.log(10)
 LN_HALF = math.log(0.5)

@@ -3,8 +3,8 @@ import numpy as np
 import pytest
 import torch
 
-from pipeline.model import reference as ref
-from pipeline.model.encdec import EncDecConfig, RNNEncoderDecoder, count_weight_parameters
+from phrase_rescore.pipeline.model import reference as ref
+from phrase_rescore.pipeline.model.encdec import EncDecConfig, RNNEncoderDecoder, count_weight_parameters
 
 VS, VT = 11, 13
 

@@ -6,8 +6,8 @@ import json
 import pandas as pd
 from click.testing import CliRunner
 
-from pipeline.cli import main
-from pipeline.workflow import MANIFEST
+from phrase_rescore.app.cli import main
+from phrase_rescore.app.workflow import MANIFEST
 
 TINY = """
 [workflow]
@@ -109,8 +109,8 @@ def test_drop_last_column_gives_the_logprob_only_table(tmp_path):
 
     import pytest
 
-    from pipeline.errors import PhraseRescoreError
-    from pipeline.stages import drop_last_column
+    from phrase_rescore.core.errors import PhraseRescoreError
+    from phrase_rescore.app.stages import drop_last_column
 
     original = [b"a ||| x ||| 0.5 0.25 0.5 0.25 ||| 0-0 ||| 2 2 1 ||| |||",
                 b"a b ||| x  y ||| 1 1 1 1",  # 3 fields, double space kept

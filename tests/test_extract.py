@@ -1,7 +1,7 @@
 """Moses's phrase extraction on small hand-worked sentence pairs."""
 import pytest
 
-from moses_integration.embedded.extract import count_phrase_pairs, extract_sentence, extract_spans
+from phrase_rescore.moses_integration.embedded.extract import count_phrase_pairs, extract_sentence, extract_spans
 
 # (name, source, target, alignment (src-tgt), max_len, expected [(src phrase, tgt phrase, alignment)] in Moses's order)
 CASES = [

@@ -31,11 +31,11 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from pipeline.cli import main
-from pipeline.errors import PhraseRescoreError
-from pipeline.fileio import sha256_file
-from pipeline.model.checkpoint import read_checkpoint
-from pipeline.pairs import check_pairs_dir
+from phrase_rescore.app.cli import main
+from phrase_rescore.core.errors import PhraseRescoreError
+from phrase_rescore.core.fileio import sha256_file
+from phrase_rescore.pipeline.model.checkpoint import read_checkpoint
+from phrase_rescore.pipeline.pairs import check_pairs_dir
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -44,8 +44,8 @@ SEED = 20141003                         # with the test's name, the seed of its 
 PARTS = ("train.parquet", "valid.parquet", "vocab.json")
 TINY = ["--emb-dim", "8", "--hidden-dim", "16", "--maxout-units", "8", "--rank", "8", "--batch-size", "16"]
 
-for _module in ("pipeline.prepare", "pipeline.train", "pipeline.score"):   # loaded before the forks, as in
-    importlib.import_module(_module)                                         # a command that has started
+for _module in ("prepare", "train", "score"):   # loaded before the forks, as in a command that has started
+    importlib.import_module(f"phrase_rescore.pipeline.{_module}")
 
 
 @pytest.fixture
@@ -136,7 +136,7 @@ def _kill_fresh_process(argv: list[str], reset, started, delay: float) -> None:
     """Kill a fresh ``phrase-rescore`` process ``delay`` seconds after ``started()`` first holds (the
     delay halved and the run redone, from ``reset()``, when it ended first)."""
     exe = Path(sys.executable).with_name("phrase-rescore")
-    cmd = [str(exe)] if exe.exists() else [sys.executable, "-c", "import sys; from pipeline.cli import main; "
+    cmd = [str(exe)] if exe.exists() else [sys.executable, "-c", "import sys; from phrase_rescore.app.cli import main; "
                                                                 "sys.exit(main())"]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     for _ in range(3):

@@ -15,13 +15,13 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from pipeline import fileio
-from pipeline.cli import main as cli
-from pipeline.errors import PhraseRescoreError
-from pipeline.fileio import atomic_open, atomic_path, check_outputs, open_text_read, remove_stale_temps
-from pipeline.model.checkpoint import save_checkpoint
-from pipeline.model.encdec import EncDecConfig, RNNEncoderDecoder
-from pipeline.vocab import Vocab, Vocabularies
+from phrase_rescore.core import fileio
+from phrase_rescore.app.cli import main as cli
+from phrase_rescore.core.errors import PhraseRescoreError
+from phrase_rescore.core.fileio import atomic_open, atomic_path, check_outputs, open_text_read, remove_stale_temps
+from phrase_rescore.pipeline.model.checkpoint import save_checkpoint
+from phrase_rescore.pipeline.model.encdec import EncDecConfig, RNNEncoderDecoder
+from phrase_rescore.pipeline.vocab import Vocab, Vocabularies
 
 
 # ------------------------------------------------------------------------------------ check_outputs
@@ -166,7 +166,7 @@ def test_a_full_disk_is_reported_against_the_output_and_leaves_nothing(tmp_path)
 
 _KILLED_WRITER = """
 import os, signal, sys
-from pipeline.fileio import atomic_open
+from phrase_rescore.core.fileio import atomic_open
 with atomic_open(sys.argv[1], "wb") as f:
     f.write(b"half of it")
     f.flush()
@@ -275,12 +275,12 @@ def test_bad_user_files_give_an_error_naming_them_not_a_traceback(tmp_path, monk
     (KeyError("a bug"), None),                   # not a file's problem: a bug, which keeps its traceback
 ])
 def test_os_errors_give_an_error_not_a_traceback(tmp_path, monkeypatch, exc, expected):
-    import data.demo_corpus
+    import phrase_rescore.data.demo_corpus
 
     def fail(*args, **kwargs):
         raise exc
 
-    monkeypatch.setattr(data.demo_corpus, "generate", fail)
+    monkeypatch.setattr(phrase_rescore.data.demo_corpus, "generate", fail)
     r = CliRunner().invoke(cli, ["--quiet", "make-demo-data", "--out", str(tmp_path / "demo")])
     if expected is None:
         assert r.exception is exc

@@ -3,8 +3,8 @@ import numpy as np
 import pytest
 import torch
 
-from pipeline.model import reference as ref
-from pipeline.model.gru import GRUCell
+from phrase_rescore.pipeline.model import reference as ref
+from phrase_rescore.pipeline.model.gru import GRUCell
 
 # Seed 001, "Numerical Example": N=1, T=3, D=2, H=2, O=2.
 W_z, U_z = [[0.1, 0.2], [0.3, 0.4]], [[0.1, 0.0], [0.0, 0.1]]

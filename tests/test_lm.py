@@ -11,8 +11,8 @@ from collections import Counter
 import kenlm
 import pytest
 
-from moses_integration.embedded.lm import LMConfig, load_lm, perplexity, train_lm
-from pipeline.errors import PhraseRescoreError
+from phrase_rescore.moses_integration.embedded.lm import LMConfig, load_lm, perplexity, train_lm
+from phrase_rescore.core.errors import PhraseRescoreError
 
 FALLBACK = (0.5, 1.0, 1.5)
 
@@ -184,7 +184,7 @@ def test_reserved_tokens_are_refused(tmp_path):
 def test_discounts_hand_computed(adjusted, expected, fell_back):
     import numpy as np
 
-    from moses_integration.embedded.lm import _discounts
+    from phrase_rescore.moses_integration.embedded.lm import _discounts
 
     d, fb = _discounts(np.array(adjusted), FALLBACK)
     assert fb == fell_back and d == pytest.approx(expected)

@@ -3,8 +3,8 @@ import numpy as np
 import pytest
 import sacrebleu
 
-from moses_integration.embedded.bleu_stats import Reference, bleu, corpus_bleu, sentence_stats
-from moses_integration.embedded.mert import NBestPool, line_search, one_best_stats, optimize, score_at
+from phrase_rescore.moses_integration.embedded.bleu_stats import Reference, bleu, corpus_bleu, sentence_stats
+from phrase_rescore.moses_integration.embedded.mert import NBestPool, line_search, one_best_stats, optimize, score_at
 
 
 @pytest.mark.parametrize("hyp, ref, expected", [

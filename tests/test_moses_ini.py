@@ -7,8 +7,8 @@ import pytest
 from click.testing import CliRunner
 
 from _tables import write_table
-from moses_integration.moses_ini import MosesIni, parse_moses_ini, read_moses_ini
-from pipeline.errors import PhraseRescoreError
+from phrase_rescore.moses_integration.moses_ini import MosesIni, parse_moses_ini, read_moses_ini
+from phrase_rescore.core.errors import PhraseRescoreError
 
 FIX = Path(__file__).parent / "fixtures" / "moses"
 
@@ -182,7 +182,7 @@ REWRITE_CASES = [
     "compact-weights-3-of-2", "no-table-unchecked", "empty-old-table"])
 def test_moses_ini_counts_only_the_columns_score_added(tmp_path, old_scores, new_scores, declared, weights,
                                                       compact, error, where):
-    from moses_integration.rewrite import RewriteConfig, rewrite_moses_ini
+    from phrase_rescore.moses_integration.rewrite import RewriteConfig, rewrite_moses_ini
 
     ini, old, new = _system(tmp_path, old_scores, new_scores, declared, compact)
     if old_scores == 0:
@@ -204,7 +204,7 @@ def test_moses_ini_counts_only_the_columns_score_added(tmp_path, old_scores, new
 
 
 def test_moses_ini_command_refuses_an_ini_that_disagrees_with_its_table(tmp_path):
-    from pipeline.cli import main
+    from phrase_rescore.app.cli import main
 
     ini, old, new = _system(tmp_path, 5, 7)
     r = CliRunner().invoke(main, ["moses-ini", str(ini), "--table", str(new), "--out", str(tmp_path / "o.ini")])

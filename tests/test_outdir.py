@@ -1,8 +1,8 @@
 """Output folders: new, empty or marked folders are ours; a folder with the user's files is refused."""
 import pytest
 
-from pipeline.errors import PhraseRescoreError
-from pipeline.outdir import MARKER, claim_output_dir, is_claimed
+from phrase_rescore.core.errors import PhraseRescoreError
+from phrase_rescore.core.outdir import MARKER, claim_output_dir, is_claimed
 
 
 def test_new_folder_is_created_and_marked(tmp_path):
@@ -49,7 +49,7 @@ def test_a_file_is_not_a_folder(tmp_path):
 def test_a_failed_command_leaves_no_folder_it_created(tmp_path):
     from click.testing import CliRunner
 
-    from pipeline.cli import main
+    from phrase_rescore.app.cli import main
 
     table = tmp_path / "empty.txt"
     table.write_bytes(b"")
@@ -66,7 +66,7 @@ def test_a_failed_command_leaves_no_folder_it_created(tmp_path):
 def test_commands_refuse_a_folder_of_the_users(tmp_path, command):
     from click.testing import CliRunner
 
-    from pipeline.cli import main
+    from phrase_rescore.app.cli import main
 
     (tmp_path / "t.txt").write_text("a ||| b ||| 0.5\n")
     (tmp_path / "t2.txt").write_text("b\n")

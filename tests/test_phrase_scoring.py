@@ -6,8 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from moses_integration.embedded.extract import count_phrase_pairs
-from moses_integration.embedded.phrase_scoring import best_alignments, lexical_tables, score_phrase_table
+from phrase_rescore.moses_integration.embedded.extract import count_phrase_pairs
+from phrase_rescore.moses_integration.embedded.phrase_scoring import best_alignments, lexical_tables, score_phrase_table
 
 
 def _corpus(rows):
@@ -131,7 +131,7 @@ def test_best_alignment_most_frequent_then_greatest():
 
 
 def test_readable_by_the_project_phrase_table_reader(tmp_path):
-    from pipeline.phrase_table import num_scores, read_phrase_table
+    from phrase_rescore.moses_integration.phrase_table import num_scores, read_phrase_table
 
     _build(WITH_NULL, tmp_path)
     entries = list(read_phrase_table(tmp_path / "phrase-table.gz"))
@@ -152,7 +152,7 @@ def test_each_direction_breaks_alignment_ties_its_own_way(tmp_path):
 
 
 def test_counts_of_a_million_or_more_are_rounded_as_moses_prints_them():
-    from moses_integration.embedded.phrase_scoring import _as_printed
+    from phrase_rescore.moses_integration.embedded.phrase_scoring import _as_printed
 
     got = _as_printed(np.array([3.0, 999999.0, 1234567.0, 20000001.0]))
     assert got.tolist() == [3.0, 999999.0, 1234570.0, 20000000.0]

@@ -11,12 +11,12 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
-from pipeline.batching import UniformSampler, length_batches, pad_batch
-from pipeline.cli import main
-from pipeline.errors import PhraseRescoreError
-from pipeline.pairs import load_pairs
-from pipeline.prepare import PrepareConfig, prepare
-from pipeline.vocab import EOS_ID, UNK_ID, Vocabularies, build_vocab
+from phrase_rescore.pipeline.batching import UniformSampler, length_batches, pad_batch
+from phrase_rescore.app.cli import main
+from phrase_rescore.core.errors import PhraseRescoreError
+from phrase_rescore.pipeline.pairs import load_pairs
+from phrase_rescore.pipeline.prepare import PrepareConfig, prepare
+from phrase_rescore.pipeline.vocab import EOS_ID, UNK_ID, Vocabularies, build_vocab
 
 HAND_TABLE = """\
 la maison ||| the house ||| 0.5 0.5 0.5 0.5
@@ -162,15 +162,15 @@ def _parts(d):
 
 
 def _train_cfg():
-    from pipeline.train import TrainConfig
+    from phrase_rescore.pipeline.train import TrainConfig
     return TrainConfig(model_overrides=dict(emb_dim=8, hidden_dim=8, maxout_units=4, rank=4), max_steps=1,
                        valid_every=1, batch_size=8)
 
 
 @pytest.mark.usefixtures("one_thread")
 def test_a_prepare_killed_while_it_rewrites_a_folder_leaves_the_old_one(tmp_path, monkeypatch):
-    from pipeline import prepare as prepare_module
-    from pipeline.train import train
+    from phrase_rescore.pipeline import prepare as prepare_module
+    from phrase_rescore.pipeline.train import train
     a, b = _two_tables(tmp_path)
     out = tmp_path / "pairs"
     prepare(a, out, PrepareConfig(valid_fraction=0.2))
@@ -189,8 +189,8 @@ def test_a_prepare_killed_while_it_rewrites_a_folder_leaves_the_old_one(tmp_path
 # the renames into the folder, in order: the incomplete manifest, the three parts, the complete manifest
 @pytest.mark.parametrize("renamed", [0, 1, 2, 3, 4])                 # how many were done when the kill came
 def test_a_prepare_killed_while_it_swaps_the_parts_is_refused_then_redone(tmp_path, monkeypatch, renamed):
-    from pipeline import prepare as prepare_module
-    from pipeline.train import train
+    from phrase_rescore.pipeline import prepare as prepare_module
+    from phrase_rescore.pipeline.train import train
     a, b = _two_tables(tmp_path)
     out, ref = tmp_path / "pairs", tmp_path / "ref"
     prepare(a, out, PrepareConfig(valid_fraction=0.2))
@@ -228,7 +228,7 @@ MIXED = [("vocab.json",), ("train.parquet",), ("valid.parquet",), ("vocab.json",
 
 @pytest.mark.parametrize("foreign", MIXED)
 def test_train_refuses_parts_that_do_not_belong_together(tmp_path, foreign):
-    from pipeline.train import train
+    from phrase_rescore.pipeline.train import train
     a, b = _two_tables(tmp_path)
     prepare(a, tmp_path / "pa", PrepareConfig(valid_fraction=0.2))
     prepare(b, tmp_path / "pb", PrepareConfig(valid_fraction=0.2))
@@ -265,7 +265,7 @@ def test_the_next_prepare_removes_only_the_temporary_folders_of_killed_runs(tmp_
     import subprocess
     import sys
 
-    from pipeline import prepare as prepare_module
+    from phrase_rescore.pipeline import prepare as prepare_module
     a, _ = _two_tables(tmp_path)
     out = tmp_path / "pairs"
     out.mkdir()
@@ -293,7 +293,7 @@ def test_the_next_prepare_removes_only_the_temporary_folders_of_killed_runs(tmp_
 def test_a_folder_of_an_older_prepare_is_refused_by_train_and_replaced_by_prepare(tmp_path):
     import json
 
-    from pipeline.train import train
+    from phrase_rescore.pipeline.train import train
     a, b = _two_tables(tmp_path)
     out = tmp_path / "pairs"
     prepare(a, out, PrepareConfig(valid_fraction=0.2))

@@ -9,7 +9,7 @@ import pytest
 
 from _real_moses import (moses_decode, needs_moses, parse_nbest, run, tiny_system, tokenize_file,  # noqa: F401
                          tool)
-from moses_integration.embedded.decoder import decode_file
+from phrase_rescore.moses_integration.embedded.decoder import decode_file
 
 pytestmark = needs_moses
 
@@ -104,8 +104,8 @@ def test_moses_mert_and_embedded_mert_agree_on_the_same_files(tiny_system, tmp_p
     points, and on 8 dev sentences which local optimum a restart finds moves BLEU by points."""
     import numpy as np
 
-    from moses_integration.embedded.mert import NBestPool, optimize
-    from moses_integration.moses_ini import read_moses_ini
+    from phrase_rescore.moses_integration.embedded.mert import NBestPool, optimize
+    from phrase_rescore.moses_integration.moses_ini import read_moses_ini
 
     s = tiny_system
     nb = tmp_path / "dev.nbest"

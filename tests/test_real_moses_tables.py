@@ -9,9 +9,9 @@ import pytest
 
 from _real_moses import (cli, moses_decode, moses_log, needs_moses, parse_nbest, read_table, run,  # noqa: F401
                          tiny_system, tool)
-from moses_integration.moses_ini import read_moses_ini
-from moses_integration.rewrite import RewriteConfig, rewrite_moses_ini
-from pipeline.errors import PhraseRescoreError
+from phrase_rescore.moses_integration.moses_ini import read_moses_ini
+from phrase_rescore.moses_integration.rewrite import RewriteConfig, rewrite_moses_ini
+from phrase_rescore.core.errors import PhraseRescoreError
 
 pytestmark = needs_moses
 

@@ -6,7 +6,7 @@ import csv
 import pytest
 
 from _real_moses import cli, moses_decode, needs_moses, run, tiny_system, tool  # noqa: F401
-from moses_integration.moses_ini import read_moses_ini
+from phrase_rescore.moses_integration.moses_ini import read_moses_ini
 
 pytestmark = needs_moses
 

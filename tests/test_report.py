@@ -10,10 +10,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from moses_integration.backend import Backend
-from moses_integration.report import EvaluateConfig, SystemSpec, evaluate, read_lines, score_systems
-from pipeline.errors import PhraseRescoreError
-from pipeline.fileio import sha256_file
+from phrase_rescore.moses_integration.backend import Backend
+from phrase_rescore.moses_integration.report import EvaluateConfig, SystemSpec, evaluate, read_lines, score_systems
+from phrase_rescore.core.errors import PhraseRescoreError
+from phrase_rescore.core.fileio import sha256_file
 
 FIX = Path(__file__).parent / "fixtures" / "moses"
 
@@ -108,7 +108,7 @@ def test_evaluate_writes_table1_and_resumes(tmp_path, monkeypatch):
     model = tmp_path / "model.pt"
     model.write_bytes(b"weights")
     backend = _TableBackend({"base.ini": _tok(BASE), "rnn.ini": _tok(SYS1), "rnnwp.ini": _tok(SYS2)})
-    monkeypatch.setattr("moses_integration.report.get_backend", lambda name, home=None: backend)
+    monkeypatch.setattr("phrase_rescore.moses_integration.report.get_backend", lambda name, home=None: backend)
     src = _write(tmp_path / "test.tok.fr", ["x"] * len(REF))
     ref = _write(tmp_path / "test.en", REF)
     dsrc = _write(tmp_path / "dev.tok.fr", ["y"] * len(REF))
@@ -147,7 +147,7 @@ def test_evaluate_cli_with_standin_moses(tmp_path, monkeypatch):
     from click.testing import CliRunner
 
     from _moses_standin import make_standin_moses
-    from pipeline.cli import main
+    from phrase_rescore.app.cli import main
 
     monkeypatch.setenv("MOSES_HOME", str(make_standin_moses(tmp_path / "moses")))
     src = _write(tmp_path / "test.tok", _tok(SYS1))   # the stand-in decoder copies its input

@@ -8,14 +8,14 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from moses_integration.nbest import read_nbest
-from pipeline.batching import pad_batch
-from pipeline.errors import PhraseRescoreError
-from pipeline.model.seq2seq import Seq2Seq, Seq2SeqConfig
-from pipeline.model.seq2seq_checkpoint import save_checkpoint
-from pipeline.rescore_nbest import EncDecScorer, RescoreConfig, Seq2SeqScorer, rescore_nbest
-from pipeline.translate import Ensemble
-from pipeline.vocab import Vocab, Vocabularies
+from phrase_rescore.moses_integration.nbest import read_nbest
+from phrase_rescore.pipeline.batching import pad_batch
+from phrase_rescore.core.errors import PhraseRescoreError
+from phrase_rescore.pipeline.model.seq2seq import Seq2Seq, Seq2SeqConfig
+from phrase_rescore.pipeline.model.seq2seq_checkpoint import save_checkpoint
+from phrase_rescore.pipeline.rescore_nbest import EncDecScorer, RescoreConfig, Seq2SeqScorer, rescore_nbest
+from phrase_rescore.pipeline.translate import Ensemble
+from phrase_rescore.pipeline.vocab import Vocab, Vocabularies
 
 NBEST = Path(__file__).parent / "fixtures" / "moses" / "moses.nbest"  # ids 0, 0, 1, 3 (2 has no hypothesis)
 SOURCES = ["la maison est petite", "c' est une petite maison", "rien", "bonjour"]
@@ -114,8 +114,8 @@ def test_grouped_scoring_equals_pair_by_pair_for_ensembles():
 
 
 def test_phrase_level_encoder_decoder_scores_whole_sentences(files):
-    from pipeline.model.checkpoint import save_checkpoint as save_encdec
-    from pipeline.model.encdec import EncDecConfig, RNNEncoderDecoder
+    from phrase_rescore.pipeline.model.checkpoint import save_checkpoint as save_encdec
+    from phrase_rescore.pipeline.model.encdec import EncDecConfig, RNNEncoderDecoder
 
     torch.manual_seed(0)
     ed = RNNEncoderDecoder(EncDecConfig(len(VOCABS.source), len(VOCABS.target), emb_dim=6, hidden_dim=8,
@@ -145,7 +145,7 @@ def test_nbest_ids_beyond_the_source_fail(files):
 
 
 def test_rescore_nbest_command(files):
-    from pipeline.cli import main
+    from phrase_rescore.app.cli import main
 
     r = CliRunner().invoke(main, ["rescore-nbest", str(NBEST), str(files / "src.txt"), "-m", str(files / "m.pt"),
                                   "-m", str(files / "m2.pt"), "--out-nbest", str(files / "o.nbest"),
@@ -161,8 +161,8 @@ def test_mert_tuned_weights_rerank_towards_the_reference(files):
     s = rescore_nbest(RescoreConfig(str(NBEST), str(files / "src.txt"), [str(files / "m.pt")], str(files / "o.nbest"),
                                     str(files / "1.txt"), dev_nbest=str(NBEST), dev_src=str(files / "src.txt"),
                                     dev_ref=str(files / "ref.txt"), mert_restarts=3))
-    from moses_integration.embedded.bleu_stats import corpus_bleu
-    from moses_integration.moses_ini import read_moses_ini
+    from phrase_rescore.moses_integration.embedded.bleu_stats import corpus_bleu
+    from phrase_rescore.moses_integration.moses_ini import read_moses_ini
 
     out = (files / "1.txt").read_text().split("\n")[:4]
     assert out[:2] == refs[:2]  # MERT found weights that prefer the reference of sentence 0
@@ -219,7 +219,7 @@ def test_non_finite_total_is_refused_not_ranked(files, total):
     (b"la \xe9 maison\n", 1),
 ])
 def test_invalid_utf8_in_the_source_names_its_line(files, data, line):
-    from pipeline.sentences import read_sentences
+    from phrase_rescore.pipeline.sentences import read_sentences
 
     src = files / "bad-src.txt"
     src.write_bytes(data)
@@ -233,7 +233,7 @@ def test_invalid_utf8_in_the_source_names_its_line(files, data, line):
 
 
 def test_source_lines_end_at_newlines_only(files):
-    from pipeline.sentences import read_sentences
+    from phrase_rescore.pipeline.sentences import read_sentences
 
     src = files / "cr.txt"
     src.write_bytes(b"la\rmaison\r\nest\n\nrien")

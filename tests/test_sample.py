@@ -7,11 +7,11 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from pipeline.cli import main
-from pipeline.model.checkpoint import save_checkpoint
-from pipeline.model.encdec import EncDecConfig, RNNEncoderDecoder
-from pipeline.sample import SampleConfig, generate
-from pipeline.vocab import EOS_ID, Vocab, Vocabularies
+from phrase_rescore.app.cli import main
+from phrase_rescore.pipeline.model.checkpoint import save_checkpoint
+from phrase_rescore.pipeline.model.encdec import EncDecConfig, RNNEncoderDecoder
+from phrase_rescore.pipeline.sample import SampleConfig, generate
+from phrase_rescore.pipeline.vocab import EOS_ID, Vocab, Vocabularies
 
 SRC_WORDS = ["<eos>", "<unk>", "la", "maison", "bleue"]
 TGT_WORDS = ["<eos>", "<unk>", "the", "house", "blue"]

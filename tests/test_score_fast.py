@@ -12,13 +12,13 @@ import numpy as np
 import pytest
 import torch
 
-from pipeline.model.encdec import EncDecConfig, RNNEncoderDecoder
-from pipeline.model.reference import log_p, reference_params
-from pipeline.batching import pad_batch
-from pipeline.pairs import RaggedIds
-from pipeline.scoring.batching import ChunkPairs
-from pipeline.scoring.fast import FastScorer, pair_flops, work_flops
-from pipeline.scoring.trie import build_trie
+from phrase_rescore.pipeline.model.encdec import EncDecConfig, RNNEncoderDecoder
+from phrase_rescore.pipeline.model.reference import log_p, reference_params
+from phrase_rescore.pipeline.batching import pad_batch
+from phrase_rescore.pipeline.pairs import RaggedIds
+from phrase_rescore.pipeline.scoring.chunk_pairs import ChunkPairs
+from phrase_rescore.pipeline.scoring.fast import FastScorer, pair_flops, work_flops
+from phrase_rescore.pipeline.scoring.trie import build_trie
 
 VS, VT = 40, 50
 
@@ -208,7 +208,7 @@ AUTO_MATMUL = [
 
 @pytest.mark.parametrize("device, precision, blas, mkl, vendor, expected", AUTO_MATMUL)
 def test_auto_matmul_is_a_function_of_the_machine(monkeypatch, device, precision, blas, mkl, vendor, expected):
-    from pipeline.scoring import fast
+    from phrase_rescore.pipeline.scoring import fast
     monkeypatch.setattr(fast, "numpy_blas", lambda: blas)
     monkeypatch.setattr(fast, "cpu_vendor", lambda: vendor)
     monkeypatch.setattr(torch.backends.mkl, "is_available", lambda: mkl)
@@ -216,6 +216,6 @@ def test_auto_matmul_is_a_function_of_the_machine(monkeypatch, device, precision
 
 
 def test_numpy_blas_is_the_one_numpy_was_built_with():
-    from pipeline.scoring.fast import numpy_blas
+    from phrase_rescore.pipeline.scoring.fast import numpy_blas
     built = np.show_config(mode="dicts")["Build Dependencies"]["blas"]["name"]      # e.g. "scipy-openblas"
     assert numpy_blas() and numpy_blas() in built

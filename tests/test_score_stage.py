@@ -15,15 +15,15 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from pipeline.cli import main as cli
-from pipeline.errors import PhraseRescoreError
+from phrase_rescore.app.cli import main as cli
+from phrase_rescore.core.errors import PhraseRescoreError
 from _tables import write_table
-from pipeline.model.checkpoint import save_checkpoint
-from pipeline.model.encdec import EncDecConfig, RNNEncoderDecoder
-from pipeline.model.reference import log_p, reference_params
-from pipeline.phrase_table import append_columns
-from pipeline.score import ScoreConfig, score_table
-from pipeline.vocab import EOS_ID, UNK_ID, Vocab, Vocabularies
+from phrase_rescore.pipeline.model.checkpoint import save_checkpoint
+from phrase_rescore.pipeline.model.encdec import EncDecConfig, RNNEncoderDecoder
+from phrase_rescore.pipeline.model.reference import log_p, reference_params
+from phrase_rescore.moses_integration.phrase_table import append_columns
+from phrase_rescore.pipeline.score import ScoreConfig, score_table
+from phrase_rescore.pipeline.vocab import EOS_ID, UNK_ID, Vocab, Vocabularies
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -157,7 +157,7 @@ def test_resume_after_kill_is_byte_identical(tmp_path, model_path):
     cfg = dict(chunk_lines=40, threads=1)
     out = tmp_path / "new.gz"
     manifest = tmp_path / "new.gz.partial.json"
-    code = "import sys; from pipeline.cli import main; sys.exit(main())"
+    code = "import sys; from phrase_rescore.app.cli import main; sys.exit(main())"
     proc = subprocess.Popen([sys.executable, "-c", code, "--quiet", "score", str(path), str(table), "--out", str(out),
                              "--chunk-lines", "40", "--threads", "1"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -240,7 +240,7 @@ def test_cli_score(tmp_path, model_path):
 
 def _leave_partial(monkeypatch, model, table, out, config):
     """A partial run of ``score`` that stops after two chunks, as a kill leaves it."""
-    from pipeline.scoring import chunked
+    from phrase_rescore.pipeline.scoring import chunked
     real = chunked.ChunkedOutput.write_chunk
 
     def write_then_stop(self, *a, **kw):
@@ -277,7 +277,7 @@ def test_model_with_nan_weights_is_refused_naming_it_and_leaves_nothing(tmp_path
 def test_nan_log_probs_stop_naming_the_model_and_line_and_leave_nothing(tmp_path, model_path, monkeypatch):
     # finite weights whose products overflow (low precision) give NaN log p: checked chunk by chunk
     path, _, _ = model_path
-    from pipeline.scoring.fast import FastScorer
+    from phrase_rescore.pipeline.scoring.fast import FastScorer
     real = FastScorer.score_group
 
     def overflowing(self, pairs, idx):
@@ -297,7 +297,7 @@ def test_nan_log_probs_stop_naming_the_model_and_line_and_leave_nothing(tmp_path
 
 def test_auto_matmul_does_not_depend_on_the_machine_load(tmp_path, model_path, monkeypatch):
     # the same command twice, once while torch's products are slow and once while numpy's are: same bytes
-    from pipeline.scoring import fast
+    from phrase_rescore.pipeline.scoring import fast
     path, _, _ = model_path
     table = tmp_path / "pt.gz"
     _big_table(table, n_sources=40)

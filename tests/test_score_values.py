@@ -6,8 +6,8 @@ import math
 import numpy as np
 import pytest
 
-from pipeline.errors import PhraseRescoreError
-from pipeline.scoring.moses_values import (FLOOR_TEXT, RAW_LOGPROB_MIN, UNK_COUNT_MAX, logprob_texts, moses_reads,
+from phrase_rescore.core.errors import PhraseRescoreError
+from phrase_rescore.moses_integration.moses_values import (FLOOR_TEXT, RAW_LOGPROB_MIN, UNK_COUNT_MAX, logprob_texts, moses_reads,
                                            neutral_text, parse_columns, unk_texts)
 
 

@@ -6,12 +6,12 @@ import numpy as np
 import pytest
 import torch
 
-from pipeline.batching import pad_batch
-from pipeline.errors import PhraseRescoreError
-from pipeline.model.seq2seq import Seq2Seq, Seq2SeqConfig, reverse_source
-from pipeline.model.seq2seq_checkpoint import load_checkpoint, save_checkpoint
-from pipeline.train_seq2seq import TrainSeq2SeqConfig, epoch_batches, learning_rate, train
-from pipeline.vocab import Vocab, Vocabularies
+from phrase_rescore.pipeline.batching import pad_batch
+from phrase_rescore.core.errors import PhraseRescoreError
+from phrase_rescore.pipeline.model.seq2seq import Seq2Seq, Seq2SeqConfig, reverse_source
+from phrase_rescore.pipeline.model.seq2seq_checkpoint import load_checkpoint, save_checkpoint
+from phrase_rescore.pipeline.train_seq2seq import TrainSeq2SeqConfig, epoch_batches, learning_rate, train
+from phrase_rescore.pipeline.vocab import Vocab, Vocabularies
 
 
 
@@ -153,7 +153,7 @@ def test_training_learns_a_reverse_task(tmp_path, one_thread, monkeypatch):
     assert s.history[0]["valid_ppl"] > 3
     ck = load_checkpoint(tmp_path / "run" / "best.pt")
     assert ck.train_state["best_valid_ppl"] == pytest.approx(s.best_valid_ppl)
-    from pipeline.translate import Ensemble, translate_sentences
+    from phrase_rescore.pipeline.translate import Ensemble, translate_sentences
     sents = [["w1", "w2", "w3"], ["w4"], ["w0", "w0", "w2", "w1"]]
     hyps = translate_sentences(Ensemble([ck.model]), ck.vocabs, sents, beam=3)
     assert [ck.vocabs.target.decode(h.ids) for h in hyps] == [x[::-1] for x in sents]
@@ -184,7 +184,7 @@ def test_parallel_files_must_have_equal_length(tmp_path):
 def test_train_seq2seq_command_forward_baseline(tmp_path, one_thread, monkeypatch):
     from click.testing import CliRunner
 
-    from pipeline.cli import main
+    from phrase_rescore.app.cli import main
 
     monkeypatch.setenv("PHRASE_RESCORE_QUIET", "1")
     src, tgt = _write_task(tmp_path, 60, 3)

@@ -18,13 +18,13 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from _tables import write_table
-from pipeline.cli import main as cli
-from pipeline.errors import PhraseRescoreError
-from pipeline.model.checkpoint import save_checkpoint
-from pipeline.model.encdec import EncDecConfig, RNNEncoderDecoder
-from pipeline.phrase_table import EMPTY_TABLE, moses_float32
-from pipeline.score import ScoreConfig, score_table
-from pipeline.vocab import Vocab, Vocabularies
+from phrase_rescore.app.cli import main as cli
+from phrase_rescore.core.errors import PhraseRescoreError
+from phrase_rescore.pipeline.model.checkpoint import save_checkpoint
+from phrase_rescore.pipeline.model.encdec import EncDecConfig, RNNEncoderDecoder
+from phrase_rescore.moses_integration.phrase_table import EMPTY_TABLE, moses_float32
+from phrase_rescore.pipeline.score import ScoreConfig, score_table
+from phrase_rescore.pipeline.vocab import Vocab, Vocabularies
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

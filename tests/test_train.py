@@ -9,13 +9,13 @@ import torch
 
 from click.testing import CliRunner
 
-from pipeline.cli import main
-from pipeline.errors import PhraseRescoreError
-from pipeline.model import checkpoint as ck
-from pipeline.model.encdec import RNNEncoderDecoder
-from pipeline.prepare import PrepareConfig, prepare
-from pipeline.train import LOG_COLUMNS, TrainConfig, train
-from pipeline.vocab import Vocabularies
+from phrase_rescore.app.cli import main
+from phrase_rescore.core.errors import PhraseRescoreError
+from phrase_rescore.pipeline.model import checkpoint as ck
+from phrase_rescore.pipeline.model.encdec import RNNEncoderDecoder
+from phrase_rescore.pipeline.prepare import PrepareConfig, prepare
+from phrase_rescore.pipeline.train import LOG_COLUMNS, TrainConfig, train
+from phrase_rescore.pipeline.vocab import Vocabularies
 
 TINY = dict(emb_dim=16, hidden_dim=32, maxout_units=16, rank=16)
 
@@ -232,7 +232,7 @@ def test_resume_rewrites_a_log_that_a_kill_left_behind_last_pt(pairs_dir, tmp_pa
 def test_resume_refuses_a_last_pt_trained_on_other_pairs(tmp_path, part):
     import shutil
 
-    from pipeline.fileio import sha256_file
+    from phrase_rescore.core.fileio import sha256_file
     make_learnable_table(tmp_path / "a.txt", n_pairs=300, seed=0)
     make_learnable_table(tmp_path / "b.txt", n_pairs=300, seed=1)
     prepare(tmp_path / "a.txt", tmp_path / "pa", PrepareConfig(vocab_size=100, valid_fraction=0.1, seed=1))
@@ -259,7 +259,7 @@ def _sentences(path, n, seed):
 
 
 def _s2s(tmp_path, out="run", **kw):
-    from pipeline.train_seq2seq import TrainSeq2SeqConfig
+    from phrase_rescore.pipeline.train_seq2seq import TrainSeq2SeqConfig
     src = kw.pop("src", None) or _sentences(tmp_path / "s.txt", 120, 1)
     tgt = _sentences(tmp_path / "t.txt", 120, 2)
     base = dict(valid_size=20, emb_dim=8, hidden_dim=8, num_layers=1, batch_size=16, decay_start=1.0, seed=4,
@@ -274,7 +274,7 @@ def _s2s(tmp_path, out="run", **kw):
     (dict(src="other"), "the src file(s) are not the ones last.pt was trained on"),
 ])
 def test_seq2seq_resume_refuses_a_last_pt_of_other_settings_or_data(tmp_path, monkeypatch, change, fragment):
-    from pipeline.train_seq2seq import train as train_s2s
+    from phrase_rescore.pipeline.train_seq2seq import train as train_s2s
     monkeypatch.setenv("PHRASE_RESCORE_QUIET", "1")
     train_s2s(_s2s(tmp_path))
     before = (tmp_path / "run" / "last.pt").read_bytes()
@@ -286,7 +286,7 @@ def test_seq2seq_resume_refuses_a_last_pt_of_other_settings_or_data(tmp_path, mo
 
 
 def test_seq2seq_resume_drops_log_rows_written_after_the_last_save(tmp_path, monkeypatch):
-    from pipeline.train_seq2seq import train as train_s2s
+    from phrase_rescore.pipeline.train_seq2seq import train as train_s2s
     monkeypatch.setenv("PHRASE_RESCORE_QUIET", "1")
     train_s2s(_s2s(tmp_path, out="whole", epochs=2.5))
     train_s2s(_s2s(tmp_path, epochs=1.5))

@@ -8,11 +8,11 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from pipeline.batching import pad_batch
-from pipeline.model.seq2seq import Seq2Seq, Seq2SeqConfig
-from pipeline.model.seq2seq_checkpoint import save_checkpoint
-from pipeline.translate import Ensemble, beam_search, greedy
-from pipeline.vocab import Vocab, Vocabularies
+from phrase_rescore.pipeline.batching import pad_batch
+from phrase_rescore.pipeline.model.seq2seq import Seq2Seq, Seq2SeqConfig
+from phrase_rescore.pipeline.model.seq2seq_checkpoint import save_checkpoint
+from phrase_rescore.pipeline.translate import Ensemble, beam_search, greedy
+from phrase_rescore.pipeline.vocab import Vocab, Vocabularies
 
 
 
@@ -129,7 +129,7 @@ def test_max_len_forces_eos_and_length_penalty_prefers_longer():
 
 
 def test_translate_command_keeps_line_order(tmp_path, monkeypatch):
-    from pipeline.cli import main
+    from phrase_rescore.app.cli import main
 
     monkeypatch.setenv("PHRASE_RESCORE_QUIET", "1")
     m = tiny(0, V=5)

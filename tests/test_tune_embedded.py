@@ -4,10 +4,10 @@ import csv
 import numpy as np
 import pytest
 
-from moses_integration.embedded.bleu_stats import corpus_bleu
-from moses_integration.embedded.decoder import decode_file
-from moses_integration.embedded.tune import EmbeddedTuneConfig, tune_embedded
-from moses_integration.moses_ini import read_moses_ini
+from phrase_rescore.moses_integration.embedded.bleu_stats import corpus_bleu
+from phrase_rescore.moses_integration.embedded.decoder import decode_file
+from phrase_rescore.moses_integration.embedded.tune import EmbeddedTuneConfig, tune_embedded
+from phrase_rescore.moses_integration.moses_ini import read_moses_ini
 
 N_WORDS = 12
 

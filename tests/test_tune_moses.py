@@ -9,13 +9,13 @@ import pytest
 from click.testing import CliRunner
 
 from _moses_standin import add_process_phrase_table_min, make_standin_moses
-from moses_integration.backend import MosesBackend, get_backend
-from moses_integration.moses_ini import read_moses_ini
-from moses_integration.moses_install import find_moses, require_moses
-from moses_integration.rewrite import RewriteConfig, process_phrase_table_min_argv, rewrite_moses_ini
-from moses_integration.tune_moses import MosesTuneConfig, mert_moses_argv, run_logged, tune_moses
-from pipeline.cli import main
-from pipeline.errors import PhraseRescoreError
+from phrase_rescore.moses_integration.backend import MosesBackend, get_backend
+from phrase_rescore.moses_integration.moses_ini import read_moses_ini
+from phrase_rescore.moses_integration.moses_install import find_moses, require_moses
+from phrase_rescore.moses_integration.rewrite import RewriteConfig, process_phrase_table_min_argv, rewrite_moses_ini
+from phrase_rescore.moses_integration.tune_moses import MosesTuneConfig, mert_moses_argv, run_logged, tune_moses
+from phrase_rescore.app.cli import main
+from phrase_rescore.core.errors import PhraseRescoreError
 
 FIX = Path(__file__).parent / "fixtures" / "moses"
 
@@ -204,7 +204,7 @@ def test_moses_backend_decodes_with_argv_list(tmp_path, moses_home):
     assert (tmp_path / "out.txt").read_text() == "a b\nc\n"
     assert be.argv("x.ini", "n.out", 5, 2)[1:] == ["-f", "x.ini", "-threads", "2", "-n-best-list", "n.out", "5",
                                                    "distinct"]
-    from moses_integration.nbest import read_nbest
+    from phrase_rescore.moses_integration.nbest import read_nbest
     assert [e.sent_id for e in read_nbest(tmp_path / "out.nbest")] == [0, 0, 1, 1]
 
 

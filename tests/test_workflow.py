@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.errors import PhraseRescoreError
-from pipeline.workflow import MANIFEST, Registry, StageDef, load_workflow, plan, run_workflow
+from phrase_rescore.core.errors import PhraseRescoreError
+from phrase_rescore.app.workflow import MANIFEST, Registry, StageDef, load_workflow, plan, run_workflow
 
 CALLS: list[str] = []
 
@@ -244,7 +244,7 @@ def test_workflow_file_errors(tmp_path):
 @pytest.mark.parametrize("name,first,n_stages", [
     ("demo", "demo-data", 12), ("rescore-existing", "prepare", 9), ("paper", "prepare", 9)])
 def test_shipped_workflows_load_and_plan(name, first, n_stages):
-    from pipeline.stages import default_registry
+    from phrase_rescore.app.stages import default_registry
 
     reg = default_registry()
     wf = load_workflow(Path(__file__).parent.parent / "workflows" / f"{name}.toml", reg)

@@ -20,8 +20,8 @@ import sys
 import time
 from pathlib import Path
 
-from pipeline.fileio import atomic_open
-from pipeline.workflow import ATTEMPT, MANIFEST, Registry, StageDef, load_workflow, run_workflow
+from phrase_rescore.core.fileio import atomic_open
+from phrase_rescore.app.workflow import ATTEMPT, MANIFEST, Registry, StageDef, load_workflow, run_workflow
 
 KILLED = 77
 CHUNK = 4

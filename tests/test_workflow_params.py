@@ -8,10 +8,10 @@ import pytest
 from click.testing import CliRunner
 from test_workflow import BASE, CALLS, registry
 
-from pipeline.cli import main
-from pipeline.errors import PhraseRescoreError
-from pipeline.stages import default_registry
-from pipeline.workflow import STAGE_MARKER, StageDef, load_workflow, run_workflow
+from phrase_rescore.app.cli import main
+from phrase_rescore.core.errors import PhraseRescoreError
+from phrase_rescore.app.stages import default_registry
+from phrase_rescore.app.workflow import STAGE_MARKER, StageDef, load_workflow, run_workflow
 
 DEMO = Path(__file__).parent.parent / "workflows" / "demo.toml"
 

@@ -6,10 +6,15 @@ import re
 
 from test_workflow import BASE, CALLS, registry
 
-import pipeline
-import pipeline.workflow as workflow
-from pipeline import code_version, source_digest
-from pipeline.workflow import ATTEMPT, MANIFEST, load_workflow, run_workflow
+import phrase_rescore
+import phrase_rescore.app
+import phrase_rescore.app.workflow as workflow
+import phrase_rescore.core
+import phrase_rescore.data
+import phrase_rescore.moses_integration
+import phrase_rescore.pipeline
+from phrase_rescore.core.version import code_version, source_digest
+from phrase_rescore.app.workflow import ATTEMPT, MANIFEST, load_workflow, run_workflow
 
 
 def _tree(root, files: dict[str, str]):
@@ -33,7 +38,8 @@ def test_source_digest_follows_every_byte_and_name_of_the_source(tmp_path):
 
 
 def test_code_version_is_the_package_version_plus_the_source_hash():
-    dirs = [pipeline.__path__[0], *__import__("moses_integration").__path__, *__import__("data").__path__]
+    dirs = [d for pkg in (phrase_rescore.core, phrase_rescore.pipeline, phrase_rescore.moses_integration,
+                          phrase_rescore.app, phrase_rescore.data) for d in pkg.__path__]
     for _ in range(5):  # (the source may be edited while the test runs)
         before = source_digest(dirs)
         code_version.cache_clear()  # computed afresh, as a new process does
@@ -41,7 +47,7 @@ def test_code_version_is_the_package_version_plus_the_source_hash():
         if source_digest(dirs) == before:
             break
     assert re.fullmatch(r"\d+\.\d+\.\d+\+[0-9a-f]{12}", v), v
-    assert v == pipeline.__version__ + "+" + before[:12]
+    assert v == phrase_rescore.__version__ + "+" + before[:12]
 
 
 def test_manifests_record_the_code_version_and_a_new_one_reruns_every_stage(tmp_path, monkeypatch):
@@ -53,8 +59,8 @@ def test_manifests_record_the_code_version_and_a_new_one_reruns_every_stage(tmp_
     CALLS.clear()
     run_workflow(wf, registry(), work, echo=None)
     assert CALLS == []
-    monkeypatch.setattr(workflow, "code_version", lambda: pipeline.__version__ + "+000000000000")
+    monkeypatch.setattr(workflow, "code_version", lambda: phrase_rescore.__version__ + "+000000000000")
     res = run_workflow(wf, registry(), work, echo=None)
     assert CALLS == ["make", "double", "squares", "sum"]
     assert {r.reason for r in res} == {"tool version changed"}
-    assert json.loads((work / "sum" / ATTEMPT).read_text())["tool_version"] == pipeline.__version__ + "+000000000000"
+    assert json.loads((work / "sum" / ATTEMPT).read_text())["tool_version"] == phrase_rescore.__version__ + "+000000000000"

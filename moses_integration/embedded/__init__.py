@@ -1,4 +1,6 @@
-"""An embedded, Moses-compatible SMT toolkit in Python (no C++ toolchain needed).
+"""An embedded, Moses-compatible SMT toolkit in Python (no C++ toolchain needed): build, decode, tune.
+
+Imports the core and the rest of the Moses side, never torch, the neural side or the application.
 
 Part 1 (building a system from a parallel corpus), one idea per module:
 

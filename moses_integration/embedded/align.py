@@ -20,7 +20,7 @@ import tempfile
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
-from pipeline.errors import PhraseRescoreError
+from phrase_rescore.core.errors import PhraseRescoreError
 
 Point = tuple[int, int]  # (source position, target position), 0-based
 

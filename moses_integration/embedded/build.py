@@ -31,9 +31,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Sequence
 
-from pipeline import progress
-from pipeline.errors import PhraseRescoreError
-from pipeline.fileio import atomic_open, open_binary_read, sha256_file
+from phrase_rescore.core import progress
+from phrase_rescore.core.errors import PhraseRescoreError
+from phrase_rescore.core.fileio import atomic_open, open_binary_read, sha256_file
 
 from .align import EflomalConfig, align_eflomal, format_pharaoh, grow_diag_final_and
 from .clean import CleanConfig, clean_pairs

@@ -29,9 +29,9 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from pipeline.errors import PhraseRescoreError
-from pipeline.fileio import atomic_open, open_text_read
-from pipeline.progress import bar
+from phrase_rescore.core.errors import PhraseRescoreError
+from phrase_rescore.core.fileio import atomic_open, open_text_read
+from phrase_rescore.core.progress import bar
 
 from .features import UNKNOWN_SCORE, SystemSpec, format_moses_float, load_system_spec
 from .search import Hypothesis, SearchParams, kbest_paths, path_of, search

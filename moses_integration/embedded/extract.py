@@ -16,7 +16,7 @@ from typing import Iterator, Sequence
 
 import pandas as pd
 
-from pipeline import progress
+from phrase_rescore.core import progress
 
 Span = tuple[int, int, int, int]  # (start source, end source, start target, end target), inclusive
 

@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from pipeline.errors import PhraseRescoreError
-from moses_integration.moses_ini import MosesIni, read_moses_ini
+from phrase_rescore.core.errors import PhraseRescoreError
+from ..moses_ini import MosesIni, read_moses_ini
 
 LOWEST_SCORE = -100.0           # moses/TypeDef.h
 LN10 = math.log(10.0)           # TransformLMScore multiplies by 2.30258509299405

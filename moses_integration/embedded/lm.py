@@ -35,9 +35,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pipeline import progress
-from pipeline.errors import PhraseRescoreError
-from pipeline.fileio import atomic_open, atomic_path
+from phrase_rescore.core import progress
+from phrase_rescore.core.errors import PhraseRescoreError
+from phrase_rescore.core.fileio import atomic_open, atomic_path
 
 UNK, BOS, EOS = "<unk>", "<s>", "</s>"
 FALLBACK_DISCOUNTS = (0.5, 1.0, 1.5)

@@ -39,8 +39,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pipeline import progress
-from pipeline.fileio import atomic_open
+from phrase_rescore.core import progress
+from phrase_rescore.core.fileio import atomic_open
 
 NULL = "NULL"
 

@@ -31,7 +31,7 @@ from .translation_options import OptionTable
 
 @dataclass
 class SearchParams:
-    """Search limits (see :class:`~moses_integration.embedded.decoder.DecoderConfig`)."""
+    """Search limits (see :class:`~phrase_rescore.moses_integration.embedded.decoder.DecoderConfig`)."""
 
     stack_size: int = 200
     beam_threshold: float = 1e-5

@@ -25,7 +25,7 @@ from typing import Iterable, Sequence
 
 from sacremoses import MosesDetokenizer, MosesTokenizer, MosesTruecaser
 
-from pipeline.errors import PhraseRescoreError
+from phrase_rescore.core.errors import PhraseRescoreError
 
 CASES = ("lower", "truecase", "none")
 

@@ -20,9 +20,9 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from pipeline.errors import PhraseRescoreError
-from pipeline.phrase_table import read_phrase_table
-from pipeline.progress import bar
+from phrase_rescore.core.errors import PhraseRescoreError
+from ..phrase_table import read_phrase_table
+from phrase_rescore.core.progress import bar
 
 from .features import LN10, UNKNOWN_SCORE, SystemSpec, floor_log
 

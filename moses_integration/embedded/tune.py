@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from pipeline.errors import PhraseRescoreError
-from pipeline.fileio import atomic_open, open_text_read
-from moses_integration.moses_ini import read_moses_ini
+from phrase_rescore.core.errors import PhraseRescoreError
+from phrase_rescore.core.fileio import atomic_open, open_text_read
+from ..moses_ini import read_moses_ini
 
 from .bleu_stats import NUM_STATS, Reference, bleu, sentence_stats
 from .decoder import Decoder, DecoderConfig, read_sentences

@@ -10,8 +10,8 @@ key             value
 format          ``"phrase-rescore-encdec"``
 version         :data:`VERSION`
 config          :meth:`EncDecConfig.to_dict`
-state_dict      the model's parameters (CPU tensors; names in :mod:`pipeline.model.encdec`)
-vocab_json      :meth:`pipeline.vocab.Vocabularies.to_json` text, or None
+state_dict      the model's parameters (CPU tensors; names in :mod:`phrase_rescore.pipeline.model.encdec`)
+vocab_json      :meth:`phrase_rescore.pipeline.vocab.Vocabularies.to_json` text, or None
 train_state     the trainer's state for an exact resume (optimizer, sampler, step, ...), or None
 ==============  =====================================================================
 
@@ -25,8 +25,8 @@ from pathlib import Path
 
 import torch
 
-from ..errors import PhraseRescoreError
-from ..fileio import atomic_path
+from phrase_rescore.core.errors import PhraseRescoreError
+from phrase_rescore.core.fileio import atomic_path
 from ..vocab import Vocabularies
 from .encdec import EncDecConfig, RNNEncoderDecoder
 

@@ -1,13 +1,13 @@
 """The RNN Encoder-Decoder of Cho et al. (2014), readable top to bottom.
 
 Order: :class:`EncDecConfig`, :class:`Encoder`, :class:`DecoderContext`, :class:`Decoder`,
-:class:`RNNEncoderDecoder`. The GRU cell is :class:`pipeline.model.gru.GRUCell`. The numpy
+:class:`RNNEncoderDecoder`. The GRU cell is :class:`phrase_rescore.pipeline.model.gru.GRUCell`. The numpy
 listing in shared/seeds/000 (``log_p``) is the reference semantics; ``tests/test_encdec.py``
 holds this module to it.
 
 Shapes: B batch, S source length, T target length (both counting the final eos),
 E embedding (100), H hidden (1000), M maxout units (500; pre-activations M*pieces = 1000),
-R output rank (100), Vs/Vt vocabulary sizes. Ids: eos = 0, unk = 1 (pipeline.vocab).
+R output rank (100), Vs/Vt vocabulary sizes. Ids: eos = 0, unk = 1 (phrase_rescore.pipeline.vocab).
 
 Parameter names (``model.state_dict()`` keys), for code that reads the weights directly
 (e.g. a scorer that precomputes every c-dependent term once per source phrase):

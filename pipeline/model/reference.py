@@ -10,7 +10,7 @@
   optional bias keys (``b_r``, ``b_z``, ``b``, ``b_o``, ``b_g``) are added when present; with
   no bias keys the arithmetic is exactly the listing's.
 * :func:`reference_params` extracts such a parameter dict (float64) from a torch
-  :class:`~pipeline.model.encdec.RNNEncoderDecoder`.
+  :class:`~phrase_rescore.pipeline.model.encdec.RNNEncoderDecoder`.
 
 These are slow on purpose: they exist so tests can hold the fast code to the seed semantics.
 """

@@ -23,7 +23,7 @@ import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence
 
-EOS_ID = 0  # pipeline.vocab.EOS; also the decoder's first input (the paper's pseudocode, Sec. 3.2)
+EOS_ID = 0  # phrase_rescore.pipeline.vocab.EOS; also the decoder's first input (the paper's pseudocode, Sec. 3.2)
 
 
 @dataclass
@@ -62,7 +62,7 @@ class Seq2SeqConfig:
         """``paper`` or ``small`` by name; keyword arguments override the preset."""
         presets = {"paper": cls.paper, "small": cls.small}
         if name not in presets:
-            from ..errors import PhraseRescoreError
+            from phrase_rescore.core.errors import PhraseRescoreError
 
             raise PhraseRescoreError(f"unknown model preset {name!r}; expected one of {sorted(presets)}")
         return presets[name](src_vocab, tgt_vocab, **kw)

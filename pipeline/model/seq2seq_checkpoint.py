@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ..errors import PhraseRescoreError
-from ..fileio import atomic_path
+from phrase_rescore.core.errors import PhraseRescoreError
+from phrase_rescore.core.fileio import atomic_path
 from ..vocab import Vocabularies
 from .checkpoint import check_finite_weights, read_checkpoint
 from .seq2seq import Seq2Seq, Seq2SeqConfig

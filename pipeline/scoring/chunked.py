@@ -24,8 +24,8 @@ import os
 import zlib
 from pathlib import Path
 
-from ..errors import PhraseRescoreError
-from ..fileio import check_outputs, wants_gzip
+from phrase_rescore.core.errors import PhraseRescoreError
+from phrase_rescore.core.fileio import check_outputs, wants_gzip
 
 MANIFEST_FORMAT = "phrase-rescore-score-manifest"
 MANIFEST_VERSION = 1
@@ -187,7 +187,7 @@ def check_not_same_file(table: str | os.PathLike, out: str | os.PathLike, reject
                         model: str | os.PathLike | None = None, vocab: str | os.PathLike | None = None) -> None:
     """Refuse outputs of a scoring run (``out``, its ``OUT.partial`` and manifest, the reject list)
     that would overwrite an input (the table, the model checkpoint, the vocabulary) or each other
-    (see :func:`~pipeline.fileio.check_outputs`)."""
+    (see :func:`~phrase_rescore.core.fileio.check_outputs`)."""
     chunked = ChunkedOutput(out, {})
     check_outputs({"TABLE": table, "MODEL": model, "--vocab": vocab},
                   {"--out": out, "the partial output": chunked.partial, "its manifest": chunked.manifest_path,

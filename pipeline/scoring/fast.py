@@ -1,6 +1,6 @@
 """The fast scorer: log p(target | source) for many phrase pairs, sharing all per-source work.
 
-Same function as :meth:`pipeline.model.encdec.RNNEncoderDecoder.log_prob` (and seed 000's ``log_p``);
+Same function as :meth:`phrase_rescore.pipeline.model.encdec.RNNEncoderDecoder.log_prob` (and seed 000's ``log_p``);
 it reads the model's weights and reorganises the arithmetic:
 
 1. **Prefix tries, no padding** (:mod:`.trie`). The encoder runs once per distinct source PREFIX
@@ -50,7 +50,7 @@ import torch
 import torch.nn.functional as F
 from threadpoolctl import threadpool_limits
 
-from .batching import ChunkPairs
+from .chunk_pairs import ChunkPairs
 from .trie import PrefixTrie, build_trie
 
 PRECISIONS = ("fp32", "bf16", "fp16")
@@ -60,7 +60,7 @@ PRECOMPUTE_MAX_BYTES = 1 << 30
 
 
 class FastScorer:
-    """Batched, prefix-sharing log p(y|x) over an :class:`~pipeline.model.encdec.RNNEncoderDecoder`.
+    """Batched, prefix-sharing log p(y|x) over an :class:`~phrase_rescore.pipeline.model.encdec.RNNEncoderDecoder`.
 
     :param model: the encoder-decoder (its weights are copied to ``device`` in float32).
     :param device: ``"cpu"``, ``"cuda"``... (default: CUDA when present).

@@ -19,7 +19,7 @@ of log-probabilities (``score --raw-logprob``) is read with ``allow_negative=Tru
 
 Bad lines (fewer than 3 fields, a score Moses would not read as the same finite non-negative float32, a
 score count that differs from the table's first line, invalid UTF-8, an empty source or target, a CRLF
-ending) raise :class:`~pipeline.errors.PhraseRescoreError` naming the file and line. With
+ending) raise :class:`~phrase_rescore.core.errors.PhraseRescoreError` naming the file and line. With
 ``on_error="keep"`` they are yielded with ``error`` set instead, counted in :class:`ReadStats` and listed in
 a rejects file; the writer then gives them :data:`NEUTRAL_VALUE` in every new column when the line has a
 scores field, and copies the line unchanged otherwise, so no line is dropped or moved. A table without a
@@ -36,8 +36,8 @@ import zlib
 from dataclasses import dataclass, field
 from typing import IO, Iterable, Iterator, Sequence
 
-from .errors import PhraseRescoreError
-from .fileio import atomic_open, open_binary_read
+from phrase_rescore.core.errors import PhraseRescoreError
+from phrase_rescore.core.fileio import atomic_open, open_binary_read
 
 FIELD_SEP = b"|||"
 

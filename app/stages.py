@@ -29,8 +29,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from .errors import PhraseRescoreError
-from .fileio import atomic_open, open_text_read
+from phrase_rescore.core.errors import PhraseRescoreError
+from phrase_rescore.core.fileio import atomic_open, open_text_read
 from .workflow import Registry, StageContext, StageDef
 
 CONFIGURATIONS = {  # configuration -> (display name, its ini artifact, its table artifact, tuned artifact)
@@ -84,7 +84,7 @@ def _above(p: dict, lo: float, *keys: str, none_ok: bool = False) -> None:
 
 
 def _check_device(p: dict) -> None:
-    from .device import resolve_device
+    from phrase_rescore.pipeline.device import resolve_device
 
     try:
         resolve_device(p["device"])
@@ -99,7 +99,7 @@ def _check_demo_data(p: dict) -> None:
 
 
 def _check_build_smt(p: dict) -> None:
-    from moses_integration.embedded.build import BuildConfig
+    from phrase_rescore.moses_integration.embedded.build import BuildConfig
 
     _at_least(p, 1, "max_sentence_length", "max_phrase_length", "lm_order", "eflomal_samplers")
     _above(p, 0, "max_length_ratio")
@@ -113,7 +113,7 @@ def _check_compresslevel(p: dict) -> None:
 
 
 def _check_tokenize(p: dict) -> None:
-    from moses_integration.embedded.tokenizer import TokenizeConfig
+    from phrase_rescore.moses_integration.embedded.tokenizer import TokenizeConfig
 
     TokenizeConfig(lang=p["source_lang"], case=p["case"], escape=p["escape"])
 
@@ -125,7 +125,7 @@ def _check_prepare(p: dict) -> None:
 
 
 def _check_train(p: dict) -> None:
-    from .model.encdec import EncDecConfig
+    from phrase_rescore.pipeline.model.encdec import EncDecConfig
 
     _at_least(p, 1, "batch_size", "max_steps", "valid_every", "valid_batch_tokens")
     _at_least(p, 1, "patience", "valid_max_pairs", none_ok=True)
@@ -146,7 +146,7 @@ def _check_train(p: dict) -> None:
 
 
 def _check_score(p: dict) -> None:
-    from .score import ScoreConfig
+    from phrase_rescore.pipeline.score import ScoreConfig
 
     _at_least(p, 1, "threads", none_ok=True)
     _check_compresslevel(p)
@@ -175,7 +175,7 @@ DEMO_FILES = {"train_src": "corpus/train.en", "train_tgt": "corpus/train.fr", "d
 
 
 def run_demo_data(ctx: StageContext) -> dict:
-    from data.demo_corpus import generate
+    from phrase_rescore.data.demo_corpus import generate
 
     p = ctx.params
     paths = generate(ctx.dir / "corpus", n_train=p["train"], n_dev=p["dev"], n_test=p["test"], seed=p["seed"],
@@ -186,12 +186,12 @@ def run_demo_data(ctx: StageContext) -> dict:
 # ----------------------------------------------------------------------------- build-smt and tokenize
 
 def _build_params() -> dict:
-    from moses_integration.embedded.build import BuildConfig
+    from phrase_rescore.moses_integration.embedded.build import BuildConfig
     return _defaults(BuildConfig)
 
 
 def run_build_smt(ctx: StageContext) -> dict:
-    from moses_integration.embedded.build import BuildConfig, build_smt
+    from phrase_rescore.moses_integration.embedded.build import BuildConfig, build_smt
 
     res = build_smt(ctx.input("train_src"), ctx.input("train_tgt"), ctx.dir / "smt", _config(BuildConfig, ctx.params))
     return {"phrase_table": res.stats.get("phrase_table"), "timings": res.timings, "notes": res.notes}
@@ -201,7 +201,7 @@ TOKENIZE_PARAMS = {"source_lang": "en", "target_lang": "fr", "case": "lower", "e
 
 
 def _tokenize_file(src: Path, out: Path, lang: str, params: dict, truecase_model: Path | None) -> int:
-    from moses_integration.embedded.tokenizer import TokenizeConfig, Tokenizer
+    from phrase_rescore.moses_integration.embedded.tokenizer import TokenizeConfig, Tokenizer
 
     tc = Tokenizer.load_truecaser(truecase_model) if params["case"] == "truecase" else None
     tok = Tokenizer(TokenizeConfig(lang=lang, case=params["case"], escape=params["escape"]), truecaser=tc)
@@ -250,12 +250,12 @@ def run_tokenize(ctx: StageContext) -> dict:
 # ----------------------------------------------------------------------------- prepare, train, score
 
 def _prepare_params() -> dict:
-    from .prepare import PrepareConfig
+    from phrase_rescore.pipeline.prepare import PrepareConfig
     return {**_defaults(PrepareConfig, drop=("src_corpus", "tgt_corpus")), "vocab_from_corpus": True}
 
 
 def run_prepare(ctx: StageContext) -> dict:
-    from .prepare import PrepareConfig, prepare
+    from phrase_rescore.pipeline.prepare import PrepareConfig, prepare
 
     src, tgt = ctx.input("train_src_tok"), ctx.input("train_tgt_tok")
     use_corpus = ctx.params["vocab_from_corpus"] and src is not None and tgt is not None
@@ -267,12 +267,12 @@ def run_prepare(ctx: StageContext) -> dict:
 
 
 def _train_params() -> dict:
-    from .train import TrainConfig
+    from phrase_rescore.pipeline.train import TrainConfig
     return _defaults(TrainConfig, drop=("resume",))
 
 
 def run_train(ctx: StageContext) -> dict:
-    from .train import TrainConfig, train
+    from phrase_rescore.pipeline.train import TrainConfig, train
 
     out = ctx.output("model").parent
     resume = ctx.resume and (out / "last.pt").exists()
@@ -284,14 +284,14 @@ def run_train(ctx: StageContext) -> dict:
 
 
 def _score_params() -> dict:
-    from .score import ScoreConfig
+    from phrase_rescore.pipeline.score import ScoreConfig
     # columns: fixed by the configurations; raw_logprob: Moses needs exp() values; rejects/vocab: paths
     return _defaults(ScoreConfig, drop=("columns", "raw_logprob", "rejects", "vocab", "restart"))
 
 
 def run_score(ctx: StageContext) -> dict:
     """Score once with both columns (+RNN+WP), then derive the +RNN table from it without the model."""
-    from .score import ScoreConfig, score_table
+    from phrase_rescore.pipeline.score import ScoreConfig, score_table
 
     cfg = _config(ScoreConfig, ctx.params, columns=("logprob", "unk"), restart=not ctx.resume)
     res = score_table(ctx.input("model"), ctx.input("phrase_table"), ctx.output("table_rnn_wp"), cfg)
@@ -312,8 +312,8 @@ def drop_last_column(original: Path, rescored: Path, out: Path, compresslevel: i
     """
     import itertools
 
-    from .fileio import atomic_path, gzip_writer, open_binary_read, wants_gzip
-    from .phrase_table import FIELD_SEP, append_columns
+    from phrase_rescore.core.fileio import atomic_path, gzip_writer, open_binary_read, wants_gzip
+    from phrase_rescore.moses_integration.phrase_table import FIELD_SEP, append_columns
 
     n = 0
     with open_binary_read(original) as fo, open_binary_read(rescored) as fr, atomic_path(out) as tmp, \
@@ -351,7 +351,7 @@ MOSES_INI_PARAMS = {  # initial weights of the added columns (tuning replaces th
 
 def _run_moses_ini(config: str):
     def run(ctx: StageContext) -> dict:
-        from moses_integration.rewrite import RewriteConfig, rewrite_moses_ini
+        from phrase_rescore.moses_integration.rewrite import RewriteConfig, rewrite_moses_ini
 
         _, ini_art, table_art, _ = CONFIGURATIONS[config]
         p = ctx.params
@@ -370,7 +370,7 @@ TUNE_PARAMS = {"backend": "embedded", "nbest": 100, "max_iterations": 25, "threa
 
 def _run_tune(config: str):
     def run(ctx: StageContext) -> dict:
-        from moses_integration.tuning import TuneConfig, tune
+        from phrase_rescore.moses_integration.tuning import TuneConfig, tune
 
         _, ini_art, _, tuned_art = CONFIGURATIONS[config]
         p = ctx.params
@@ -401,7 +401,7 @@ def run_evaluate(ctx: StageContext) -> dict:
     (``case = "lower"``) the references are lowercased too, so the scores are case-insensitive
     (as ``sacrebleu -lc``), and the report says so.
     """
-    from moses_integration.report import EvaluateConfig, SystemSpec, evaluate
+    from phrase_rescore.moses_integration.report import EvaluateConfig, SystemSpec, evaluate
 
     p = ctx.params
     systems = []
@@ -434,13 +434,13 @@ def run_evaluate(ctx: StageContext) -> dict:
 
 def default_registry() -> Registry:
     """Every real stage, in pipeline order."""
-    from moses_integration.backend import BACKENDS
-    from moses_integration.embedded.tokenizer import CASES
+    from phrase_rescore.moses_integration.backend import BACKENDS
+    from phrase_rescore.moses_integration.embedded.tokenizer import CASES
 
-    from .model.encdec import EncDecConfig
-    from .model.gru import RESET_FORMS
-    from .phrase_table import ON_ERROR_CHOICES
-    from .scoring.fast import MATMULS, PRECISIONS
+    from phrase_rescore.pipeline.model.encdec import EncDecConfig
+    from phrase_rescore.pipeline.model.gru import RESET_FORMS
+    from phrase_rescore.moses_integration.phrase_table import ON_ERROR_CHOICES
+    from phrase_rescore.pipeline.scoring.fast import MATMULS, PRECISIONS
 
     reg = Registry()
     reg.add(StageDef("demo-data", "demo-data", run_demo_data,

@@ -9,7 +9,7 @@ would make Moses take the log of a negative number (NaN).
 
 Conventions of this module (the project's documented floor):
 
-* **log p column**: ``exp(log p)`` with 7 significant digits (:func:`pipeline.phrase_table.format_score`).
+* **log p column**: ``exp(log p)`` with 7 significant digits (:func:`phrase_rescore.moses_integration.phrase_table.format_score`).
   For ``log p >= -87.3`` the value is a normal float32 and Moses recovers log p to float precision.
   Between -87.3 and -100 it is a float32 subnormal, which Moses still reads, with a rounding error
   in log p that grows towards -100 (about 1e-4 at -95, 0.02 at -100).
@@ -26,7 +26,7 @@ Conventions of this module (the project's documented floor):
   themselves: log p (no floor; -inf, which only an underflowing model gives, as :data:`RAW_LOGPROB_MIN`,
   the lowest float32 in 7 digits) and the count ``n`` (not clamped).
 * A line rejected by the reader (``--on-error keep``) gets neutral values that add 0 to the
-  log-linear score: :data:`pipeline.phrase_table.NEUTRAL_VALUE` (1) in Moses form, 0 in raw form.
+  log-linear score: :data:`phrase_rescore.moses_integration.phrase_table.NEUTRAL_VALUE` (1) in Moses form, 0 in raw form.
 
 Every text written in Moses form is one that Moses's loader reads as a finite, positive float32
 (:func:`moses_reads` mirrors it, and the tests check every column against it).
@@ -37,8 +37,8 @@ import math
 
 import numpy as np
 
-from ..errors import PhraseRescoreError
-from ..phrase_table import NEUTRAL_VALUE, format_score, moses_float32
+from phrase_rescore.core.errors import PhraseRescoreError
+from .phrase_table import NEUTRAL_VALUE, format_score, moses_float32
 
 #: Moses's floor on the log of any phrase-table score (moses/TypeDef.h ``LOWEST_SCORE``).
 LOWEST_SCORE = -100.0

@@ -1,7 +1,7 @@
 """The `phrase-rescore` command line: thin click commands over library functions.
 
 Each command builds a typed config, calls one library function and prints its summary.
-A :class:`~pipeline.errors.PhraseRescoreError` becomes ``error: <message>`` and exit status 1.
+A :class:`~phrase_rescore.core.errors.PhraseRescoreError` becomes ``error: <message>`` and exit status 1.
 """
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ import zlib
 
 import click
 
-from . import code_version
-from .errors import PhraseRescoreError
-from .fileio import check_outputs
-from .outdir import claim_output_dir, release_unused
+from phrase_rescore.core.version import code_version
+from phrase_rescore.core.errors import PhraseRescoreError
+from phrase_rescore.core.fileio import check_outputs
+from phrase_rescore.core.outdir import claim_output_dir, release_unused
 
 
 class _Group(click.Group):
@@ -45,7 +45,7 @@ class _Group(click.Group):
             release_unused()
             # a safety net for a user's file that a stage did not check: one that vanished, a full
             # disk, a truncated or corrupt gzip, text that is not UTF-8; other exceptions are bugs
-            from .fileio import describe_file_error
+            from phrase_rescore.core.fileio import describe_file_error
 
             click.echo(f"error: {describe_file_error(e)}", err=True)
             sys.exit(1)
@@ -55,7 +55,7 @@ def _check_paths(inputs: dict, outputs: dict, out_dirs: dict | None = None) -> N
     """Refuse outputs that would destroy an input or each other, then claim the output folders.
 
     A folder named by an option must be new, empty or an earlier output of phrase-rescore
-    (:mod:`pipeline.outdir`), so a user's file that shares a name with one of ours is never overwritten.
+    (:mod:`phrase_rescore.core.outdir`), so a user's file that shares a name with one of ours is never overwritten.
     """
     check_outputs(inputs, outputs, out_dirs)
     for option, folder in (out_dirs or {}).items():
@@ -74,7 +74,7 @@ def main(ctx, quiet):
     `run` runs a whole workflow file.
     """
     ctx.ensure_object(dict)
-    from . import progress
+    from phrase_rescore.core import progress
 
     progress.set_quiet(quiet)
 
@@ -96,7 +96,7 @@ def main(ctx, quiet):
               help="keep: skip bad lines, listed in OUT/rejects.txt.")
 def prepare_cmd(table, out_dir, vocab_size, valid_fraction, seed, src_corpus, tgt_corpus, on_error):
     """Unique phrase pairs as Parquet with ids, a vocabulary and a validation split."""
-    from .prepare import PrepareConfig, prepare
+    from phrase_rescore.pipeline.prepare import PrepareConfig, prepare
 
     _check_paths({"TABLE": table, "--src-corpus": src_corpus, "--tgt-corpus": tgt_corpus}, {}, {"--out": out_dir})
     m = prepare(table, out_dir, PrepareConfig(vocab_size=vocab_size, valid_fraction=valid_fraction, seed=seed,
@@ -120,7 +120,7 @@ def make_demo_data_cmd(out_dir, n_train, n_dev, n_test, seed, noise_rate):
     """Generate the English-French demo corpus (train/dev/test .en/.fr)."""
     import json
 
-    from data.demo_corpus import generate
+    from phrase_rescore.data.demo_corpus import generate
 
     paths = generate(out_dir, n_train=n_train, n_dev=n_dev, n_test=n_test, seed=seed, noise_rate=noise_rate)
     noise = json.loads(paths["manifest"].read_text(encoding="utf-8"))["noise_counts"]
@@ -182,7 +182,8 @@ def moses_ini_cmd(old_ini, table, out, feature, weights, binarized_prefix, no_bi
     """Point a moses.ini at the rescored table: more num-features, matching weights."""
     from pathlib import Path
 
-    from moses_integration.rewrite import MINPHR, RewriteConfig, default_binarized_prefix, rewrite_moses_ini
+    from phrase_rescore.moses_integration.rewrite import (MINPHR, RewriteConfig, default_binarized_prefix,
+                                                          rewrite_moses_ini)
 
     # processPhraseTableMin writes PREFIX.minphr and its log (for a PhraseDictionaryCompact only)
     prefix = None if no_binarize else binarized_prefix or default_binarized_prefix(Path(table).resolve())
@@ -218,7 +219,7 @@ def tune_cmd(ini, backend, dev_src, dev_ref, workdir, out, nbest, maximum_iterat
     """Tune the weights of a moses.ini on a dev set (mert-moses.pl or the embedded MERT)."""
     from pathlib import Path
 
-    from moses_integration.tuning import TuneConfig, tune
+    from phrase_rescore.moses_integration.tuning import TuneConfig, tune
 
     _check_paths({"INI": ini, "--dev-src": dev_src, "--dev-ref": dev_ref}, {"--out": out}, {"--workdir": workdir})
     tuned = tune(TuneConfig(backend=backend, ini=Path(ini), dev_src=Path(dev_src), dev_ref=Path(dev_ref),
@@ -262,7 +263,7 @@ def evaluate_cmd(systems, models, test_src, test_ref, dev_src, dev_ref, workdir,
     """Decode, score (sacrebleu BLEU/chrF, paired bootstrap) and write Table 1 as Markdown and CSV."""
     from pathlib import Path
 
-    from moses_integration.report import EvaluateConfig, SystemSpec, evaluate
+    from phrase_rescore.moses_integration.report import EvaluateConfig, SystemSpec, evaluate
 
     named = _named_paths(systems, "--system")
     mods = _named_paths(models, "--model")
@@ -309,7 +310,7 @@ def _lang_from_suffix(path: str) -> str | None:
 def build_smt_cmd(train_src, train_tgt, out_dir, source_lang, target_lang, case, escape, max_sentence_length,
                   max_phrase_length, lm_order, eflomal_model):
     """Build phrase-table.gz, lm.arpa and moses.ini from raw parallel text, Moses-compatible, no Moses needed."""
-    from moses_integration.embedded.build import BuildConfig, build_smt
+    from phrase_rescore.moses_integration.embedded.build import BuildConfig, build_smt
 
     _check_paths({"TRAIN_SRC": train_src, "TRAIN_TGT": train_tgt}, {}, {"--out": out_dir})
     config = BuildConfig(source_lang=source_lang or _lang_from_suffix(train_src) or "en",
@@ -353,7 +354,7 @@ def train_seq2seq_cmd(src, tgt, out_dir, valid_src, valid_tgt, valid_size, vocab
                       preset, emb_dim, hidden_dim, num_layers, reverse, lr, decay_start, decay_every, epochs,
                       batch_size, clip_norm, init_range, length_grouped, seed, device, resume):
     """Train a deep LSTM encoder-decoder (Sutskever, Vinyals & Le 2014) on tokenized sentence pairs SRC/TGT."""
-    from .train_seq2seq import TrainSeq2SeqConfig, train
+    from phrase_rescore.pipeline.train_seq2seq import TrainSeq2SeqConfig, train
 
     _check_paths({"SRC": src, "TGT": tgt, "--valid-src": valid_src, "--valid-tgt": valid_tgt, "--vocab": vocab},
                   {}, {"--out-dir": out_dir})
@@ -381,7 +382,7 @@ def train_seq2seq_cmd(src, tgt, out_dir, valid_src, valid_tgt, valid_size, vocab
 @click.option("--device", help="torch device (default: cuda when present).")
 def translate_cmd(source, models, output, beam, length_penalty, max_len_a, max_len_b, batch_size, scores, device):
     """Translate tokenized SOURCE with beam search over one Seq2Seq model or an ensemble."""
-    from .translate import TranslateConfig, translate_file
+    from phrase_rescore.pipeline.translate import TranslateConfig, translate_file
 
     _check_paths({"SOURCE": source, "--model": models}, {"--output": output, "--scores": scores})
     s = translate_file(TranslateConfig(list(models), source, output, beam=beam, length_penalty=length_penalty,
@@ -411,7 +412,7 @@ def translate_cmd(source, models, output, beam, length_penalty, max_len_a, max_l
 def rescore_nbest_cmd(nbest, src, models, out_nbest, out_1best, feature_name, weights_ini, dev_nbest, dev_src,
                       dev_ref, seed, device):
     """Add log p(hyp|src) to every hypothesis of a Moses NBEST list of SRC and re-rank it."""
-    from .rescore_nbest import RescoreConfig, rescore_nbest
+    from phrase_rescore.pipeline.rescore_nbest import RescoreConfig, rescore_nbest
 
     _check_paths({"NBEST": nbest, "SRC": src, "--model": models, "--weights": weights_ini, "--dev-nbest": dev_nbest,
                    "--dev-src": dev_src, "--dev-ref": dev_ref}, {"--out-nbest": out_nbest, "--out-1best": out_1best})
@@ -458,7 +459,7 @@ def train_cmd(pairs_dir, out_dir, preset, gru, bias, emb_dim, hidden_dim, maxout
               eps, clip_norm, init_std, seed, max_steps, time_budget, patience, valid_every, valid_max_pairs, device,
               resume):
     """Train the RNN Encoder-Decoder on prepared phrase pairs (PAIRS_DIR from `prepare`)."""
-    from .train import TrainConfig, train
+    from phrase_rescore.pipeline.train import TrainConfig, train
 
     _check_paths({"PAIRS_DIR": pairs_dir}, {}, {"--out": out_dir})
     overrides = {k: v for k, v in dict(emb_dim=emb_dim, hidden_dim=hidden_dim, maxout_units=maxout_units,
@@ -484,7 +485,7 @@ def train_cmd(pairs_dir, out_dir, preset, gru, bias, emb_dim, hidden_dim, maxout
 @click.option("--device", default="auto", show_default=True)
 def sample_cmd(model, phrase, num_samples, greedy, beam, max_len, seed, device):
     """Target phrases for a tokenized source PHRASE from MODEL (a .pt or a training directory), as in Table 3."""
-    from .sample import SampleConfig, format_table, sample_phrase
+    from phrase_rescore.pipeline.sample import SampleConfig, format_table, sample_phrase
 
     if greedy and beam is not None:
         raise click.UsageError("choose one of --greedy and --beam")
@@ -523,7 +524,7 @@ def sample_cmd(model, phrase, num_samples, greedy, beam, max_len, seed, device):
 def score_cmd(model, table, out, columns, raw_logprob, on_error, rejects, vocab, device, precision,
               precompute_vocab, max_tokens, matmul, chunk_lines, threads, restart):
     """Append log p(f|e) and the unknown-word penalty to every line of a phrase TABLE (resumable)."""
-    from .score import ScoreConfig, score_table
+    from phrase_rescore.pipeline.score import ScoreConfig, score_table
 
     cfg = ScoreConfig(columns=columns, raw_logprob=raw_logprob, on_error=on_error, rejects=rejects, vocab=vocab,
                       device=device, precision=precision, precompute_vocab=precompute_vocab, max_tokens=max_tokens,

@@ -1,9 +1,9 @@
 """A chunk of phrase pairs as the scorer wants it: each distinct source once, pairs pointing at them,
-all ids in flat arrays (:class:`~pipeline.pairs.RaggedIds`).
+all ids in flat arrays (:class:`~phrase_rescore.pipeline.pairs.RaggedIds`).
 
 Moses tables are sorted by source phrase, so most sources repeat on consecutive lines; deduplicating
 through a dict also handles unsorted tables. Per line the collector only keeps strings; each chunk's
-words are encoded at once with pyarrow (:func:`pipeline.vocab.encode_phrases`, the encoding ``prepare``
+words are encoded at once with pyarrow (:func:`phrase_rescore.pipeline.vocab.encode_phrases`, the encoding ``prepare``
 used for training). Every id sequence ends with ``<eos>`` (id 0).
 """
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Opening plain or gzip files by content, atomic writes, file hashes and output-path checks.
+"""Opening plain or gzip files by content, reading lines, atomic writes, file hashes and output-path checks.
 
 Every stage writes through :func:`atomic_path` / :func:`atomic_open` so a crash never leaves a
 half-written output under the final name: the data is written to a temporary file beside the
@@ -345,3 +345,28 @@ def sha256_file(path: str | os.PathLike, chunk: int = 1 << 20) -> str:
         for block in iter(lambda: f.read(chunk), b""):
             h.update(block)
     return h.hexdigest()
+
+
+def read_lines(path: str | os.PathLike) -> Iterator[tuple[int, str, str]]:
+    """``(line number, text, line ending)`` of every line of ``path`` (plain or gzip by content).
+
+    Lines end at ``\n`` only (a ``\r`` elsewhere is part of the line); the ending is ``"\n"``, ``"\r\n"``
+    or ``""`` (a last line without one), so that ``text + ending`` is the line's exact bytes. Invalid
+    UTF-8 and truncated gzip data are errors naming the file and the line they are in.
+    """
+    line_no = 0
+    with open_binary_read(path) as f:
+        try:
+            for raw in f:
+                line_no += 1
+                ending = b"\r\n" if raw.endswith(b"\r\n") else b"\n" if raw.endswith(b"\n") else b""
+                body = raw[:len(raw) - len(ending)]
+                try:
+                    text = body.decode("utf-8")
+                except UnicodeDecodeError as e:
+                    raise PhraseRescoreError(f"invalid UTF-8 at byte {e.start} ({e.reason}): expected UTF-8 text",
+                                             path, line_no) from None
+                yield line_no, text, ending.decode("ascii")
+        except (EOFError, zlib.error, gzip.BadGzipFile) as e:
+            raise PhraseRescoreError(f"corrupt or truncated gzip data after line {line_no} ({e}); the file is "
+                                     "incomplete", path, line_no + 1) from None

@@ -33,7 +33,7 @@ next run finds that attempt record unchanged and no manifest, and the stage decl
 and scoring continue from what they left); otherwise what the stage wrote there is removed first, so
 no file of an older configuration or of an interrupted attempt survives into a new run.
 
-The tool version in manifests and attempt records is :func:`pipeline.code_version`: the package
+The tool version in manifests and attempt records is :func:`phrase_rescore.core.version.code_version`: the package
 version plus a hash of the source code, so a change to the code reruns every stage it may affect.
 
 Before any stage runs, every selected stage's parameters are checked (``StageDef.choices`` and
@@ -74,9 +74,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
-from . import code_version
-from .errors import PhraseRescoreError
-from .fileio import atomic_open, sha256_file
+from phrase_rescore.core.version import code_version
+from phrase_rescore.core.errors import PhraseRescoreError
+from phrase_rescore.core.fileio import atomic_open, sha256_file
 
 MANIFEST = "stage-manifest.json"
 ATTEMPT = ".attempt.json"

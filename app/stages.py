@@ -44,7 +44,7 @@ def _defaults(cls, drop: tuple[str, ...] = ()) -> dict[str, Any]:
     """A config dataclass's fields and defaults as stage parameters (None defaults become "" or are kept)."""
     out = {}
     for f in dataclasses.fields(cls):
-        if f.name in drop or f.name.isupper():
+        if f.name in drop:
             continue
         if f.default is not dataclasses.MISSING:
             out[f.name] = f.default

@@ -63,7 +63,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
 import time
 
 try:

@@ -30,9 +30,3 @@ class PhraseRescoreError(Exception):
         elif self.line is not None:
             where = f"line {self.line}: "
         return where + self.message
-
-
-def check(condition: bool, message: str, path=None, line=None) -> None:
-    """Raise :class:`PhraseRescoreError` unless ``condition`` holds (Sockeye's ``check_condition``)."""
-    if not condition:
-        raise PhraseRescoreError(message, path, line)

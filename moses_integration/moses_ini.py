@@ -29,10 +29,12 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import dataclass, field
-from typing import Iterator, Sequence
+from typing import Sequence
 
 from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.core.fileio import atomic_open, open_binary_read
+
+from .moses_values import format_weight
 
 # Sections of the pre-2013 format. Moses still converts some of them on the fly, but two formats in one
 # pipeline is how features and weights fall out of step, so we refuse them and say how to convert.
@@ -109,14 +111,6 @@ class FeatureLine:
     def to_text(self) -> str:
         """The line as Moses writes it: the type, then ``key=value`` separated by single spaces."""
         return " ".join([self.type] + [f"{k}={v}" for k, v in self.args])
-
-
-def format_weight(x: float) -> str:
-    """A weight as Moses/mert-moses.pl would accept it: shortest round-trip decimal, integers bare."""
-    x = float(x)
-    if x == int(x) and abs(x) < 1e15:
-        return str(int(x))
-    return repr(x)
 
 
 @dataclass
@@ -436,10 +430,3 @@ def read_moses_ini(path: str | os.PathLike) -> MosesIni:
         raise PhraseRescoreError(f"invalid UTF-8 at byte {column} of the line ({e.reason}): expected UTF-8 text",
                                  path, data.count(b"\n", 0, e.start) + 1) from None
     return parse_moses_ini(text, path)
-
-
-def iter_feature_weights(ini: MosesIni) -> Iterator[tuple[FeatureLine, list[float] | None]]:
-    """Each feature with its weights (None when [weight] has no line for it), in [feature] order."""
-    w = ini.weights
-    for f in ini.features:
-        yield f, w.get(f.name)

@@ -1,4 +1,5 @@
-"""How the model's log p(f|e) and the unknown-word count become phrase-table feature values.
+"""Moses's numbers: the floor on log scores, how floats and weights are printed, and how the model's
+log p(f|e) and the unknown-word count become phrase-table feature values.
 
 Moses reads every phrase-table score as a C ``float`` and stores ``FloorScore(TransformScore(x))``:
 ``TransformScore`` is the natural log (moses/Util.h) and ``FloorScore`` clamps it at
@@ -53,6 +54,28 @@ UNK_COUNT_MAX = 88
 RAW_LOGPROB_MIN = "-3.402823e+38"
 
 COLUMN_CHOICES = ("logprob", "unk")
+
+
+def floor_log(p: float) -> float:
+    """Moses's ``FloorScore(TransformScore(p))``: ``max(ln p, -100)``, and -100 for p <= 0."""
+    if p <= 0.0:
+        return LOWEST_SCORE
+    return max(math.log(p), LOWEST_SCORE)
+
+
+def format_moses_float(x: float) -> str:
+    """A float as a C++ ostream prints it by default (6 significant digits, ``%g``), as Moses does."""
+    s = "%g" % float(x)
+    return "0" if s == "-0" else s
+
+
+def format_weight(x: float) -> str:
+    """A weight or feature value as Moses and mert-moses.pl accept it: integers bare (``0``, ``-3``), others
+    the shortest decimal that reads back as the same double."""
+    x = float(x)
+    if x == int(x) and abs(x) < 1e15:
+        return str(int(x))
+    return repr(x)
 
 
 def parse_columns(spec: str | tuple[str, ...] | list[str]) -> tuple[str, ...]:

@@ -27,6 +27,8 @@ from typing import IO, Iterable, Iterator, Sequence
 from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.core.fileio import atomic_open, read_lines
 
+from .moses_values import format_weight
+
 SEP = "|||"
 #: A number as Moses prints it and mert's extractor reads it: decimal, optional sign, point and exponent.
 _NUMBER_RE = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
@@ -40,14 +42,6 @@ def parse_number(text: str) -> float | None:
         return None
     x = float(text)
     return x if math.isfinite(x) else None
-
-
-def format_value(x: float) -> str:
-    """A feature value or score as text: integers bare (``0``, ``-3``), others shortest round-trip."""
-    x = float(x)
-    if x == int(x) and abs(x) < 1e15:
-        return str(int(x))
-    return repr(x)
 
 
 def parse_features(text: str, path=None, line_no=None) -> list[tuple[str, list[float]]]:
@@ -74,7 +68,7 @@ def parse_features(text: str, path=None, line_no=None) -> list[tuple[str, list[f
 
 def format_features(features: Sequence[tuple[str, Sequence[float]]]) -> str:
     """The inverse of :func:`parse_features`, in Moses's spacing: ``"A= 1 2 B= 3"``."""
-    return " ".join(f"{name}= " + " ".join(format_value(v) for v in values) for name, values in features)
+    return " ".join(f"{name}= " + " ".join(format_weight(v) for v in values) for name, values in features)
 
 
 @dataclass
@@ -136,14 +130,14 @@ class NBestEntry:
         self.features.append((name, vals))
         if self._raw_fields is not None:
             feats = self._raw_fields[2].rstrip(" ")
-            self._raw_fields[2] = f"{feats} {name}= " + " ".join(format_value(v) for v in vals) + " "
+            self._raw_fields[2] = f"{feats} {name}= " + " ".join(format_weight(v) for v in vals) + " "
 
     def to_line(self) -> str:
         """The line without its newline: the raw line (plus added features) when read from a file,
         else Moses's layout ``id ||| hyp  ||| features ||| total``."""
         if self._raw_fields is not None:
             return SEP.join(self._raw_fields)
-        head = f"{self.sent_id} {SEP} {self.hypothesis}  {SEP} {format_features(self.features)} {SEP} {format_value(self.total)}"
+        head = f"{self.sent_id} {SEP} {self.hypothesis}  {SEP} {format_features(self.features)} {SEP} {format_weight(self.total)}"
         return head + "".join(SEP + e for e in self.extra)
 
 

@@ -192,10 +192,3 @@ def check_pairs_dir(pairs_dir: str | os.PathLike) -> dict:
                                      f"one manifest.json records (a prepare killed while it replaced them, or a "
                                      f"file copied in from elsewhere): {rerun}", part)
     return m
-
-
-def prepare(*args, **kwargs):
-    """Run the prepare stage; see :func:`phrase_rescore.pipeline.prepare.prepare`."""
-    from .prepare import prepare as _prepare
-
-    return _prepare(*args, **kwargs)

@@ -187,7 +187,7 @@ def tune_rerank_weights(nbest_path: str | os.PathLike, ref_path: str | os.PathLi
 
 def write_weights(path: str | os.PathLike, weights: dict[str, list[float]]) -> None:
     """Write weights as a moses.ini ``[weight]`` section (readable by ``--weights``)."""
-    from phrase_rescore.moses_integration.moses_ini import format_weight
+    from phrase_rescore.moses_integration.moses_values import format_weight
 
     with atomic_open(path, "w") as f:
         f.write("[weight]\n")

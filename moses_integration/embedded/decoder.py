@@ -33,7 +33,8 @@ from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.core.fileio import atomic_open, open_text_read
 from phrase_rescore.core.progress import bar
 
-from .features import UNKNOWN_SCORE, SystemSpec, format_moses_float, load_system_spec
+from ..moses_values import format_moses_float
+from .features import UNKNOWN_SCORE, SystemSpec, load_system_spec
 from .search import Hypothesis, SearchParams, kbest_paths, path_of, search
 from .translation_options import LanguageModel, OptionTable, PhraseTable, source_phrases
 

@@ -12,7 +12,7 @@ the number of distinct (source, target, alignment) triples rather than by the co
 """
 from __future__ import annotations
 
-from typing import Iterator, Sequence
+from typing import Sequence
 
 import pandas as pd
 
@@ -138,10 +138,3 @@ def _merge(parts: list[pd.DataFrame]) -> pd.DataFrame:
         return parts[0]
     df = pd.concat(parts, ignore_index=True)
     return df.groupby(COLUMNS, sort=False, observed=True)["count"].sum().reset_index()
-
-
-def iter_instances(src, tgt, alignments, max_len: int = 7) -> Iterator[tuple[int, str, str, str]]:
-    """(sentence index, source phrase, target phrase, alignment) for every extracted instance (for tests/debugging)."""
-    for k, (s, t, a) in enumerate(zip(src, tgt, alignments)):
-        for row in extract_sentence(s, t, a, max_len):
-            yield (k, *row)

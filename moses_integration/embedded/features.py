@@ -30,21 +30,14 @@ import numpy as np
 
 from phrase_rescore.core.errors import PhraseRescoreError
 from ..moses_ini import MosesIni, read_moses_ini
+from ..moses_values import LOWEST_SCORE, format_moses_float
 
-LOWEST_SCORE = -100.0           # moses/TypeDef.h
 LN10 = math.log(10.0)           # TransformLMScore multiplies by 2.30258509299405
 UNKNOWN_SCORE = LOWEST_SCORE    # FloorScore(TransformScore(0))
 
 STATEFUL = ("Distortion", "KENLM")
 STATELESS = ("UnknownWordPenalty", "WordPenalty", "PhrasePenalty", "PhraseDictionaryMemory")
 REQUIRED = ("KENLM", "PhraseDictionaryMemory")
-
-
-def floor_log(p: float) -> float:
-    """Moses's ``FloorScore(TransformScore(p))``: ``max(ln p, -100)``, and -100 for p <= 0."""
-    if p <= 0.0:
-        return LOWEST_SCORE
-    return max(math.log(p), LOWEST_SCORE)
 
 
 @dataclass
@@ -96,11 +89,6 @@ class SystemSpec:
         """(F,) bool: which components are tuneable (in n-best lists, optimized by MERT)."""
         return np.concatenate([np.full(f.size, f.tuneable) for f in self.features]).astype(bool)
 
-    def weights_by_name(self, weights: np.ndarray | None = None) -> dict[str, list[float]]:
-        """``{feature name: [weights]}`` for writing a [weight] section."""
-        w = self.weights if weights is None else weights
-        return {f.name: [float(x) for x in w[f.offset:f.offset + f.size]] for f in self.features}
-
     def format_features(self, values: np.ndarray) -> str:
         """The n-best features field as Moses prints it: ``Distortion0= 0 LM0= -9.2 ...`` (tuneable only)."""
         parts = []
@@ -110,12 +98,6 @@ class SystemSpec:
             parts.append(f"{f.name}=")
             parts.extend(format_moses_float(v) for v in values[f.offset:f.offset + f.size])
         return " ".join(parts)
-
-
-def format_moses_float(x: float) -> str:
-    """A float as a C++ ostream prints it by default (6 significant digits, ``%g``), as Moses does."""
-    s = "%g" % float(x)
-    return "0" if s == "-0" else s
 
 
 def _resolve(path: str, ini_path: str) -> str:

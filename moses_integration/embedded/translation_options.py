@@ -24,7 +24,8 @@ from phrase_rescore.core.errors import PhraseRescoreError
 from ..phrase_table import read_phrase_table
 from phrase_rescore.core.progress import bar
 
-from .features import LN10, UNKNOWN_SCORE, SystemSpec, floor_log
+from ..moses_values import floor_log
+from .features import LN10, UNKNOWN_SCORE, SystemSpec
 
 
 class TranslationOption:

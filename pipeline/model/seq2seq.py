@@ -185,12 +185,3 @@ class Seq2Seq(nn.Module):
         """Teacher-forced log p(T | S) of each pair: (B,) sums over the target's real tokens (eos included)."""
         assert src.shape[0] == tgt.shape[0], (src.shape, tgt.shape)
         return self.token_log_probs(self.encode(src, src_mask), tgt, tgt_mask).sum(1)
-
-    @staticmethod
-    def expand_state(state, counts: torch.Tensor):
-        """Repeat each sentence's v ``counts[i]`` times along the batch: (L, B, H) -> (L, sum(counts), H).
-
-        This is how a source is encoded once for all its n-best hypotheses, or its beam.
-        """
-        h, c = state
-        return h.repeat_interleave(counts, dim=1), c.repeat_interleave(counts, dim=1)

@@ -79,10 +79,10 @@ def main(ctx, quiet):
     progress.set_quiet(quiet)
 
 
-# Commands are registered below, one section per area, in pipeline order.
+# Commands are registered below, one section per area.
 
 
-# --- foundation (issue 2): prepare ------------------------------------------------------------------
+# --- foundation: prepare ------------------------------------------------------------------------------
 
 @main.command("prepare")
 @click.argument("table", type=click.Path(exists=True, dir_okay=False))
@@ -106,7 +106,7 @@ def prepare_cmd(table, out_dir, vocab_size, valid_fraction, seed, src_corpus, tg
                f"{m['vocab_target']} ({m['vocab_counted_from']}) -> {out_dir}")
 
 
-# --- demo data and workflows (issue 8): make-demo-data, run -----------------------------------------
+# --- demo data and workflows: make-demo-data, run -----------------------------------------------------
 
 @main.command("make-demo-data")
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Directory to write.")
@@ -154,7 +154,7 @@ def run_cmd(workflow_file, workdir, sets, from_stage):
         click.echo(report.read_text(encoding="utf-8"))
 
 
-# --- Moses integration (issue 5): moses-ini, tune, evaluate -----------------------------------------
+# --- Moses integration: moses-ini, tune, evaluate -----------------------------------------------------
 
 def _floats(text):
     """'0.2,-0.1' -> (0.2, -0.1); None stays None."""
@@ -282,7 +282,7 @@ def evaluate_cmd(systems, models, test_src, test_ref, dev_src, dev_ref, workdir,
     click.echo(f"wrote {df.attrs['markdown']} and {df.attrs['csv']}")
 
 
-# --- embedded SMT toolkit (issue 6): build-smt --------------------------------------------------------
+# --- embedded SMT toolkit: build-smt ------------------------------------------------------------------
 
 def _lang_from_suffix(path: str) -> str | None:
     """'train.en' / 'train.en.gz' -> 'en'; None when the suffix is not a language sacremoses knows."""
@@ -321,7 +321,7 @@ def build_smt_cmd(train_src, train_tgt, out_dir, source_lang, target_lang, case,
     click.echo(result.summary())
 
 
-# --- Sequence to Sequence (issue 9): train-seq2seq, translate, rescore-nbest ------------------------
+# --- Sequence to Sequence: train-seq2seq, translate, rescore-nbest ------------------------------------
 
 @main.command("train-seq2seq")
 @click.argument("src", type=click.Path(exists=True, dir_okay=False))
@@ -425,7 +425,7 @@ def rescore_nbest_cmd(nbest, src, models, out_nbest, out_1best, feature_name, we
                f"({s.hyps_per_s:.0f} hyp/s); feature {s.feature_name}; 1-best changed for {s.changed_1best}: {out_1best}")
 
 
-# --- RNN Encoder-Decoder (issue 3): train, sample -----------------------------------------------------
+# --- RNN Encoder-Decoder: train, sample ---------------------------------------------------------------
 
 @main.command("train")
 @click.argument("pairs_dir", type=click.Path(exists=True, file_okay=False))
@@ -494,7 +494,7 @@ def sample_cmd(model, phrase, num_samples, greedy, beam, max_len, seed, device):
     click.echo(format_table(sample_phrase(model, phrase, cfg, device=device), mode))
 
 
-# --- score: log p(f|e) and the unknown-word penalty as new phrase-table columns (issue 4) ---------
+# --- score: log p(f|e) and the unknown-word penalty as new phrase-table columns -----------------------
 
 @main.command("score")
 @click.argument("model", type=click.Path(exists=True))

@@ -3,7 +3,7 @@
 For each preset (``paper``, ``small``; an untrained model with random weights: speed does not depend
 on training) on a generated table with a real table's shape (:mod:`gen_table`):
 
-* (a) one pair at a time: ``model.log_prob`` on batches of one (the seed's ``log_p`` loop, in torch);
+* (a) one pair at a time: ``model.log_prob`` on batches of one (model/reference.py's ``log_p`` loop, in torch);
 * (b) file-order batches of 64 without sorting or sharing, padded (how GroundHog's ``score.py`` batches);
 * (c) this stage: ``phrase_rescore.pipeline.score.score_table`` end to end (read, score, format, gzip, resumable chunks).
 

@@ -217,7 +217,7 @@ def demo_report(args) -> list[tuple[str, float]]:
 
 
 def _train_encdec(w: Path, smt: Path, seconds: float) -> Path:
-    """The phrase-level RNN Encoder-Decoder (issue 3) trained on this system's phrase table via the CLI."""
+    """The phrase-level RNN Encoder-Decoder trained on this system's phrase table via the CLI."""
     import subprocess
 
     model = w / "encdec" / "model.pt"

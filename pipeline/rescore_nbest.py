@@ -119,7 +119,7 @@ def load_scorer(checkpoints: Sequence[str], device: torch.device, hyp_batch: int
     del head
     if len(checkpoints) != 1:
         raise PhraseRescoreError("ensembles are supported for Seq2Seq checkpoints only", checkpoints[1])
-    from .model.checkpoint import load_checkpoint as load_encdec  # the phrase-level model (issue 3)
+    from .model.checkpoint import load_checkpoint as load_encdec  # the phrase-level model
 
     model, vocabs, _ = load_encdec(first, device=device)
     if vocabs is None:

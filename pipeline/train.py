@@ -38,7 +38,7 @@ LOG_COLUMNS = ["step", "pairs_seen", "elapsed_s", "train_loss", "train_ppl", "va
 class TrainConfig:
     """Everything that decides a training run. Sources in the comments."""
 
-    preset: str = "small"                 # model sizes: "paper" (seed 000) or "small"
+    preset: str = "small"                 # model sizes: "paper" (appendix A) or "small"
     gru: str = "paper"                    # reset gate before U (paper eq 8) or after ("cudnn")
     bias: bool = False                    # the paper's listing has no biases
     model_overrides: dict = field(default_factory=dict)  # e.g. {"hidden_dim": 500}
@@ -46,7 +46,7 @@ class TrainConfig:
     lr: float = 1.0                       # Adadelta proper has none; 1.0 is Zeiler's update unscaled
     rho: float = 0.95                     # Cho et al. 3.1
     eps: float = 1e-6                     # Cho et al. 3.1
-    clip_norm: float = 1.0                # global-norm clipping, GroundHog's default (seed 000)
+    clip_norm: float = 1.0                # global-norm clipping, GroundHog's default
     init_std: float | None = None         # N(0, std^2); None: the preset's (:func:`default_init_std`)
     seed: int = 1                         # model init and the pair sampler
     max_steps: int = 100_000              # stop after this many updates

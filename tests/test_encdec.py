@@ -1,4 +1,4 @@
-"""The encoder-decoder against seed 000's pair-at-a-time ``log_p``, gradcheck, sizes, step API."""
+"""The encoder-decoder against model/reference.py's pair-at-a-time ``log_p``, gradcheck, sizes, step API."""
 import numpy as np
 import pytest
 import torch

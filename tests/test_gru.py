@@ -1,4 +1,4 @@
-"""The GRU: seed 001's worked example, numpy-vs-torch equivalence for both forms, masking, gradcheck."""
+"""The GRU: a textbook worked example, numpy-vs-torch equivalence for both forms, masking, gradcheck."""
 import numpy as np
 import pytest
 import torch
@@ -6,7 +6,7 @@ import torch
 from phrase_rescore.pipeline.model import reference as ref
 from phrase_rescore.pipeline.model.gru import GRUCell
 
-# Seed 001, "Numerical Example": N=1, T=3, D=2, H=2, O=2.
+# A worked example of the textbook GRU (reference.GRU): N=1, T=3, D=2, H=2, O=2.
 W_z, U_z = [[0.1, 0.2], [0.3, 0.4]], [[0.1, 0.0], [0.0, 0.1]]
 W_r, U_r = [[0.2, 0.1], [0.4, 0.3]], [[0.1, 0.0], [0.0, 0.1]]
 W_h, U_h = [[0.3, 0.1], [0.1, 0.3]], [[0.2, 0.0], [0.0, 0.2]]
@@ -61,7 +61,7 @@ def test_reference_gru_reproduces_worked_example():
 
 
 def test_torch_paper_cell_reproduces_worked_example():
-    # Seed 001 puts z on the candidate; the paper's cell puts it on the old state. They are the
+    # The textbook GRU puts z on the candidate; the paper's cell puts it on the old state. They are the
     # same model with z relabelled 1 - z = sigmoid(-a): negate the update gate's weights.
     cell = GRUCell(2, 2, reset="paper").double()
     with torch.no_grad():

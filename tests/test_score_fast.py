@@ -1,4 +1,4 @@
-"""The fast scorer equals the seed's pair-at-a-time log_p (numpy float64) within 1e-4 in float32.
+"""The fast scorer equals model/reference.py's pair-at-a-time log_p (numpy float64) within 1e-4 in float32.
 
 The chunk mixes source and target lengths 1-7 (+eos), repeats sources (some on non-adjacent lines),
 and contains unknown words (id 1); groups are cut both wide (the whole chunk) and narrow (a source or

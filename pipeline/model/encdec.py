@@ -2,7 +2,7 @@
 
 Order: :class:`EncDecConfig`, :class:`Encoder`, :class:`DecoderContext`, :class:`Decoder`,
 :class:`RNNEncoderDecoder`. The GRU cell is :class:`phrase_rescore.pipeline.model.gru.GRUCell`. The numpy
-listing in shared/seeds/000 (``log_p``) is the reference semantics; ``tests/test_encdec.py``
+:func:`phrase_rescore.pipeline.model.reference.log_p` is the reference semantics; ``tests/test_encdec.py``
 holds this module to it.
 
 Shapes: B batch, S source length, T target length (both counting the final eos),
@@ -13,7 +13,7 @@ Parameter names (``model.state_dict()`` keys), for code that reads the weights d
 (e.g. a scorer that precomputes every c-dependent term once per source phrase):
 
 =============================  ============  ==============================================
-key                            shape         role (seed 000 listing name)
+key                            shape         role (name in model/reference.py)
 =============================  ============  ==============================================
 encoder.E_src                  (Vs, E)       source embeddings ``E_src``
 encoder.cell.W_x               (3H, E)       ``[W_r; W_z; W]`` input projections
@@ -56,7 +56,7 @@ from .gru import RESET_FORMS, GRUCell
 
 @dataclass
 class EncDecConfig:
-    """All sizes and options of the encoder-decoder. Defaults are the paper's (seed 000)."""
+    """All sizes and options of the encoder-decoder. Defaults are the paper's (appendix A)."""
 
     src_vocab_size: int                 # 15,000 words + eos in the paper (+ unk here)
     tgt_vocab_size: int
@@ -71,7 +71,7 @@ class EncDecConfig:
     orthogonal_recurrent: bool = True   # recurrent matrices orthogonal (section 3.1)
 
     PRESETS = {
-        # Cho et al. 2014, appendix A / seed 000: about 18.25M weights with 15,001-word vocabularies.
+        # Cho et al. 2014, appendix A: about 18.25M weights with 15,001-word vocabularies.
         "paper": dict(emb_dim=100, hidden_dim=1000, maxout_units=500, maxout_pieces=2, rank=100),
         # Trains on 2 CPU cores in minutes on the demo data.
         "small": dict(emb_dim=64, hidden_dim=256, maxout_units=128, maxout_pieces=2, rank=64),
@@ -253,5 +253,5 @@ class RNNEncoderDecoder(nn.Module):
 
 
 def count_weight_parameters(model: nn.Module) -> int:
-    """Number of weight-matrix entries (biases excluded), as seed 000 counts them."""
+    """Number of weight-matrix entries (biases excluded), as the paper counts them."""
     return sum(p.numel() for p in model.parameters() if p.dim() >= 2)

@@ -2,7 +2,7 @@
 
 Both conventions put the update gate ``z`` on the OLD state (the paper's equation 7,
 ``h = z * h_prev + (1 - z) * h_cand``; torch.nn.GRU does the same). They differ in where the
-reset gate ``r`` acts (seed 000, "Two details differ between sources"):
+reset gate ``r`` acts (the paper's two arXiv versions differ here):
 
 * ``"paper"``: equation (8), ``h_cand = tanh(W x + U (r * h_prev))`` -- r scales the state
   BEFORE the recurrent matrix, so the candidate's product waits for the gates.
@@ -11,7 +11,7 @@ reset gate ``r`` acts (seed 000, "Two details differ between sources"):
 
 Parameters, with rows stacked in the order [reset r; update z; candidate] (each block H rows):
 
-* ``W_x`` (3H, D): input projections ``[W_r; W_z; W]`` of seed 000's listing.
+* ``W_x`` (3H, D): input projections ``[W_r; W_z; W]`` of equations (5)-(8).
 * ``U``   (3H, H): recurrent matrices ``[U_r; U_z; U]``.
 * ``C``   (3H, Hc): context projections ``[C_r; C_z; C]`` (decoder only, ``ctx_dim > 0``).
 * ``b``   (3H,): optional biases ``[b_r; b_z; b]`` (the paper's listing has none).

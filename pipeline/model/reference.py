@@ -1,18 +1,18 @@
-"""Numpy references: the seed documents' listings, one phrase pair (or one sequence) at a time.
+"""Numpy references: the paper's equations written out plainly, one phrase pair (or one sequence) at a time.
 
-* :class:`GRU` -- seed 001's "Complete GRU Network": stacked weights of shape (H, H+D) over
+* :class:`GRU` -- the common textbook GRU network: stacked weights of shape (H, H+D) over
   ``[h; x]``, reset gate before the recurrent matrix, the update gate on the CANDIDATE
   (``h = (1 - z) h_prev + z h_cand``), an output projection at every step.
-* :func:`gru_step`, :func:`gru_step_ctx`, :func:`log_p` -- seed 000's listing for the
-  encoder-decoder (the paper's form: reset before U, z on the old state), plus the cuDNN-form
+* :func:`gru_step`, :func:`gru_step_ctx`, :func:`log_p` -- the encoder-decoder of Cho et al. (2014),
+  equations (1)-(8) and appendix A (the paper's form: reset before U, z on the old state), plus the cuDNN-form
   steps (reset after U) used when a model is configured with ``gru="cudnn"``.
-  The sizes come from the parameter dict instead of the listing's hard-coded 1000/100, and
-  optional bias keys (``b_r``, ``b_z``, ``b``, ``b_o``, ``b_g``) are added when present; with
-  no bias keys the arithmetic is exactly the listing's.
+  The sizes come from the parameter dict (the paper's are 1000/100), and optional bias keys
+  (``b_r``, ``b_z``, ``b``, ``b_o``, ``b_g``) are added when present; with no bias keys the
+  arithmetic is exactly the paper's equations, which have none.
 * :func:`reference_params` extracts such a parameter dict (float64) from a torch
   :class:`~phrase_rescore.pipeline.model.encdec.RNNEncoderDecoder`.
 
-These are slow on purpose: they exist so tests can hold the fast code to the seed semantics.
+These are slow on purpose: they exist so tests can hold the fast code to the paper's semantics.
 """
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ def sigmoid(a):
 
 
 class GRU:
-    """Seed 001's GRU network over (N, T, D) float64 input, with an output projection.
+    """A textbook GRU network over (N, T, D) float64 input, with an output projection.
 
     ``W_r``, ``W_z``, ``W_h``: (H, H+D) acting on ``[h; x]``; biases (H,); ``W_y``: (O, H); ``b_y``: (O,).
     """
@@ -66,7 +66,7 @@ def _b(P, key):
 
 
 def gru_step(x, h_prev, P):
-    """Encoder step, equations (5)-(8) (seed 000). x: (D,), h_prev: (H,)."""
+    """Encoder step, equations (5)-(8) of the paper. x: (D,), h_prev: (H,)."""
     r = sigmoid(P["W_r"] @ x + P["U_r"] @ h_prev + _b(P, "b_r"))          # (5) reset gate
     z = sigmoid(P["W_z"] @ x + P["U_z"] @ h_prev + _b(P, "b_z"))          # (6) update gate
     h_cand = np.tanh(P["W"] @ x + P["U"] @ (r * h_prev) + _b(P, "b"))     # (8) candidate
@@ -74,7 +74,7 @@ def gru_step(x, h_prev, P):
 
 
 def gru_step_ctx(y, h_prev, c, P):
-    """Decoder step (seed 000): the summary c enters both gates and the candidate."""
+    """Decoder step (the paper's appendix A): the summary c enters both gates and the candidate."""
     r = sigmoid(P["W_r"] @ y + P["U_r"] @ h_prev + P["C_r"] @ c + _b(P, "b_r"))
     z = sigmoid(P["W_z"] @ y + P["U_z"] @ h_prev + P["C_z"] @ c + _b(P, "b_z"))
     h_cand = np.tanh(P["W"] @ y + P["U"] @ (r * h_prev) + P["C"] @ c + _b(P, "b"))
@@ -98,7 +98,7 @@ def gru_step_ctx_cudnn(y, h_prev, c, P):
 
 
 def log_p(src_ids, tgt_ids, P, reset: str = "paper") -> float:
-    """log p(y | x) for one phrase pair (seed 000's listing). Both id lists end with eos.
+    """log p(y | x) for one phrase pair (the paper's equations (2)-(4) and appendix A). Both id lists end with eos.
 
     ``P`` is a dict as returned by :func:`reference_params`; ``reset`` picks the GRU form.
     """

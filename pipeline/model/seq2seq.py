@@ -1,7 +1,7 @@
 """Sequence to Sequence (Sutskever, Vinyals and Le, 2014): a deep LSTM encoder-decoder.
 
 Read top to bottom: :class:`Seq2SeqConfig`, :func:`reverse_source`, :class:`Encoder`,
-:class:`Decoder`, :class:`Seq2Seq`.  Section numbers refer to the paper (seed 004).
+:class:`Decoder`, :class:`Seq2Seq`.  Section numbers refer to Sutskever et al. (2014).
 
 * The encoder is an L-layer LSTM over the source, **reversed by default** (Sec. 3.3): the words
   ``a b c <eos>`` are read as ``c b a <eos>``; padding is never moved.
@@ -85,7 +85,7 @@ def reverse_source(ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """Reverse the words of each padded source row, keeping its final ``<eos>`` and the padding.
 
     ``[a, b, c, <eos>, pad, pad]`` becomes ``[c, b, a, <eos>, pad, pad]`` (Sec. 3.3: the model reads
-    "c, b, a" for "a, b, c"; the seed's worked example feeds "sleeps cat the <EOS>").
+    "c, b, a" for "a, b, c": "the cat sleeps" is fed as "sleeps cat the <EOS>").
 
     :param ids: (B, T) token ids, each row's real tokens ending with ``<eos>``.
     :param mask: (B, T) True on real tokens.

@@ -1,6 +1,6 @@
 """The fast scorer: log p(target | source) for many phrase pairs, sharing all per-source work.
 
-Same function as :meth:`phrase_rescore.pipeline.model.encdec.RNNEncoderDecoder.log_prob` (and seed 000's ``log_p``);
+Same function as :meth:`phrase_rescore.pipeline.model.encdec.RNNEncoderDecoder.log_prob` (and :func:`~phrase_rescore.pipeline.model.reference.log_p`);
 it reads the model's weights and reorganises the arithmetic:
 
 1. **Prefix tries, no padding** (:mod:`.trie`). The encoder runs once per distinct source PREFIX

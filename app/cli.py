@@ -10,10 +10,10 @@ import zlib
 
 import click
 
-from phrase_rescore.core.version import code_version
 from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.core.fileio import check_outputs
 from phrase_rescore.core.outdir import claim_output_dir, release_unused
+from phrase_rescore.core.version import code_version
 
 
 class _Group(click.Group):

@@ -31,6 +31,7 @@ from typing import Any
 
 from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.core.fileio import atomic_open, open_text_read
+
 from .workflow import Registry, StageContext, StageDef
 
 CONFIGURATIONS = {  # configuration -> (display name, its ini artifact, its table artifact, tuned artifact)

@@ -73,9 +73,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
-from phrase_rescore.core.version import code_version
 from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.core.fileio import atomic_open, sha256_file
+from phrase_rescore.core.version import code_version
 
 MANIFEST = "stage-manifest.json"
 ATTEMPT = ".attempt.json"

@@ -262,7 +262,7 @@ def remove_stale_temps(path: str | os.PathLike) -> list[Path]:
     return removed
 
 
-def _fsync_dir(folder: Path) -> None:
+def fsync_dir(folder: str | os.PathLike) -> None:
     """fsync a folder so a rename in it is durable; some file systems refuse, which is tolerated."""
     try:
         fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
@@ -316,7 +316,7 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
         if isinstance(e, OSError) and e.filename is None and e.errno in _WRITE_ERRNOS:
             e.filename = os.fspath(path)
         raise
-    _fsync_dir(path.parent)
+    fsync_dir(path.parent)
 
 
 @contextlib.contextmanager

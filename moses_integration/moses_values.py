@@ -39,6 +39,7 @@ import math
 import numpy as np
 
 from phrase_rescore.core.errors import PhraseRescoreError
+
 from .phrase_table import NEUTRAL_VALUE, format_score, moses_float32
 
 #: Moses's floor on the log of any phrase-table score (moses/TypeDef.h ``LOWEST_SCORE``).

@@ -32,10 +32,10 @@ from typing import Sequence
 
 from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.core.fileio import open_binary_read
-from .phrase_table import num_scores
 
 from .moses_ini import read_moses_ini
 from .moses_install import find_moses
+from .phrase_table import num_scores
 
 DEFAULT_NEW_WEIGHT = 0.2
 MINPHR = ".minphr"

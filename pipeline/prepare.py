@@ -34,12 +34,13 @@ import pyarrow.compute as pc
 import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 
-from phrase_rescore.core.version import code_version
 from phrase_rescore.core.errors import PhraseRescoreError
-from phrase_rescore.core.fileio import sha256_file
-from .pairs import MANIFEST_FORMAT_VERSION, PART_NAMES, SCHEMA, pairs_paths
-from phrase_rescore.moses_integration.phrase_table import read_phrase_table
+from phrase_rescore.core.fileio import fsync_dir, sha256_file
 from phrase_rescore.core.progress import bar
+from phrase_rescore.core.version import code_version
+from phrase_rescore.moses_integration.phrase_table import read_phrase_table
+
+from .pairs import MANIFEST_FORMAT_VERSION, PART_NAMES, SCHEMA, pairs_paths
 from .vocab import Vocabularies, build_vocab, count_corpus, encode_phrases
 
 _PAIR_SCHEMA = pa.schema([("source", pa.string()), ("target", pa.string())])
@@ -172,7 +173,7 @@ def _install(tmp: Path, out: Path, manifest: dict, previous: set[str]) -> dict:
             os.unlink(out / name)
         except FileNotFoundError:
             pass
-    _fsync_dir(out)
+    fsync_dir(out)
     manifest = {**manifest, "complete": True}
     _write_manifest(tmp, out, manifest)
     return manifest
@@ -187,25 +188,12 @@ def _write_manifest(tmp: Path, out: Path, manifest: dict) -> None:
         f.flush()
         os.fsync(f.fileno())
     os.replace(staged, out / "manifest.json")
-    _fsync_dir(out)
+    fsync_dir(out)
 
 
 def _fsync_file(path: Path) -> None:
     with open(path, "rb") as f:
         os.fsync(f.fileno())
-
-
-def _fsync_dir(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 def remove_stale_temp_dirs(out: Path) -> list[Path]:

@@ -21,12 +21,12 @@ from typing import Protocol, Sequence
 import numpy as np
 import torch
 
-from phrase_rescore.moses_integration.nbest import NBestEntry, NBestWriter, read_nbest_groups
-
-from .batching import pad_batch
 from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.core.fileio import atomic_open
 from phrase_rescore.core.progress import bar
+from phrase_rescore.moses_integration.nbest import NBestEntry, NBestWriter, read_nbest_groups
+
+from .batching import pad_batch
 from .sentences import encode_eos, read_sentences
 from .translate import Ensemble
 from .vocab import Vocabularies

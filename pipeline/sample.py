@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import torch
 
 from phrase_rescore.core.errors import PhraseRescoreError
+
 from .model.encdec import RNNEncoderDecoder
 from .vocab import EOS_ID, Vocabularies
 

@@ -31,17 +31,19 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 import torch
 
-from phrase_rescore.core.version import code_version
 from phrase_rescore.core import progress
-from .device import resolve_device
 from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.core.fileio import sha256_file
+from phrase_rescore.core.version import code_version
+
+from .device import resolve_device
 from phrase_rescore.moses_integration.phrase_table import (ON_ERROR_CHOICES, append_columns, check_not_empty,
                                                           read_phrase_table)
+from phrase_rescore.moses_integration.moses_values import logprob_texts, neutral_text, parse_columns, unk_texts
+
 from .scoring.chunk_pairs import ChunkPairs, PairCollector
 from .scoring.chunked import ChunkedOutput, chain_digest, check_not_same_file
 from .scoring.fast import MATMULS, PRECISIONS, FastScorer, choose_matmul, one_thread_each
-from phrase_rescore.moses_integration.moses_values import logprob_texts, neutral_text, parse_columns, unk_texts
 
 CONFIG_VERSION = 1
 

@@ -12,6 +12,7 @@ import numpy as np
 
 from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.core.fileio import read_lines
+
 from .vocab import EOS_ID, Vocab
 
 

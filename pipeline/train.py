@@ -23,9 +23,10 @@ import numpy as np
 import torch
 
 from phrase_rescore.core import progress
-from .device import resolve_device
 from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.core.fileio import atomic_open
+
+from .device import resolve_device
 from .model.checkpoint import read_checkpoint, save_checkpoint
 from .model.encdec import EncDecConfig, RNNEncoderDecoder
 from .pairs import PairSet, UniformSampler, check_pairs_dir, length_batches, load_pairs, pairs_paths

@@ -30,13 +30,14 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .batching import length_batches, pad_batch
-from .device import resolve_device
 from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.core.fileio import atomic_open, sha256_file
+from phrase_rescore.core.progress import bar
+
+from .batching import length_batches, pad_batch
+from .device import resolve_device
 from .model.seq2seq import Seq2Seq, Seq2SeqConfig
 from .model.seq2seq_checkpoint import load_checkpoint, save_checkpoint
-from phrase_rescore.core.progress import bar
 from .sentences import encode_eos, read_parallel
 from .vocab import Vocabularies, build_vocab
 

@@ -24,13 +24,14 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from .batching import pad_batch
-from .device import resolve_device
 from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.core.fileio import atomic_open
+from phrase_rescore.core.progress import bar
+
+from .batching import pad_batch
+from .device import resolve_device
 from .model.seq2seq import EOS_ID, Seq2Seq
 from .model.seq2seq_checkpoint import load_checkpoint
-from phrase_rescore.core.progress import bar
 from .sentences import encode_eos, read_sentences
 from .vocab import Vocabularies
 

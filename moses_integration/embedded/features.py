@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from phrase_rescore.core.errors import PhraseRescoreError
+
 from ..moses_ini import MosesIni, read_moses_ini
 from ..moses_values import LOWEST_SCORE, format_moses_float
 

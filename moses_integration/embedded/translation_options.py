@@ -21,10 +21,10 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from phrase_rescore.core.errors import PhraseRescoreError
-from ..phrase_table import read_phrase_table
 from phrase_rescore.core.progress import bar
 
 from ..moses_values import floor_log
+from ..phrase_table import read_phrase_table
 from .features import LN10, UNKNOWN_SCORE, SystemSpec
 
 

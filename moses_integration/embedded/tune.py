@@ -18,8 +18,8 @@ import numpy as np
 
 from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.core.fileio import atomic_open, open_text_read
-from ..moses_ini import read_moses_ini
 
+from ..moses_ini import read_moses_ini
 from .bleu_stats import NUM_STATS, Reference, bleu, sentence_stats
 from .decoder import Decoder, DecoderConfig, read_sentences
 from .features import load_system_spec

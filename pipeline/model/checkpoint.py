@@ -27,6 +27,7 @@ import torch
 
 from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.core.fileio import atomic_path
+
 from ..vocab import Vocabularies
 from .encdec import EncDecConfig, RNNEncoderDecoder
 

@@ -14,6 +14,7 @@ import torch
 
 from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.core.fileio import atomic_path
+
 from ..vocab import Vocabularies
 from .checkpoint import check_finite_weights, read_checkpoint
 from .seq2seq import Seq2Seq, Seq2SeqConfig

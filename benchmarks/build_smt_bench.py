@@ -35,7 +35,6 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 MULTI30K = ROOT.parent / "shared" / "data" / "multi30k-en-fr"
 
 CHILD = r"""

@@ -26,13 +26,11 @@ import csv
 import gzip
 import json
 import os
-import sys
 import time
 
 import sacrebleu
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.dirname(HERE))
 
 from phrase_rescore.moses_integration.embedded.decoder import Decoder, DecoderConfig  # noqa: E402
 from phrase_rescore.moses_integration.embedded.tokenizer import TokenizeConfig, Tokenizer  # noqa: E402

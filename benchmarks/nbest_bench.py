@@ -16,14 +16,11 @@ from __future__ import annotations
 import argparse
 import os
 import random
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from phrase_rescore.moses_integration.nbest import add_feature_to_nbest, read_nbest, read_nbest_groups  # noqa: E402
+from phrase_rescore.moses_integration.nbest import add_feature_to_nbest, read_nbest, read_nbest_groups
 
 WORDS = [f"w{i}" for i in range(5000)]
 

@@ -27,15 +27,13 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+import numpy as np
+import torch
 
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
-
-from phrase_rescore.pipeline.batching import pad_batch  # noqa: E402
-from phrase_rescore.pipeline.model.seq2seq import Seq2Seq, Seq2SeqConfig  # noqa: E402
-from phrase_rescore.pipeline.sentences import encode_eos, read_parallel  # noqa: E402
-from phrase_rescore.pipeline.train_seq2seq import epoch_batches  # noqa: E402
+from phrase_rescore.pipeline.batching import pad_batch
+from phrase_rescore.pipeline.model.seq2seq import Seq2Seq, Seq2SeqConfig
+from phrase_rescore.pipeline.sentences import encode_eos, read_parallel
+from phrase_rescore.pipeline.train_seq2seq import epoch_batches
 
 
 def log(msg: str) -> None:

@@ -58,9 +58,10 @@ def _check_paths(inputs: dict, outputs: dict, out_dirs: dict | None = None) -> N
     (:mod:`phrase_rescore.core.outdir`), so a user's file that shares a name with one of ours is never overwritten.
     """
     check_outputs(inputs, outputs, out_dirs)
+    command = click.get_current_context().info_name
     for option, folder in (out_dirs or {}).items():
         if folder is not None:
-            claim_output_dir(folder, option)
+            claim_output_dir(folder, option, command)
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})

@@ -80,3 +80,26 @@ def test_commands_refuse_a_folder_of_the_users(tmp_path, command):
     assert r.exit_code == 1 and "did not write (vocab.json)" in r.output, r.output
     assert sorted(p.name for p in user.iterdir()) == ["vocab.json"]
     assert (user / "vocab.json").read_text() == "my notes"
+
+
+def test_a_folder_belongs_to_the_command_that_claimed_it(tmp_path):
+    out = claim_output_dir(tmp_path / "tuned", "--workdir", "tune")
+    (out / "moses.ini").write_text("[weight]\n")
+    assert is_claimed(out, "tune") and not is_claimed(out, "build-smt")
+    claim_output_dir(out, "--workdir", "tune")  # the same command again: its own folder
+    with pytest.raises(PhraseRescoreError, match="holds the output of `phrase-rescore tune`"):
+        claim_output_dir(out, "--out", "build-smt")
+    assert (out / "moses.ini").read_text() == "[weight]\n"
+
+
+def test_build_smt_refuses_the_folder_of_prepare(tmp_path):
+    from click.testing import CliRunner
+
+    from phrase_rescore.app.cli import main
+
+    table = tmp_path / "t.txt"
+    table.write_text("".join(f"a{i} ||| b{i} ||| 0.5\n" for i in range(50)))
+    r = CliRunner().invoke(main, ["--quiet", "prepare", str(table), "--out", str(tmp_path / "pairs")])
+    assert r.exit_code == 0, r.output
+    r = CliRunner().invoke(main, ["--quiet", "build-smt", str(table), str(table), "--out", str(tmp_path / "pairs")])
+    assert r.exit_code == 1 and "output of `phrase-rescore prepare`" in r.output, r.output

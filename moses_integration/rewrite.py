@@ -24,6 +24,7 @@ result; without one, the command is reported for the user to run and the ini alr
 """
 from __future__ import annotations
 
+import math
 import os
 import subprocess
 from dataclasses import dataclass, field
@@ -163,6 +164,12 @@ def rewrite_moses_ini(cfg: RewriteConfig) -> RewriteResult:
         raise PhraseRescoreError(f"the table has {new_count} score columns, fewer than the {old_count} of {feat.name}; "
                                  "expected the rescored table (the original columns plus the new ones)", table, 1)
     added = new_count - old_count
+    if added == 0:
+        raise PhraseRescoreError(f"the table has the {old_count} score columns {feat.name} already declares and no "
+                                 "more; expected the rescored table (the original columns plus the new ones)",
+                                 table, 1)
+    if cfg.weights is not None and not all(math.isfinite(w) for w in cfg.weights):
+        raise PhraseRescoreError(f"--weights {','.join(map(str, cfg.weights))}: expected finite numbers")
     if cfg.weights is not None:
         if len(cfg.weights) != added:
             raise PhraseRescoreError(

@@ -174,12 +174,16 @@ REWRITE_CASES = [
     (5, 7, 4, (0.2, -0.2), True, "--weights gives 2 values but the table adds 3 column(s)", "new"),
     (None, 6, 4, None, False, None, None),
     (0, 6, 4, None, False, "the phrase table is empty", "old"),
+    (4, 4, 4, None, False, "has the 4 score columns TranslationModel0 already declares and no more", "new"),
+    (4, 6, 4, (0.2, float("nan")), False, "expected finite numbers", None),
+    (4, 6, 4, (float("inf"), 0.2), False, "expected finite numbers", None),
 ]
 
 
 @pytest.mark.parametrize("old_scores, new_scores, declared, weights, compact, error, where", REWRITE_CASES, ids=[
     "agree", "agree-weights", "ini-4-table-5", "ini-4-table-5-weights", "ini-4-table-3", "no-table-weights-3-of-2",
-    "compact-weights-3-of-2", "no-table-unchecked", "empty-old-table"])
+    "compact-weights-3-of-2", "no-table-unchecked", "empty-old-table", "no-added-column", "weight-nan",
+    "weight-inf"])
 def test_moses_ini_counts_only_the_columns_score_added(tmp_path, old_scores, new_scores, declared, weights,
                                                       compact, error, where):
     from phrase_rescore.moses_integration.rewrite import RewriteConfig, rewrite_moses_ini
@@ -199,7 +203,7 @@ def test_moses_ini_counts_only_the_columns_score_added(tmp_path, old_scores, new
     with pytest.raises(PhraseRescoreError) as e:
         rewrite_moses_ini(cfg)
     assert error.format(old=old, ini=ini) in e.value.message
-    assert e.value.path == str({"ini": ini, "old": old, "new": new.resolve()}[where])
+    assert e.value.path == (None if where is None else str({"ini": ini, "old": old, "new": new.resolve()}[where]))
     assert not out.exists()
 
 

@@ -327,7 +327,7 @@ def build_smt_cmd(train_src, train_tgt, out_dir, source_lang, target_lang, case,
 @main.command("train-seq2seq")
 @click.argument("src", type=click.Path(exists=True, dir_okay=False))
 @click.argument("tgt", type=click.Path(exists=True, dir_okay=False))
-@click.option("--out-dir", "-o", required=True, type=click.Path(file_okay=False), help="best.pt, last.pt, vocab.json, train_log.jsonl.")
+@click.option("--out-dir", "-o", required=True, type=click.Path(file_okay=False), help="model.pt, last.pt, vocab.json, train_log.jsonl.")
 @click.option("--valid-src", type=click.Path(exists=True, dir_okay=False), help="Validation source (default: hold out --valid-size pairs).")
 @click.option("--valid-tgt", type=click.Path(exists=True, dir_okay=False), help="Validation target.")
 @click.option("--valid-size", default=500, show_default=True, help="Pairs held out when no validation files are given.")
@@ -366,7 +366,7 @@ def train_seq2seq_cmd(src, tgt, out_dir, valid_src, valid_tgt, valid_size, vocab
         decay_start=decay_start, decay_every=decay_every, epochs=epochs, batch_size=batch_size, clip_norm=clip_norm,
         length_grouped=length_grouped, seed=seed, device=device, resume=resume))
     click.echo(f"{s.steps} steps, {s.epochs:g} epochs in {s.seconds:.1f}s ({s.target_tokens_per_s:.0f} target tokens/s); "
-               f"validation perplexity {s.last_valid_ppl:.3f} (best {s.best_valid_ppl:.3f}); {s.out_dir}/best.pt")
+               f"validation perplexity {s.last_valid_ppl:.3f} (best {s.best_valid_ppl:.3f}); {s.out_dir}/model.pt")
 
 
 @main.command("translate")

@@ -177,9 +177,9 @@ def main():
     report["pool_candidates_last"] = int(rows[-1]["candidates"])
 
     # --- BLEU after tuning -------------------------------------------------------------------------
-    from phrase_rescore.moses_integration.embedded.features import load_system_spec
+    from phrase_rescore.moses_integration.embedded.features import load_decoder_spec
 
-    dec.set_weights(load_system_spec(tuned_ini).weights)
+    dec.set_weights(load_decoder_spec(tuned_ini).weights)
     hyps = [r.best.text for r in dec.translate_all(val_src, 0, args.threads, desc="val (tuned weights)")]
     report["val_bleu_tuned"] = round(sacrebleu.corpus_bleu(hyps, [val_ref], tokenize="none").score, 2)
     report["tuned_ini"] = tuned_ini

@@ -157,7 +157,7 @@ def demo_report(args) -> list[tuple[str, float]]:
     runs = [("reversed", True, s) for s in range(1, args.ensemble + 1)] + [("forward", False, 1)]
     for name, reverse, seed in runs:
         out = w / f"s2s-{name}-{seed}"
-        if not (out / "best.pt").exists() or not (out / "done").exists():
+        if not (out / "model.pt").exists() or not (out / "done").exists():
             log(f"train Seq2Seq {name} seed {seed}")
             s = train(TrainSeq2SeqConfig(
                 str(clean_src), str(clean_tgt), str(out), valid_src=str(w / "dev.tok.en"), valid_tgt=str(w / "dev.tok.fr"),
@@ -166,7 +166,7 @@ def demo_report(args) -> list[tuple[str, float]]:
                 decay_start=args.decay_start, batch_size=args.batch_size, seed=seed))
             log(f"  {s.steps} steps, {s.seconds:.0f}s, valid ppl {s.best_valid_ppl:.3f}")
             (out / "done").write_text(json.dumps({"best_valid_ppl": s.best_valid_ppl, "seconds": s.seconds}))
-        models.setdefault(name, []).append(str(out / "best.pt"))
+        models.setdefault(name, []).append(str(out / "model.pt"))
 
     def direct(label, cks):
         hyp = w / f"direct.{label}.test"

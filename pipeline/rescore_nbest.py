@@ -8,8 +8,9 @@ Outputs: the n-best list with the feature added (every hypothesis in its origina
 of its line unchanged, the decoder's total score left alone) and the re-ranked 1-best, one line per source
 sentence (empty where the decoder produced no hypothesis). Sentences are streamed a chunk at a time.
 
-The scorer is either a Seq2Seq checkpoint (or several: an ensemble, log-probabilities averaged) or the
-phrase-level RNN Encoder-Decoder of Cho et al. applied to whole sentences, for comparison.
+The scorer is a Seq2Seq checkpoint or the phrase-level RNN Encoder-Decoder of Cho et al. applied to whole
+sentences, for comparison; several checkpoints of one kind are an ensemble (log-probabilities averaged).
+Both models expose the same two methods for it (:class:`ScoringModel`).
 """
 from __future__ import annotations
 
@@ -27,8 +28,9 @@ from phrase_rescore.core.progress import bar
 from phrase_rescore.moses_integration.nbest import NBestEntry, NBestWriter, read_nbest_groups
 
 from .batching import pad_batch
+from .model.checkpoint import model_kind
 from .sentences import encode_eos, read_sentences
-from .translate import Ensemble
+from .translate import load_ensemble
 from .vocab import Vocabularies
 
 
@@ -40,18 +42,29 @@ class SentenceScorer(Protocol):
         ...
 
 
-class _GroupedScorer:
-    """Shared batching: encode the chunk's sources once, then score hypotheses in length-sorted batches,
-    each hypothesis reading its own source's encoding by row index."""
+class ScoringModel(Protocol):
+    """What both models (and an :class:`~phrase_rescore.pipeline.translate.Ensemble` of either) expose for
+    scoring many targets per source: :class:`~phrase_rescore.pipeline.model.encdec.RNNEncoderDecoder`,
+    :class:`~phrase_rescore.pipeline.model.seq2seq.Seq2Seq`."""
 
-    def __init__(self, vocabs: Vocabularies, device: torch.device, hyp_batch: int = 256):
-        self.vocabs, self.device, self.hyp_batch = vocabs, device, hyp_batch
+    device: torch.device
 
-    def _encode(self, src: torch.Tensor, src_mask: torch.Tensor):  # -> opaque per-source state
-        raise NotImplementedError
+    def encode_sources(self, src: torch.Tensor, src_mask: torch.Tensor):
+        """(N, S) sources -> an opaque per-source state, one row per source."""
+        ...
 
-    def _score(self, enc, rows: torch.Tensor, tgt: torch.Tensor, tgt_mask: torch.Tensor) -> torch.Tensor:
-        raise NotImplementedError
+    def score_targets(self, enc, rows: torch.Tensor, tgt: torch.Tensor, tgt_mask: torch.Tensor) -> torch.Tensor:
+        """(b, T) targets -> (b,) log p(target i | source ``rows[i]``)."""
+        ...
+
+
+class GroupedScorer:
+    """log p(hyp | src) under a :class:`ScoringModel`: encode the chunk's sources once, then score the
+    hypotheses in length-sorted batches, each hypothesis reading its own source's encoding by row index."""
+
+    def __init__(self, model: ScoringModel, vocabs: Vocabularies, hyp_batch: int = 256):
+        self.model, self.vocabs, self.hyp_batch = model, vocabs, hyp_batch
+        self.device = model.device
 
     @torch.no_grad()
     def score_groups(self, sources, hyps):
@@ -61,70 +74,31 @@ class _GroupedScorer:
         if not owners:
             return out
         src_ids, src_mask = pad_batch([encode_eos(self.vocabs.source, s) for s in sources], device=self.device)
-        enc = self._encode(src_ids, src_mask)  # each source once
+        enc = self.model.encode_sources(src_ids, src_mask)  # each source once
         tgt = [encode_eos(self.vocabs.target, hyps[i][j]) for i, j in owners]
         order = np.argsort([len(t) for t in tgt], kind="stable")
         for k in range(0, len(order), self.hyp_batch):
             idx = order[k:k + self.hyp_batch]
             ids, mask = pad_batch([tgt[n] for n in idx], device=self.device)  # (b, T)
             rows = torch.tensor([owners[n][0] for n in idx], device=self.device)  # (b,) source row of each
-            lp = self._score(enc, rows, ids, mask).tolist()
+            lp = self.model.score_targets(enc, rows, ids, mask).tolist()
             for n, v in zip(idx, lp):
                 i, j = owners[n]
                 out[i][j] = v
         return out
 
 
-class Seq2SeqScorer(_GroupedScorer):
-    """log p(hyp | src) under a Seq2Seq model or an ensemble (per-step log-probabilities averaged)."""
-
-    def __init__(self, ensemble: Ensemble, vocabs: Vocabularies, hyp_batch: int = 256):
-        super().__init__(vocabs, ensemble.device, hyp_batch)
-        self.ensemble = ensemble
-
-    def _encode(self, src, src_mask):
-        return self.ensemble.encode(src, src_mask)  # one (h, c) of (L, N, H) per model
-
-    def _score(self, enc, rows, tgt, tgt_mask):
-        return self.ensemble.score(self.ensemble.select(enc, rows), tgt, tgt_mask)
-
-
-class EncDecScorer(_GroupedScorer):
-    """log p(hyp | src) under the phrase-level RNN Encoder-Decoder (Cho et al.) applied to whole sentences."""
-
-    def __init__(self, model, vocabs: Vocabularies, hyp_batch: int = 256):
-        super().__init__(vocabs, next(model.parameters()).device, hyp_batch)
-        self.model = model.eval()
-
-    def _encode(self, src, src_mask):
-        return self.model.decoder_init(self.model.encode(src, src_mask))  # DecoderContext, rows = sources
-
-    def _score(self, enc, rows, tgt, tgt_mask):
-        return self.model.decoder(tgt, tgt_mask, enc.select(rows)).sum(1)
+FEATURE_NAMES = {"seq2seq": "Seq2Seq0", "encdec": "RNNEncDec0"}  # the new feature's default name by model kind
 
 
 def load_scorer(checkpoints: Sequence[str], device: torch.device, hyp_batch: int = 256) -> tuple[SentenceScorer, str]:
-    """A scorer for the checkpoint(s), and its kind: ``seq2seq`` (several = an ensemble) or ``encdec``."""
-    from .model.checkpoint import read_checkpoint
-    from .model.seq2seq_checkpoint import FORMAT as S2S_FORMAT
-    from .translate import load_ensemble
-
+    """A scorer for the checkpoint(s), and their kind: ``seq2seq`` or ``encdec`` (several of one kind = an
+    ensemble, log-probabilities averaged)."""
     if not checkpoints:
         raise PhraseRescoreError("give at least one model checkpoint")
-    first = checkpoints[0]
-    head = read_checkpoint(first, "cpu", fmt=None)  # a directory means a training directory's model.pt
-    if head["format"] == S2S_FORMAT:
-        ens, vocabs = load_ensemble(list(checkpoints), device)
-        return Seq2SeqScorer(ens, vocabs, hyp_batch), "seq2seq"
-    del head
-    if len(checkpoints) != 1:
-        raise PhraseRescoreError("ensembles are supported for Seq2Seq checkpoints only", checkpoints[1])
-    from .model.checkpoint import load_checkpoint as load_encdec  # the phrase-level model
-
-    model, vocabs, _ = load_encdec(first, device=device)
-    if vocabs is None:
-        raise PhraseRescoreError("this encoder-decoder checkpoint has no vocabulary; rescoring needs one", first)
-    return EncDecScorer(model, vocabs, hyp_batch), "encdec"
+    ens, vocabs = load_ensemble(list(checkpoints), device, kind=None)
+    kind = model_kind(ens.models[0]).name
+    return GroupedScorer(ens if len(ens.models) > 1 else ens.models[0], vocabs, hyp_batch), kind
 
 
 def combined_score(entry: NBestEntry, model_logp: float, weights: dict[str, list[float]] | None) -> float:
@@ -201,7 +175,7 @@ class RescoreConfig:
 
     :param nbest: the Moses n-best list (``id ||| hyp ||| features ||| total``).
     :param source: the tokenized source sentences it translates (line i = sentence id i).
-    :param checkpoints: Seq2Seq checkpoint(s) (several = ensemble) or one phrase-level model checkpoint.
+    :param checkpoints: Seq2Seq or phrase-level model checkpoint(s) (several, of one kind = ensemble).
     :param out_nbest: the n-best list with the feature added (same order, other bytes unchanged).
     :param out_1best: the re-ranked best hypothesis of each sentence.
     :param feature_name: the new feature's name (default ``Seq2Seq0`` / ``RNNEncDec0`` by model kind).
@@ -249,7 +223,7 @@ def rescore_nbest(cfg: RescoreConfig) -> RescoreSummary:
     t0 = time.perf_counter()
     device = default_device(cfg.device)
     scorer, kind = load_scorer(cfg.checkpoints, device, cfg.hyp_batch)
-    name = cfg.feature_name or {"seq2seq": "Seq2Seq0", "encdec": "RNNEncDec0"}[kind]
+    name = cfg.feature_name or FEATURE_NAMES[kind]
     weights = None
     if cfg.weights_ini:
         from phrase_rescore.moses_integration.moses_ini import read_moses_ini

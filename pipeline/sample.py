@@ -169,10 +169,10 @@ def format_table(results: list[Generated], mode: str) -> str:
 def sample_phrase(model_path, phrase: str, config: SampleConfig = SampleConfig(), device: str = "auto"
                   ) -> list[Generated]:
     """Load a checkpoint (file or training directory) and generate for ``phrase``."""
-    from .model.checkpoint import load_checkpoint
     from .device import resolve_device
+    from .model.checkpoint import ENCDEC, load_checkpoint
 
-    model, vocabs, _ = load_checkpoint(model_path, resolve_device(device))
-    if vocabs is None:
+    ck = load_checkpoint(model_path, resolve_device(device), ENCDEC)
+    if ck.vocabs is None:
         raise PhraseRescoreError("this checkpoint has no vocabulary, so a phrase cannot be encoded", model_path)
-    return generate(model, encode_source(vocabs, phrase), config, vocabs)
+    return generate(ck.model, encode_source(ck.vocabs, phrase), config, ck.vocabs)

@@ -126,10 +126,11 @@ _END = object()
 
 def load_model(model_path, config: ScoreConfig):
     """(model, vocabularies) from a checkpoint file or training directory (+ ``config.vocab``)."""
-    from .model.checkpoint import load_checkpoint
+    from .model.checkpoint import ENCDEC, load_checkpoint
     from .vocab import Vocabularies
 
-    model, vocabs, _ = load_checkpoint(model_path)
+    ck = load_checkpoint(model_path, "cpu", ENCDEC)
+    model, vocabs = ck.model, ck.vocabs
     if config.vocab is not None:
         vocabs = Vocabularies.load(config.vocab)
         if (len(vocabs.source), len(vocabs.target)) != (model.cfg.src_vocab_size, model.cfg.tgt_vocab_size):

@@ -27,7 +27,7 @@ from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.core.fileio import atomic_open
 
 from .device import resolve_device
-from .model.checkpoint import read_checkpoint, save_checkpoint
+from .model.checkpoint import BEST, ENCDEC, LAST, read_checkpoint, save_checkpoint
 from .model.encdec import EncDecConfig, RNNEncoderDecoder
 from .pairs import PairSet, UniformSampler, check_pairs_dir, length_batches, load_pairs, pairs_paths
 from .vocab import Vocabularies
@@ -75,7 +75,7 @@ def default_init_std(preset: str) -> float:
 
 
 @torch.inference_mode()
-def evaluate(model: RNNEncoderDecoder, pairs: PairSet, device, max_pairs: int | None = None,
+def validation_perplexity(model: RNNEncoderDecoder, pairs: PairSet, device, max_pairs: int | None = None,
              batch_tokens: int = 16_384) -> dict:
     """Perplexity per target token (eos included) over the first ``max_pairs`` pairs.
 
@@ -128,7 +128,7 @@ def train(pairs_dir, out_dir, config: TrainConfig = TrainConfig()) -> dict:
     parts = check_pairs_dir(pairs_dir)["parts"]
     data_hashes = {name: parts[name]["sha256"] for name in ("train.parquet", "valid.parquet", "vocab.json")}
     out = Path(out_dir)
-    last_path, best_path, log_path = out / "last.pt", out / "model.pt", out / "train_log.csv"
+    last_path, best_path, log_path = out / LAST, out / BEST, out / "train_log.csv"
     if config.resume and not last_path.exists():
         raise PhraseRescoreError("nothing to resume: no last.pt here", out)
     if not config.resume and last_path.exists():
@@ -155,7 +155,7 @@ def train(pairs_dir, out_dir, config: TrainConfig = TrainConfig()) -> dict:
              "log": []}
 
     if config.resume:
-        ckpt = read_checkpoint(last_path, device)
+        ckpt = read_checkpoint(last_path, device, ENCDEC)
         ts = ckpt["train_state"]
         if not ts:
             raise PhraseRescoreError("last.pt holds no training state", last_path)
@@ -201,7 +201,7 @@ def train(pairs_dir, out_dir, config: TrainConfig = TrainConfig()) -> dict:
 
     def validate_and_save(on_schedule: bool) -> None:
         nonlocal window_loss, window_pairs, window_tokens, last_valid
-        ev = evaluate(model, valid_set, device, config.valid_max_pairs, config.valid_batch_tokens)
+        ev = validation_perplexity(model, valid_set, device, config.valid_max_pairs, config.valid_batch_tokens)
         last_valid = ev["ppl"]
         improved = ev["pairs"] > 0 and ev["ppl"] < state["best_valid_ppl"]
         if improved:
@@ -280,6 +280,6 @@ def _saved_step(path: Path):
     if not path.exists():
         return "none yet"
     try:
-        return read_checkpoint(path)["train_state"]["step"]
+        return read_checkpoint(path, "cpu", ENCDEC)["train_state"]["step"]
     except PhraseRescoreError:
         return "unreadable"

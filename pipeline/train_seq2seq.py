@@ -10,7 +10,7 @@
   1.46x real tokens/s on the demo corpus (small preset, CPU), padding 42% of a random batch vs 9% grouped;
   the demo's sentences vary less in length than WMT's, so there is less padding to save.
 * Validation perplexity exp(NLL / target tokens) every half epoch; ``last.pt`` after every validation and
-  every ``save_every`` steps, ``best.pt`` at the lowest validation perplexity.
+  every ``save_every`` steps, ``model.pt`` at the lowest validation perplexity.
 * Resumable: every epoch's batches are a function of (seed, epoch), and SGD has no state beyond the
   learning rate, which is a function of progress; ``last.pt`` stores (epoch, batch) and the weights, so a
   resumed run continues with exactly the batches an uninterrupted one would have drawn. It also stores the
@@ -36,8 +36,8 @@ from phrase_rescore.core.progress import bar
 
 from .batching import length_batches, pad_batch
 from .device import resolve_device
+from .model.checkpoint import BEST, LAST, OLD_BEST, SEQ2SEQ, load_checkpoint, save_checkpoint
 from .model.seq2seq import Seq2Seq, Seq2SeqConfig
-from .model.seq2seq_checkpoint import load_checkpoint, save_checkpoint
 from .sentences import encode_eos, read_parallel
 from .vocab import Vocabularies, build_vocab
 
@@ -47,7 +47,7 @@ class TrainSeq2SeqConfig:
     """Options of ``phrase-rescore train-seq2seq`` (defaults are the paper's recipe; the model preset is ``small``).
 
     :param src, tgt: tokenized parallel training text, one sentence per line.
-    :param out_dir: where ``best.pt``, ``last.pt``, ``vocab.json`` and ``train_log.jsonl`` go.
+    :param out_dir: where ``model.pt``, ``last.pt``, ``vocab.json`` and ``train_log.jsonl`` go.
     :param valid_src, valid_tgt: validation pairs; when absent, ``valid_size`` training pairs are held out.
     :param vocab: an existing vocabulary JSON to share (e.g. the phrase model's); else built from the data.
     :param src_vocab_size, tgt_vocab_size: shortlist sizes when building (paper: 160k / 80k).
@@ -204,7 +204,7 @@ def _model_config(cfg: TrainSeq2SeqConfig, vocabs: Vocabularies) -> Seq2SeqConfi
 
 
 def train(cfg: TrainSeq2SeqConfig) -> TrainSummary:
-    """Train (or resume) a Seq2Seq model; writes ``best.pt``, ``last.pt``, ``vocab.json``, ``train_log.jsonl``."""
+    """Train (or resume) a Seq2Seq model; writes ``model.pt``, ``last.pt``, ``vocab.json``, ``train_log.jsonl``."""
     t_start = time.perf_counter()
     for name, v in (("batch_size", cfg.batch_size), ("epochs", cfg.epochs), ("lr", cfg.lr)):
         if not v > 0:
@@ -228,19 +228,24 @@ def train(cfg: TrainSeq2SeqConfig) -> TrainSummary:
     if not src:
         raise PhraseRescoreError("no training pairs", cfg.src)
 
-    last_path, best_path = out / "last.pt", out / "best.pt"
+    last_path, best_path = out / LAST, out / BEST
     resumed_from = None
     state: dict = {"epoch": 0, "batch": 0, "step": 0, "best_valid_ppl": math.inf, "history": []}
     hashes = _data_hashes(cfg)
     if cfg.resume and last_path.exists():
-        ck = load_checkpoint(last_path, device)
+        ck = load_checkpoint(last_path, device, SEQ2SEQ)
         model, vocabs = ck.model, ck.vocabs
+        if vocabs is None or not ck.train_state:
+            raise PhraseRescoreError("cannot resume: this last.pt holds no vocabulary or training state (use "
+                                     "another --out-dir or --no-resume)", last_path)
         if model.cfg != _model_config(cfg, vocabs):
             raise PhraseRescoreError(f"cannot resume: the checkpoint's model {model.cfg} differs from the "
                                      f"requested one (use another --out-dir or --no-resume)", last_path)
         _check_resumable(cfg, ck.train_state, hashes, last_path)
         state.update(ck.train_state)
         resumed_from = state["epoch"] + state.get("progress_in_epoch", 0.0)
+        if (out / OLD_BEST).exists() and not best_path.exists():  # a run of the earlier layout: same file, new name
+            os.replace(out / OLD_BEST, best_path)
     else:
         vocabs = _vocabularies(cfg, src, tgt)
         torch.manual_seed(cfg.seed)

@@ -30,8 +30,8 @@ from phrase_rescore.core.progress import bar
 
 from .batching import pad_batch
 from .device import resolve_device
+from .model.checkpoint import SEQ2SEQ, ModelKind, load_checkpoint
 from .model.seq2seq import EOS_ID, Seq2Seq
-from .model.seq2seq_checkpoint import load_checkpoint
 from .sentences import encode_eos, read_sentences
 from .vocab import Vocabularies
 
@@ -47,13 +47,17 @@ class Hypothesis:
 
 
 class Ensemble:
-    """Several Seq2Seq models decoding in lock-step; the per-step log-probabilities are averaged."""
+    """Several models decoding in lock-step; the per-step log-probabilities are averaged.
 
-    def __init__(self, models: list[Seq2Seq]):
+    Decoding (:meth:`encode`, :meth:`step`) needs Seq2Seq models; scoring (:meth:`encode_sources`,
+    :meth:`score_targets`, the interface both models share) takes either kind.
+    """
+
+    def __init__(self, models: list):
         if not models:
             raise PhraseRescoreError("an ensemble needs at least one model")
         self.models = models
-        V = {m.cfg.tgt_vocab for m in models}
+        V = {m.vocab_sizes[1] for m in models}
         assert len(V) == 1, f"ensemble members disagree on the target vocabulary size: {V}"
         self.tgt_vocab = V.pop()
 
@@ -79,11 +83,15 @@ class Ensemble:
             new.append(st)
         return out / len(self.models), new
 
-    def score(self, states: list, tgt: torch.Tensor, tgt_mask: torch.Tensor) -> torch.Tensor:
-        """Teacher-forced log p(tgt | src) averaged over the models: (B,), states already expanded to B rows."""
+    def encode_sources(self, src: torch.Tensor, src_mask: torch.Tensor) -> list:
+        """Each model's per-source state for scoring (see the models' ``encode_sources``)."""
+        return [m.encode_sources(src, src_mask) for m in self.models]
+
+    def score_targets(self, states: list, rows: torch.Tensor, tgt: torch.Tensor, tgt_mask: torch.Tensor) -> torch.Tensor:
+        """Teacher-forced log p(tgt | src) averaged over the models: (b,), target i of source ``rows[i]``."""
         total = None
         for m, st in zip(self.models, states):
-            lp = m.token_log_probs(st, tgt, tgt_mask).sum(1)
+            lp = m.score_targets(st, rows, tgt, tgt_mask)
             total = lp if total is None else total + lp
         return total / len(self.models)
 
@@ -245,11 +253,18 @@ def default_device(device: str | None = None) -> torch.device:
     return resolve_device(device)
 
 
-def load_ensemble(paths: list[str], device) -> tuple[Ensemble, Vocabularies]:
-    """Load checkpoints as an ensemble; they must share both vocabularies exactly."""
+def load_ensemble(paths: list[str], device, kind: ModelKind | None = SEQ2SEQ) -> tuple[Ensemble, Vocabularies]:
+    """Load checkpoints as an ensemble; they must be of one kind (``kind``, or any when None) and share
+    both vocabularies exactly."""
     if not paths:
         raise PhraseRescoreError("give at least one checkpoint")
-    cks = [load_checkpoint(p, device) for p in paths]
+    cks = [load_checkpoint(p, device, kind) for p in paths]
+    for ck in cks:
+        if ck.vocabs is None:
+            raise PhraseRescoreError("this checkpoint has no vocabulary, so sentences cannot be encoded", ck.path)
+        if ck.kind != cks[0].kind:
+            raise PhraseRescoreError(f"ensemble members must be of one kind: this one is {ck.kind.description} "
+                                     f"model, {cks[0].path} {cks[0].kind.description} one", ck.path)
     for ck in cks[1:]:
         if ck.vocabs.source != cks[0].vocabs.source or ck.vocabs.target != cks[0].vocabs.target:
             raise PhraseRescoreError(f"ensemble members need the same vocabularies; this one differs from "

@@ -12,8 +12,8 @@ from phrase_rescore.moses_integration.nbest import read_nbest
 from phrase_rescore.pipeline.batching import pad_batch
 from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.pipeline.model.seq2seq import Seq2Seq, Seq2SeqConfig
-from phrase_rescore.pipeline.model.seq2seq_checkpoint import save_checkpoint
-from phrase_rescore.pipeline.rescore_nbest import EncDecScorer, RescoreConfig, Seq2SeqScorer, rescore_nbest
+from phrase_rescore.pipeline.model.checkpoint import save_checkpoint
+from phrase_rescore.pipeline.rescore_nbest import GroupedScorer, RescoreConfig, rescore_nbest
 from phrase_rescore.pipeline.translate import Ensemble
 from phrase_rescore.pipeline.vocab import Vocab, Vocabularies
 
@@ -105,7 +105,7 @@ def test_grouped_scoring_equals_pair_by_pair_for_ensembles():
     srcs = [s.split() for s in SOURCES]
     hyps = [["the house".split(), "a house is a house".split(), []], [], ["hello".split()],
             ["it is".split(), "zzz unknown".split()]]
-    got = Seq2SeqScorer(Ensemble([a, b]), VOCABS, hyp_batch=2).score_groups(srcs, hyps)
+    got = GroupedScorer(Ensemble([a, b]), VOCABS, hyp_batch=2).score_groups(srcs, hyps)
     for s, hs, lps in zip(SOURCES, hyps, got):
         assert len(lps) == len(hs)
         for h, lp in zip(hs, lps):
@@ -114,7 +114,6 @@ def test_grouped_scoring_equals_pair_by_pair_for_ensembles():
 
 
 def test_phrase_level_encoder_decoder_scores_whole_sentences(files):
-    from phrase_rescore.pipeline.model.checkpoint import save_checkpoint as save_encdec
     from phrase_rescore.pipeline.model.encdec import EncDecConfig, RNNEncoderDecoder
 
     torch.manual_seed(0)
@@ -122,14 +121,14 @@ def test_phrase_level_encoder_decoder_scores_whole_sentences(files):
                                         maxout_units=4, rank=3)).eval()
     srcs = [s.split() for s in SOURCES]
     hyps = [["the house is small".split(), "the".split()], [], [], ["hello".split()]]
-    got = EncDecScorer(ed, VOCABS, hyp_batch=2).score_groups(srcs, hyps)
+    got = GroupedScorer(ed, VOCABS, hyp_batch=2).score_groups(srcs, hyps)
     for s, hs, lps in zip(srcs, hyps, got):
         for h, lp in zip(hs, lps):
             si, sm = pad_batch([np.array(VOCABS.source.encode(s) + [0])])
             ti, tm = pad_batch([np.array(VOCABS.target.encode(h) + [0])])
             with torch.no_grad():
                 assert lp == pytest.approx(float(ed.log_prob(si, sm, ti, tm)), abs=1e-5)
-    save_encdec(files / "ed.pt", ed, VOCABS)
+    save_checkpoint(files / "ed.pt", ed, VOCABS)
     s = rescore_nbest(RescoreConfig(str(NBEST), str(files / "src.txt"), [str(files / "ed.pt")],
                                     str(files / "o.nbest"), str(files / "1.txt")))
     assert (s.model_kind, s.feature_name) == ("encdec", "RNNEncDec0")
@@ -180,7 +179,7 @@ def test_each_source_is_encoded_once_for_all_its_hypotheses():
     m.encoder.forward = lambda src, mask: (encoded_rows.append(src.shape[0]), original(src, mask))[1]
     srcs = [s.split() for s in SOURCES]
     hyps = [[["the"]] * 7, [["it", "is"]] * 3, [], [["hello"]] * 5]
-    Seq2SeqScorer(Ensemble([m]), VOCABS, hyp_batch=4).score_groups(srcs, hyps)
+    GroupedScorer(m, VOCABS, hyp_batch=4).score_groups(srcs, hyps)
     assert encoded_rows == [4]  # one encoder pass over the 4 sources, not one per hypothesis or batch
 
 

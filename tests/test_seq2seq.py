@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 
+import re
+
 import numpy as np
 import pytest
 import torch
@@ -9,7 +11,7 @@ import torch
 from phrase_rescore.pipeline.batching import pad_batch
 from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.pipeline.model.seq2seq import Seq2Seq, Seq2SeqConfig, reverse_source
-from phrase_rescore.pipeline.model.seq2seq_checkpoint import load_checkpoint, save_checkpoint
+from phrase_rescore.pipeline.model.checkpoint import ENCDEC, SEQ2SEQ, load_checkpoint, save_checkpoint
 from phrase_rescore.pipeline.train_seq2seq import TrainSeq2SeqConfig, epoch_batches, learning_rate, train
 from phrase_rescore.pipeline.vocab import Vocab, Vocabularies
 
@@ -103,6 +105,45 @@ def test_checkpoint_round_trip(tmp_path):
         load_checkpoint(tmp_path / "bad.pt")
 
 
+VOCABS = Vocabularies(Vocab(["<eos>", "<unk>", "a", "b", "c", "d", "e"]), Vocab(["<eos>", "<unk>", "x", "y", "z", "w"]))
+
+
+def _earlier_layout(m: Seq2Seq, train_state=None) -> dict:
+    """A Seq2Seq checkpoint as this version wrote it before both models shared one layout."""
+    return {"format": "phrase-rescore-seq2seq", "version": 1, "config": m.cfg.to_dict(),
+            "weights": {k: v.detach().cpu() for k, v in m.state_dict().items()}, "vocab": VOCABS.to_json(),
+            "train_state": train_state or {}}
+
+
+def test_checkpoints_of_the_earlier_seq2seq_layout_still_load(tmp_path):
+    m = tiny()
+    (tmp_path / "run").mkdir()
+    torch.save(_earlier_layout(m, {"epoch": 2}), tmp_path / "run" / "best.pt")
+    ck = load_checkpoint(tmp_path / "run")          # a training directory of the earlier layout: its best.pt
+    assert ck.kind is SEQ2SEQ and ck.path == tmp_path / "run" / "best.pt"
+    assert ck.model.cfg == m.cfg and ck.vocabs == VOCABS and ck.train_state == {"epoch": 2}
+    for (k, a), (_, b) in zip(m.state_dict().items(), ck.model.state_dict().items()):
+        assert torch.equal(a, b), k
+
+
+@pytest.mark.parametrize("change, fragment", [
+    (lambda d: d["config"].update(dropout=0.2), "bad model config in checkpoint: unknown Seq2SeqConfig keys ['dropout']"),
+    (lambda d: d.update(version=2), "checkpoint version 2 is not supported (expected 1)"),
+    (lambda d: d.pop("weights"), "damaged checkpoint: it has no 'state_dict' entry"),
+])
+def test_bad_seq2seq_checkpoints_are_named_errors(tmp_path, change, fragment):
+    payload = _earlier_layout(tiny())
+    change(payload)
+    torch.save(payload, tmp_path / "m.pt")
+    with pytest.raises(PhraseRescoreError) as e:
+        load_checkpoint(tmp_path / "m.pt")
+    assert fragment in e.value.message and e.value.path == str(tmp_path / "m.pt")
+    with pytest.raises(PhraseRescoreError, match=re.escape(fragment)):
+        load_checkpoint(tmp_path / "m.pt", kind=SEQ2SEQ)
+    with pytest.raises(PhraseRescoreError, match="not an encoder-decoder checkpoint"):
+        load_checkpoint(tmp_path / "m.pt", kind=ENCDEC)
+
+
 @pytest.mark.parametrize("progress, lr", [
     (0.0, 0.7), (4.99, 0.7), (5.0, 0.35), (5.49, 0.35), (5.5, 0.175), (6.0, 0.0875), (7.0, 0.7 / 32), (7.49, 0.7 / 32),
 ])
@@ -151,7 +192,7 @@ def test_training_learns_a_reverse_task(tmp_path, one_thread, monkeypatch):
     s = train(cfg)
     assert s.best_valid_ppl < 1.06  # log-loss < 0.06 nats per token: near zero
     assert s.history[0]["valid_ppl"] > 3
-    ck = load_checkpoint(tmp_path / "run" / "best.pt")
+    ck = load_checkpoint(tmp_path / "run" / "model.pt")
     assert ck.train_state["best_valid_ppl"] == pytest.approx(s.best_valid_ppl)
     from phrase_rescore.pipeline.translate import Ensemble, translate_sentences
     sents = [["w1", "w2", "w3"], ["w4"], ["w0", "w0", "w2", "w1"]]
@@ -193,7 +234,7 @@ def test_train_seq2seq_command_forward_baseline(tmp_path, one_thread, monkeypatc
                                   "--batch-size", "8", "--valid-size", "6"])
     assert r.exit_code == 0, r.output
     assert "validation perplexity" in r.output
-    ck = load_checkpoint(tmp_path / "fwd" / "best.pt")
+    ck = load_checkpoint(tmp_path / "fwd" / "model.pt")
     assert (ck.model.cfg.reverse, ck.model.cfg.num_layers, ck.model.cfg.hidden_dim) == (False, 3, 8)
     assert ck.train_state["train_config"]["lr"] == 0.7 and ck.train_state["train_config"]["clip_norm"] == 5.0
     assert (tmp_path / "fwd" / "vocab.json").exists() and (tmp_path / "fwd" / "last.pt").exists()

@@ -57,9 +57,10 @@ def test_training_drives_valid_perplexity_far_below_unigram(pairs_dir, tmp_path)
     assert list(rows[0]) == LOG_COLUMNS and [int(r["step"]) for r in rows] == [200, 400, 600]
     assert float(rows[-1]["valid_ppl"]) < float(rows[0]["valid_ppl"])
     # the best checkpoint rebuilds itself with its vocabulary
-    model, vocabs, ckpt = ck.load_checkpoint(tmp_path / "m")
-    assert vocabs == Vocabularies.load(pairs_dir / "vocab.json") and ckpt["train_state"] is None
-    assert isinstance(model, RNNEncoderDecoder) and not model.training
+    c = ck.load_checkpoint(tmp_path / "m")
+    assert c.vocabs == Vocabularies.load(pairs_dir / "vocab.json") and c.train_state is None
+    assert c.kind is ck.ENCDEC and c.path == tmp_path / "m" / "model.pt"
+    assert isinstance(c.model, RNNEncoderDecoder) and not c.model.training
 
 
 def _weights(path):
@@ -140,31 +141,66 @@ def _pickled(obj) -> bytes:
     return buf.getvalue()
 
 
-# (file contents as a function of a good checkpoint's bytes, expected message fragment)
+def _legacy_pickled(obj) -> bytes:
+    import io
+    buf = io.BytesIO()
+    torch.save(obj, buf, _use_new_zipfile_serialization=False)    # torch.save's format before torch 1.6
+    return buf.getvalue()
+
+
+def _tiny_config(**extra) -> dict:
+    return {**ck.EncDecConfig(10, 10, emb_dim=4, hidden_dim=8, maxout_units=4, rank=4).to_dict(), **extra}
+
+
+# (file contents as a function of a good checkpoint's bytes, expected message: the whole of it after the path)
 BAD_CHECKPOINTS = [
-    (lambda good: b"", "not a phrase-rescore checkpoint: empty file"),
-    (lambda good: good[:len(good) // 2], "not a phrase-rescore checkpoint: truncated or damaged file"),
-    (lambda good: good[:10], "not a phrase-rescore checkpoint: truncated or damaged file"),
-    (lambda good: bytes(random.Random(5).randrange(256) for _ in range(300)),
-     "not a phrase-rescore checkpoint: not a file written by torch.save"),
-    (lambda good: b"not a checkpoint", "not a phrase-rescore checkpoint: not a file written by torch.save"),
-    (lambda good: _pickled([1, 2, 3]), "not a phrase-rescore checkpoint: it holds a list"),
+    (lambda good: b"", "empty file (0 bytes)"),
+    (lambda good: good[:len(good) // 2], "truncated or damaged file ({} bytes)"),
+    (lambda good: good[:10], "truncated or damaged file (10 bytes)"),
+    (lambda good: bytes(random.Random(5).randrange(256) for _ in range(300)), "not a file written by torch.save"),
+    (lambda good: b"not a checkpoint", "not a file written by torch.save"),
+    (lambda good: __import__("pickle").dumps({"format": ck.ENCDEC.format}), "not a file written by torch.save"),
+    (lambda good: _pickled({"format": ck.ENCDEC.format, "config": __import__("fractions").Fraction(1, 2)}),
+     "a torch file with objects other than tensors and plain values, which weights-only loading refuses"),
+    (lambda good: _legacy_pickled({"format": ck.ENCDEC.format, "config": __import__("fractions").Fraction(1, 2)}),
+     "a torch file with objects other than tensors and plain values, which weights-only loading refuses"),
+    (lambda good: _pickled([1, 2, 3]), "it holds a list"),
     (lambda good: _pickled({"weights": torch.zeros(2)}), "it holds a dict without a \"format\" entry"),
-    (lambda good: _pickled({"format": "something-else"}), "not an encoder-decoder checkpoint"),
-    (lambda good: _pickled({"format": ck.FORMAT, "version": ck.VERSION}), "damaged checkpoint: it has no 'config'"),
+]
+BAD_CHECKPOINT_IDS = ["empty", "half", "10-bytes", "random", "text", "plain-pickle", "object", "legacy-object",
+                      "list", "no-format"]
+# well-formed torch files that are not a usable encoder-decoder checkpoint (message fragment)
+BAD_CONTENTS = [
+    ({"format": "something-else"}, "not an encoder-decoder checkpoint: expected format 'phrase-rescore-encdec'"),
+    ({"format": ck.SEQ2SEQ.format, "version": 1}, "not an encoder-decoder checkpoint"),
+    ({"format": ck.ENCDEC.format, "version": 2}, "checkpoint version 2 is not supported (expected 1)"),
+    ({"format": ck.ENCDEC.format, "version": ck.VERSION}, "damaged checkpoint: it has no 'config'"),
+    ({"format": ck.ENCDEC.format, "version": ck.VERSION, "config": _tiny_config(dropout=0.1), "state_dict": {}},
+     "bad model config in checkpoint: unknown EncDecConfig keys ['dropout']"),
 ]
 
 
-@pytest.mark.parametrize("make, fragment", BAD_CHECKPOINTS,
-                         ids=["empty", "half", "10-bytes", "random", "text", "list", "no-format", "other-format",
-                              "no-config"])
-def test_bad_checkpoint_files_are_named_errors(tmp_path, make, fragment):
+@pytest.mark.parametrize("make, message", BAD_CHECKPOINTS, ids=BAD_CHECKPOINT_IDS)
+def test_bad_checkpoint_files_are_one_line_named_errors(tmp_path, make, message):
     bad = tmp_path / "bad.pt"
     bad.write_bytes(make(_checkpoint_bytes(tmp_path)))
+    message = "not a phrase-rescore checkpoint: " + message.format(bad.stat().st_size)
     with pytest.raises(PhraseRescoreError) as e:
         ck.load_checkpoint(bad)
-    assert fragment in str(e.value) and e.value.path == str(bad)
-    r = CliRunner().invoke(main, ["sample", str(bad), "s1"])       # the CLI: one line, no traceback
+    assert (e.value.message, e.value.path) == (message, str(bad))
+    r = CliRunner().invoke(main, ["sample", str(bad), "s1"])       # the CLI: one short line, no traceback
+    assert r.exit_code == 1 and r.output == f"error: {bad}: {message}\n"
+
+
+@pytest.mark.parametrize("content, fragment", BAD_CONTENTS, ids=["other-format", "seq2seq", "version", "no-config",
+                                                                 "unknown-config-key"])
+def test_bad_checkpoint_contents_are_named_errors(tmp_path, content, fragment):
+    bad = tmp_path / "bad.pt"
+    bad.write_bytes(_pickled(content))
+    with pytest.raises(PhraseRescoreError) as e:
+        ck.load_checkpoint(bad, kind=ck.ENCDEC)
+    assert fragment in e.value.message and e.value.path == str(bad)
+    r = CliRunner().invoke(main, ["sample", str(bad), "s1"])
     assert r.exit_code == 1 and fragment in r.output and "Traceback" not in r.output
 
 
@@ -194,7 +230,7 @@ def test_train_command_then_sample(pairs_dir, tmp_path):
     r = CliRunner().invoke(main, args)
     assert r.exit_code == 0, r.output
     assert "20 steps (max_steps)" in r.output and "unigram" in r.output
-    model, _, _ = ck.load_checkpoint(tmp_path / "m")
+    model = ck.load_checkpoint(tmp_path / "m").model
     assert model.cfg.gru == "cudnn" and model.cfg.hidden_dim == 32 and model.cfg.init_std == 0.05
     r = CliRunner().invoke(main, args)  # a second run into the same directory needs --resume
     assert r.exit_code == 1 and "error:" in r.output and "--resume" in r.output

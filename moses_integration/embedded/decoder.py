@@ -34,7 +34,7 @@ from phrase_rescore.core.fileio import atomic_open, open_text_read
 from phrase_rescore.core.progress import bar
 
 from ..moses_values import format_moses_float
-from .features import UNKNOWN_SCORE, SystemSpec, load_system_spec
+from .features import UNKNOWN_SCORE, DecoderSpec, load_decoder_spec
 from .search import Hypothesis, SearchParams, kbest_paths, path_of, search
 from .translation_options import LanguageModel, OptionTable, PhraseTable, source_phrases
 
@@ -63,7 +63,7 @@ class DecoderConfig:
     nbest_distinct: bool = True
     nbest_factor: int = 20
 
-    def resolved(self, spec: SystemSpec) -> "DecoderConfig":
+    def resolved(self, spec: DecoderSpec) -> "DecoderConfig":
         """A copy with every ``None`` replaced by the moses.ini value or Moses's default; checked."""
         o = spec.ini_options
 
@@ -95,7 +95,7 @@ class DecoderConfig:
 
 @dataclass
 class Candidate:
-    """One translation with its feature vector (full, in :class:`SystemSpec` order) and model score."""
+    """One translation with its feature vector (full, in :class:`DecoderSpec` order) and model score."""
 
     text: str
     features: np.ndarray
@@ -113,7 +113,7 @@ class Translation:
 class Decoder:
     """A loaded system: phrase table (filtered to an input), LM and weights. Reusable across sentences."""
 
-    def __init__(self, spec: SystemSpec, config: DecoderConfig | None = None,
+    def __init__(self, spec: DecoderSpec, config: DecoderConfig | None = None,
                  sentences: Iterable[Sequence[str]] | None = None, progress: bool = True):
         """Load the models of ``spec``; with ``sentences``, only the phrase-table entries they can use."""
         self.spec = spec
@@ -126,15 +126,15 @@ class Decoder:
     @classmethod
     def from_ini(cls, ini_path: str | os.PathLike, config: DecoderConfig | None = None,
                  sentences: Iterable[Sequence[str]] | None = None, progress: bool = True) -> "Decoder":
-        """Read a moses.ini (see :func:`~.features.load_system_spec`) and load its models."""
-        return cls(load_system_spec(ini_path), config, sentences, progress)
+        """Read a moses.ini (see :func:`~.features.load_decoder_spec`) and load its models."""
+        return cls(load_decoder_spec(ini_path), config, sentences, progress)
 
     @property
     def weights(self) -> np.ndarray:
         return self.options.weights
 
     def set_weights(self, weights: Sequence[float]) -> None:
-        """Use new weights (full vector, :class:`SystemSpec` order); re-applies table-limit pruning."""
+        """Use new weights (full vector, :class:`DecoderSpec` order); re-applies table-limit pruning."""
         w = np.asarray(weights, dtype=np.float64)
         if w.shape != (self.spec.dim,):
             raise PhraseRescoreError(f"expected {self.spec.dim} weights, got {w.shape}")

@@ -53,7 +53,7 @@ class FeatureSpec:
 
 
 @dataclass
-class SystemSpec:
+class DecoderSpec:
     """What a moses.ini says about a system the embedded decoder can run.
 
     ``features`` are in n-best order (tuneable stateful, tuneable stateless, then untuneable ones); the
@@ -110,7 +110,7 @@ def _resolve(path: str, ini_path: str) -> str:
     return alt if os.path.exists(alt) else path
 
 
-def load_system_spec(ini_path: str | os.PathLike, ini: MosesIni | None = None) -> SystemSpec:
+def load_decoder_spec(ini_path: str | os.PathLike, ini: MosesIni | None = None) -> DecoderSpec:
     """Read a moses.ini and check that the embedded decoder implements every feature in it.
 
     :raises PhraseRescoreError: naming the feature (and line) that is not supported, a missing weight
@@ -199,5 +199,5 @@ def load_system_spec(ini_path: str | os.PathLike, ini: MosesIni | None = None) -
         v = ini.get_value(sec)
         if v is not None:
             opts[sec] = v
-    return SystemSpec(ini_path, features, np.asarray(w, dtype=np.float64), pt_path, pt.num_features,
+    return DecoderSpec(ini_path, features, np.asarray(w, dtype=np.float64), pt_path, pt.num_features,
                       table_limit, lm_path, distortion_limit, opts)

@@ -25,7 +25,7 @@ from phrase_rescore.core.progress import bar
 
 from ..moses_values import floor_log
 from ..phrase_table import read_phrase_table
-from .features import LN10, UNKNOWN_SCORE, SystemSpec
+from .features import LN10, UNKNOWN_SCORE, DecoderSpec
 
 
 class TranslationOption:
@@ -95,7 +95,7 @@ def source_phrases(sentences: Iterable[Sequence[str]], max_len: int) -> set[str]
 class PhraseTable:
     """The phrase-table entries needed for an input, with the ln-floored scores of each target."""
 
-    def __init__(self, spec: SystemSpec, keep: set[str] | None, progress: bool = True):
+    def __init__(self, spec: DecoderSpec, keep: set[str] | None, progress: bool = True):
         """Load ``spec.phrase_table``, keeping only source phrases in ``keep`` (all when None)."""
         self.path = spec.phrase_table
         self.entries: dict[str, list[tuple[tuple[str, ...], tuple[float, ...]]]] = {}
@@ -126,7 +126,7 @@ class WeightIndex:
     unknown: int | None
 
     @classmethod
-    def from_spec(cls, spec: SystemSpec) -> "WeightIndex":
+    def from_spec(cls, spec: DecoderSpec) -> "WeightIndex":
         def idx(t):
             return spec.index(t) if spec.has(t) else None
 
@@ -142,7 +142,7 @@ def _w(weights: np.ndarray, i: int | None) -> float:
 class OptionTable:
     """The pruned, scored translation options of every source phrase under one weight vector."""
 
-    def __init__(self, table: PhraseTable, lm: LanguageModel, spec: SystemSpec, weights: np.ndarray,
+    def __init__(self, table: PhraseTable, lm: LanguageModel, spec: DecoderSpec, weights: np.ndarray,
                  table_limit: int):
         self.lm = lm
         self.index = WeightIndex.from_spec(spec)

@@ -22,7 +22,7 @@ from phrase_rescore.core.fileio import atomic_open, open_text_read
 from ..moses_ini import read_moses_ini
 from .bleu_stats import NUM_STATS, Reference, bleu, sentence_stats
 from .decoder import Decoder, DecoderConfig, read_sentences
-from .features import load_system_spec
+from .features import load_decoder_spec
 from .mert import NBestPool, l1_normalize, optimize
 
 CONVERGENCE = 1e-5      # mert-moses.pl: stop when no weight changed by this much
@@ -105,7 +105,7 @@ def tune_embedded(config: EmbeddedTuneConfig) -> str:
     if config.nbest < 1 or config.max_iterations < 1:
         raise PhraseRescoreError("nbest and max_iterations must be at least 1")
     os.makedirs(config.workdir, exist_ok=True)
-    spec = load_system_spec(config.ini)
+    spec = load_decoder_spec(config.ini)
     src = read_sentences(config.dev_src)
     with open_text_read(config.dev_ref) as f:
         refs_text = [line.rstrip("\n") for line in f]

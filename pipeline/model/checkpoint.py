@@ -1,26 +1,33 @@
-"""Checkpoints of the encoder-decoder: weights, config, vocabulary and training state in one file.
+"""Checkpoints of both neural models: weights, config, vocabulary and training state in one file.
 
 A checkpoint rebuilds its own model (nanoGPT's ``model_args``): a plain dict of tensors, numbers,
 strings and lists, saved with ``torch.save`` through a temporary file renamed into place, loaded with
-``torch.load(weights_only=True)`` (no pickled classes).
+``torch.load(weights_only=True)`` (no pickled classes). The RNN Encoder-Decoder and Seq2Seq share the
+layout; ``format`` says which model the file holds (:data:`ENCDEC`, :data:`SEQ2SEQ`).
 
 ==============  =====================================================================
 key             value
 ==============  =====================================================================
-format          ``"phrase-rescore-encdec"``
+format          ``"phrase-rescore-encdec"`` or ``"phrase-rescore-seq2seq"``
 version         :data:`VERSION`
-config          :meth:`EncDecConfig.to_dict`
-state_dict      the model's parameters (CPU tensors; names in :mod:`phrase_rescore.pipeline.model.encdec`)
+config          the model config's ``to_dict()`` (:class:`EncDecConfig`, :class:`Seq2SeqConfig`)
+state_dict      the model's parameters (CPU tensors)
 vocab_json      :meth:`phrase_rescore.pipeline.vocab.Vocabularies.to_json` text, or None
 train_state     the trainer's state for an exact resume (optimizer, sampler, step, ...), or None
 ==============  =====================================================================
 
-A training directory holds ``model.pt`` (best validation perplexity), ``last.pt`` (latest, with
-training state) and ``train_log.csv``; :func:`resolve_checkpoint` maps a directory to its ``model.pt``.
+A training directory holds :data:`BEST` (``model.pt``, best validation perplexity), :data:`LAST`
+(``last.pt``, latest, with training state) and the trainer's log; :func:`resolve_checkpoint` maps a
+directory to its ``model.pt``. Seq2Seq checkpoints of this version written before the two models shared
+the layout keep the weights under ``weights``, the vocabulary under ``vocab``, and a training directory's
+best model in ``best.pt``; they load as they are.
 """
 from __future__ import annotations
 
 import os
+import pickle
+import warnings
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -30,17 +37,56 @@ from phrase_rescore.core.fileio import atomic_path
 
 from ..vocab import Vocabularies
 from .encdec import EncDecConfig, RNNEncoderDecoder
+from .seq2seq import Seq2Seq, Seq2SeqConfig
 
-FORMAT = "phrase-rescore-encdec"
 VERSION = 1
-ZIP_MAGIC = b"PK\x03\x04"   # torch.save writes a zip archive
+BEST, LAST = "model.pt", "last.pt"      # a training directory's best and latest checkpoints
+OLD_BEST = "best.pt"                    # the best Seq2Seq checkpoint in the earlier layout
+ZIP_MAGIC = b"PK\x03\x04"               # torch.save writes a zip archive
+LEGACY_MAGIC = b"\x80\x02\x8a\x0al\xfc\x9cF\xf9 j\xa8P\x19"  # or, before torch 1.6, a pickle led by this number
+OLD_KEYS = {"state_dict": "weights", "vocab_json": "vocab"}  # earlier Seq2Seq key of each key
 
 
-def save_checkpoint(path: str | os.PathLike, model: RNNEncoderDecoder, vocabs: Vocabularies | None,
+@dataclass(frozen=True)
+class ModelKind:
+    """One of the two models: its checkpoint format, its classes and how messages call it."""
+
+    name: str                   # "encdec" or "seq2seq"
+    format: str                 # the checkpoint's "format" entry
+    description: str            # for messages: "not an encoder-decoder checkpoint"
+    model_cls: type
+    config_cls: type
+
+
+ENCDEC = ModelKind("encdec", "phrase-rescore-encdec", "an encoder-decoder", RNNEncoderDecoder, EncDecConfig)
+SEQ2SEQ = ModelKind("seq2seq", "phrase-rescore-seq2seq", "a Seq2Seq", Seq2Seq, Seq2SeqConfig)
+KINDS = {k.format: k for k in (ENCDEC, SEQ2SEQ)}
+
+
+@dataclass
+class Checkpoint:
+    """A loaded checkpoint: the model (in eval mode), its vocabularies and its training state."""
+
+    model: RNNEncoderDecoder | Seq2Seq
+    vocabs: Vocabularies | None
+    train_state: dict | None
+    path: Path
+    kind: ModelKind
+
+
+def model_kind(model: torch.nn.Module) -> ModelKind:
+    """The kind of ``model``, by its class."""
+    for kind in KINDS.values():
+        if type(model) is kind.model_cls:
+            return kind
+    raise TypeError(f"no checkpoint format for a {type(model).__name__}")
+
+
+def save_checkpoint(path: str | os.PathLike, model: RNNEncoderDecoder | Seq2Seq, vocabs: Vocabularies | None,
                     train_state: dict | None = None) -> None:
     """Write ``model`` (+ vocabulary, + training state) to ``path`` atomically."""
     ckpt = {
-        "format": FORMAT,
+        "format": model_kind(model).format,
         "version": VERSION,
         "config": model.cfg.to_dict(),
         "state_dict": {k: v.detach().cpu().clone() for k, v in model.state_dict().items()},
@@ -55,52 +101,62 @@ def resolve_checkpoint(path: str | os.PathLike) -> Path:
     """A ``.pt`` file as given, or ``DIR/model.pt`` for a training directory."""
     p = Path(path)
     if p.is_dir():
-        p = p / "model.pt"
+        if not (p / BEST).exists() and (p / OLD_BEST).exists():
+            return p / OLD_BEST
+        p = p / BEST
         if not p.exists():
-            raise PhraseRescoreError("no model.pt in this directory (expected a training output "
+            raise PhraseRescoreError(f"no {BEST} in this directory (expected a training output "
                                      "directory or a .pt checkpoint)", path)
     elif not p.exists():
         raise PhraseRescoreError("model checkpoint not found", path)
     return p
 
 
-def read_checkpoint(path: str | os.PathLike, device="cpu", fmt: str | None = FORMAT, version: int = VERSION,
-                    kind: str = "an encoder-decoder") -> dict:
-    """The raw checkpoint dict, checked for format and version (``weights_only=True``).
+def read_checkpoint(path: str | os.PathLike, device="cpu", kind: ModelKind | None = None) -> dict:
+    """The raw checkpoint dict, checked for format and version (``weights_only=True``), in today's keys.
 
-    ``fmt``/``version``/``kind`` name the expected checkpoint (the encoder-decoder's by default; Seq2Seq
-    passes its own); ``fmt=None`` accepts any project checkpoint, for callers that dispatch on ``"format"``.
+    :param kind: the model expected (:data:`ENCDEC`, :data:`SEQ2SEQ`); None accepts either.
     """
     p = resolve_checkpoint(path)
     ckpt = _torch_load(p, device)
     if not isinstance(ckpt, dict) or not isinstance(ckpt.get("format"), str):
         what = "a dict without a \"format\" entry" if isinstance(ckpt, dict) else f"a {type(ckpt).__name__}"
         raise PhraseRescoreError(f"not a phrase-rescore checkpoint: it holds {what}", p)
-    if fmt is None:
-        return ckpt
-    if ckpt["format"] != fmt:
-        raise PhraseRescoreError(f"not {kind} checkpoint: expected format {fmt!r}, found {ckpt['format']!r}", p)
-    if ckpt.get("version") != version:
-        raise PhraseRescoreError(f"checkpoint version {ckpt.get('version')} is not supported (expected {version})", p)
+    if kind is not None and ckpt["format"] != kind.format:
+        raise PhraseRescoreError(f"not {kind.description} checkpoint: expected format {kind.format!r}, "
+                                 f"found {ckpt['format']!r}", p)
+    if ckpt["format"] not in KINDS:
+        raise PhraseRescoreError(f"not a phrase-rescore checkpoint: unknown format {ckpt['format']!r} (expected "
+                                 f"one of {sorted(KINDS)})", p)
+    if ckpt.get("version") != VERSION:
+        raise PhraseRescoreError(f"checkpoint version {ckpt.get('version')} is not supported (expected {VERSION})", p)
+    if ckpt["format"] == SEQ2SEQ.format:
+        for key, old in OLD_KEYS.items():
+            if key not in ckpt and old in ckpt:
+                ckpt[key] = ckpt.pop(old)
     return ckpt
 
 
 def _torch_load(p: Path, device):
-    """``torch.load(weights_only=True)`` with its assorted errors (EOFError, IndexError, RuntimeError from
-    the zip reader, UnpicklingError...) turned into one message that says what the file looks like."""
+    """``torch.load(weights_only=True)``, its assorted errors (EOFError, IndexError, RuntimeError from the
+    zip reader, UnpicklingError...) turned into one short message that says what the file looks like."""
     size = p.stat().st_size
     if size == 0:
         raise PhraseRescoreError("not a phrase-rescore checkpoint: empty file (0 bytes)", p)
     try:
-        return torch.load(p, map_location=device, weights_only=True)
+        with warnings.catch_warnings():         # e.g. about the pickle protocol of a file that is no checkpoint
+            warnings.simplefilter("ignore")
+            return torch.load(p, map_location=device, weights_only=True)
     except Exception as e:
-        detail = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
         with open(p, "rb") as f:
-            zipped = f.read(4) == ZIP_MAGIC
-        what = (f"truncated or damaged file ({size} bytes)" if zipped else
-                "not a file written by torch.save")
-        raise PhraseRescoreError(f"not a phrase-rescore checkpoint: {what} ({type(e).__name__}: {detail})",
-                                 p) from None
+            head = f.read(len(LEGACY_MAGIC))
+        if not (head.startswith(ZIP_MAGIC) or head == LEGACY_MAGIC):
+            what = "not a file written by torch.save"
+        elif isinstance(e, pickle.UnpicklingError) and "weights only" in str(e).lower():
+            what = "a torch file with objects other than tensors and plain values, which weights-only loading refuses"
+        else:
+            what = f"truncated or damaged file ({size} bytes)"
+        raise PhraseRescoreError(f"not a phrase-rescore checkpoint: {what}", p) from None
 
 
 def check_finite_weights(weights: dict, path: str | os.PathLike) -> None:
@@ -113,21 +169,22 @@ def check_finite_weights(weights: dict, path: str | os.PathLike) -> None:
                                      "training diverged", path)
 
 
-def load_checkpoint(path: str | os.PathLike, device="cpu") -> tuple[RNNEncoderDecoder, Vocabularies | None, dict]:
-    """Rebuild the model from a checkpoint file or training directory.
+def load_checkpoint(path: str | os.PathLike, device="cpu", kind: ModelKind | None = None) -> Checkpoint:
+    """Rebuild the model from a checkpoint file or training directory, on ``device`` in eval mode.
 
-    :returns: ``(model in eval mode on device, vocabularies or None, the checkpoint dict)``.
+    :param kind: the model expected (:data:`ENCDEC`, :data:`SEQ2SEQ`); None accepts either.
     """
     p = resolve_checkpoint(path)
-    ckpt = read_checkpoint(p, device)
+    ckpt = read_checkpoint(p, "cpu", kind)
+    kind = KINDS[ckpt["format"]]
     for key in ("config", "state_dict"):
         if not isinstance(ckpt.get(key), dict):
             raise PhraseRescoreError(f"damaged checkpoint: it has no {key!r} entry", p)
     try:
-        cfg = EncDecConfig.from_dict(ckpt["config"])
-    except (TypeError, ValueError) as e:
-        raise PhraseRescoreError(f"bad model config in checkpoint: {e}", p) from None
-    model = RNNEncoderDecoder(cfg)
+        cfg = kind.config_cls.from_dict(ckpt["config"])
+    except (TypeError, ValueError, PhraseRescoreError) as e:
+        raise PhraseRescoreError(f"bad model config in checkpoint: {getattr(e, 'message', e)}", p) from None
+    model = kind.model_cls(cfg)
     try:
         model.load_state_dict(ckpt["state_dict"])
     except RuntimeError as e:
@@ -137,7 +194,8 @@ def load_checkpoint(path: str | os.PathLike, device="cpu") -> tuple[RNNEncoderDe
     vocabs = None
     if ckpt.get("vocab_json"):
         vocabs = Vocabularies.from_json(ckpt["vocab_json"], f"{p} (vocabulary)")
-        if (len(vocabs.source), len(vocabs.target)) != (cfg.src_vocab_size, cfg.tgt_vocab_size):
+        if (len(vocabs.source), len(vocabs.target)) != model.vocab_sizes:
             raise PhraseRescoreError(f"vocabulary sizes {len(vocabs.source)}/{len(vocabs.target)} differ from the "
-                                     f"model's {cfg.src_vocab_size}/{cfg.tgt_vocab_size}", p)
-    return model, vocabs, ckpt
+                                     "model's {}/{}".format(*model.vocab_sizes), p)
+    return Checkpoint(model, vocabs, ckpt.get("train_state") or None, p, kind)
+

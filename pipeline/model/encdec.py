@@ -224,6 +224,25 @@ class RNNEncoderDecoder(nn.Module):
         """Per-source decoder terms from c (B, H); see :class:`DecoderContext`."""
         return self.decoder.init(c)
 
+    @property
+    def device(self) -> torch.device:
+        return self.encoder.E_src.device
+
+    @property
+    def vocab_sizes(self) -> tuple[int, int]:
+        """(source, target) vocabulary sizes, read from the embeddings."""
+        return self.encoder.E_src.shape[0], self.decoder.E_tgt.shape[0]
+
+    def encode_sources(self, src_ids: torch.Tensor, src_mask: torch.Tensor) -> DecoderContext:
+        """What scoring many targets per source keeps of each source: its decoder terms, one row per source."""
+        return self.decoder_init(self.encode(src_ids, src_mask))
+
+    def score_targets(self, enc: DecoderContext, rows: torch.Tensor, tgt_ids: torch.Tensor,
+                      tgt_mask: torch.Tensor) -> torch.Tensor:
+        """log p(y | x) (b,) of each target (b, T), its source being row ``rows[i]`` of :meth:`encode_sources`."""
+        self._check(tgt_ids, tgt_mask, "target")
+        return self.decoder(tgt_ids, tgt_mask, enc.select(rows)).sum(dim=1)
+
     def decoder_step(self, prev_ids: torch.Tensor | None, s: torch.Tensor, ctx: DecoderContext
                      ) -> tuple[torch.Tensor, torch.Tensor]:
         """Advance one target position and score the next word.

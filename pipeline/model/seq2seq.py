@@ -72,8 +72,10 @@ class Seq2SeqConfig:
 
     @classmethod
     def from_dict(cls, d: dict) -> "Seq2SeqConfig":
-        known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in d.items() if k in known})
+        unknown = set(d) - {f.name for f in fields(cls)}
+        if unknown:
+            raise ValueError(f"unknown Seq2SeqConfig keys {sorted(unknown)}")
+        return cls(**d)
 
     @property
     def state_size(self) -> int:
@@ -159,9 +161,23 @@ class Seq2Seq(nn.Module):
     def device(self) -> torch.device:
         return next(self.parameters()).device
 
+    @property
+    def vocab_sizes(self) -> tuple[int, int]:
+        """(source, target) vocabulary sizes, read from the embeddings."""
+        return self.encoder.embed.num_embeddings, self.decoder.embed.num_embeddings
+
     def encode(self, src: torch.Tensor, src_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(B, S) source ids and mask -> v = (h, c), each (L, B, H)."""
         return self.encoder(src, src_mask)
+
+    def encode_sources(self, src: torch.Tensor, src_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """What scoring many targets per source keeps of each source: v = (h, c), one column per source."""
+        return self.encode(src, src_mask)
+
+    def score_targets(self, state, rows: torch.Tensor, tgt: torch.Tensor, tgt_mask: torch.Tensor) -> torch.Tensor:
+        """log p(T | S) (b,) of each target (b, T), its source being row ``rows[i]`` of :meth:`encode_sources`."""
+        h, c = state
+        return self.token_log_probs((h.index_select(1, rows), c.index_select(1, rows)), tgt, tgt_mask).sum(1)
 
     def decode_step(self, prev: torch.Tensor, state):
         """One decoder step: (N,) previous ids and state (L, N, H) x 2 -> ((N, V) log-probs, new state)."""

@@ -135,6 +135,29 @@ def test_phrase_level_encoder_decoder_scores_whole_sentences(files):
     assert [e.feature_names()[-1] for e in read_nbest(files / "o.nbest")] == ["RNNEncDec0"] * 4
 
 
+def test_ensembles_take_either_model_but_one_kind(files):
+    from phrase_rescore.pipeline.model.encdec import EncDecConfig, RNNEncoderDecoder
+
+    eds = []
+    for seed in (0, 1):
+        torch.manual_seed(seed)
+        eds.append(RNNEncoderDecoder(EncDecConfig(len(VOCABS.source), len(VOCABS.target), emb_dim=6, hidden_dim=8,
+                                                  maxout_units=4, rank=3)).eval())
+        save_checkpoint(files / f"ed{seed}.pt", eds[-1], VOCABS)
+    srcs, hyps = [s.split() for s in SOURCES], [["the house".split()], [], [], ["hello".split(), []]]
+    alone = [GroupedScorer(m, VOCABS).score_groups(srcs, hyps) for m in eds]
+    got = GroupedScorer(Ensemble(eds), VOCABS, hyp_batch=1).score_groups(srcs, hyps)
+    for i, lps in enumerate(got):
+        assert lps == pytest.approx([0.5 * (a + b) for a, b in zip(alone[0][i], alone[1][i])], abs=1e-6)
+    s = rescore_nbest(RescoreConfig(str(NBEST), str(files / "src.txt"), [str(files / "ed0.pt"), str(files / "ed1.pt")],
+                                    str(files / "o.nbest"), str(files / "1.txt")))
+    assert (s.model_kind, s.feature_name) == ("encdec", "RNNEncDec0")
+    with pytest.raises(PhraseRescoreError, match="ensemble members must be of one kind") as e:
+        rescore_nbest(RescoreConfig(str(NBEST), str(files / "src.txt"), [str(files / "m.pt"), str(files / "ed0.pt")],
+                                    str(files / "o.nbest"), str(files / "1.txt")))
+    assert e.value.path == str(files / "ed0.pt")
+
+
 def test_nbest_ids_beyond_the_source_fail(files):
     (files / "short.txt").write_text("a\nb\n")
     with pytest.raises(PhraseRescoreError, match="sentence id 3 but the input has only 2"):

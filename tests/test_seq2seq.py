@@ -215,6 +215,32 @@ def test_resume_continues_exactly(tmp_path, one_thread, monkeypatch):
         assert torch.allclose(a[k], b[k], atol=1e-6), k
 
 
+def _to_earlier_layout(path, new_name):
+    """Rewrite a checkpoint with the earlier Seq2Seq keys (``weights``, ``vocab``) under ``new_name``."""
+    d = torch.load(path, weights_only=True)
+    d["weights"], d["vocab"] = d.pop("state_dict"), d.pop("vocab_json")
+    d["train_state"] = d["train_state"] or {}
+    path.unlink()
+    torch.save(d, path.with_name(new_name))
+
+
+def test_a_run_of_the_earlier_layout_resumes_exactly(tmp_path, one_thread, monkeypatch):
+    monkeypatch.setenv("PHRASE_RESCORE_QUIET", "1")
+    src, tgt = _write_task(tmp_path, 120, 2)
+    common = dict(valid_size=20, emb_dim=8, hidden_dim=8, num_layers=1, batch_size=16, decay_start=1.0, seed=4)
+    straight = train(TrainSeq2SeqConfig(src, tgt, str(tmp_path / "a"), epochs=2.5, **common))
+    train(TrainSeq2SeqConfig(src, tgt, str(tmp_path / "old"), epochs=1.5, **common))
+    _to_earlier_layout(tmp_path / "old" / "last.pt", "last.pt")
+    _to_earlier_layout(tmp_path / "old" / "model.pt", "best.pt")
+    resumed = train(TrainSeq2SeqConfig(src, tgt, str(tmp_path / "old"), epochs=2.5, **common))
+    assert [h["valid_ppl"] for h in resumed.history] == pytest.approx([h["valid_ppl"] for h in straight.history], rel=1e-5)
+    assert sorted(p.name for p in (tmp_path / "old").glob("*.pt")) == ["last.pt", "model.pt"]  # best.pt renamed
+    a = load_checkpoint(tmp_path / "a").model.state_dict()
+    b = load_checkpoint(tmp_path / "old").model.state_dict()
+    for k in a:
+        assert torch.allclose(a[k], b[k], atol=1e-6), k
+
+
 def test_parallel_files_must_have_equal_length(tmp_path):
     (tmp_path / "s").write_text("a b\nc\n")
     (tmp_path / "t").write_text("x\n")

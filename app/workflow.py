@@ -6,7 +6,7 @@ the function that runs it. A workflow file picks stages and sets parameters::
 
     [workflow]
     name = "demo"
-    stages = ["demo-data", "build-smt", "prepare", "train", "score", "moses-ini", "tune", "evaluate"]
+    stages = ["demo-data", "build-smt", "tokenize", "prepare", "train", "score", "moses-ini", "tune", "evaluate"]
 
     [inputs]              # artifacts the user brings: name = path (relative to the current directory)
     # phrase_table = "model/phrase-table.gz"

@@ -5,6 +5,7 @@ A :class:`~phrase_rescore.core.errors.PhraseRescoreError` becomes ``error: <mess
 """
 from __future__ import annotations
 
+import math
 import sys
 import zlib
 
@@ -14,6 +15,16 @@ from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.core.fileio import check_outputs
 from phrase_rescore.core.outdir import claim_output_dir, release_unused
 from phrase_rescore.core.version import code_version
+from phrase_rescore.moses_integration.embedded.build import BuildConfig
+from phrase_rescore.moses_integration.report import EvaluateConfig
+from phrase_rescore.moses_integration.tuning import TuneConfig
+from phrase_rescore.pipeline.prepare import PrepareConfig
+from phrase_rescore.pipeline.sample import SampleConfig
+from phrase_rescore.pipeline.score import ScoreConfig
+from phrase_rescore.pipeline.train import TrainConfig
+
+from .schema import collect, options
+from .stages import DemoDataConfig
 
 
 class _Group(click.Group):
@@ -88,20 +99,16 @@ def main(ctx, quiet):
 @main.command("prepare")
 @click.argument("table", type=click.Path(exists=True, dir_okay=False))
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Pairs directory to write.")
-@click.option("--vocab-size", default=15000, show_default=True, help="Shortlist size per side (the paper: 15000).")
-@click.option("--valid-fraction", default=0.01, show_default=True, help="Share of source phrases held out.")
-@click.option("--seed", default=1234, show_default=True, help="Seed choosing the held-out sources.")
+@options(PrepareConfig, exclude=("src_corpus", "tgt_corpus"))
 @click.option("--src-corpus", type=click.Path(dir_okay=False), help="Tokenized source corpus to count the vocabulary from.")
 @click.option("--tgt-corpus", type=click.Path(dir_okay=False), help="Tokenized target corpus (with --src-corpus).")
-@click.option("--on-error", type=click.Choice(["raise", "keep"]), default="raise", show_default=True,
-              help="keep: skip bad lines, listed in OUT/rejects.txt.")
-def prepare_cmd(table, out_dir, vocab_size, valid_fraction, seed, src_corpus, tgt_corpus, on_error):
+def prepare_cmd(table, out_dir, src_corpus, tgt_corpus, **kw):
     """Unique phrase pairs as Parquet with ids, a vocabulary and a validation split."""
-    from phrase_rescore.pipeline.prepare import PrepareConfig, prepare
+    from phrase_rescore.pipeline.prepare import prepare
 
+    cfg = PrepareConfig(src_corpus=src_corpus, tgt_corpus=tgt_corpus, **collect(PrepareConfig, kw))
     _check_paths({"TABLE": table, "--src-corpus": src_corpus, "--tgt-corpus": tgt_corpus}, {}, {"--out": out_dir})
-    m = prepare(table, out_dir, PrepareConfig(vocab_size=vocab_size, valid_fraction=valid_fraction, seed=seed,
-                                              src_corpus=src_corpus, tgt_corpus=tgt_corpus, on_error=on_error))
+    m = prepare(table, out_dir, cfg)
     click.echo(f"{m['lines']} lines ({m['rejected']} rejected), {m['unique_pairs']} unique pairs: "
                f"{m['train_pairs']} train / {m['valid_pairs']} valid; vocabulary {m['vocab_source']} + "
                f"{m['vocab_target']} ({m['vocab_counted_from']}) -> {out_dir}")
@@ -111,21 +118,17 @@ def prepare_cmd(table, out_dir, vocab_size, valid_fraction, seed, src_corpus, tg
 
 @main.command("make-demo-data")
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Directory to write.")
-@click.option("--train", "n_train", default=10000, show_default=True, help="Training sentence pairs.")
-@click.option("--dev", "n_dev", default=500, show_default=True, help="Development (tuning) sentence pairs.")
-@click.option("--test", "n_test", default=500, show_default=True, help="Test sentence pairs.")
-@click.option("--seed", default=1, show_default=True, help="Seed; the corpus is a function of it.")
-@click.option("--noise", "noise_rate", default=0.04, show_default=True,
-              help="Share of training pairs misaligned or loosely translated.")
-def make_demo_data_cmd(out_dir, n_train, n_dev, n_test, seed, noise_rate):
+@options(DemoDataConfig)
+def make_demo_data_cmd(out_dir, **kw):
     """Generate the English-French demo corpus (train/dev/test .en/.fr)."""
     import json
 
     from phrase_rescore.data.demo_corpus import generate
 
-    paths = generate(out_dir, n_train=n_train, n_dev=n_dev, n_test=n_test, seed=seed, noise_rate=noise_rate)
+    c = DemoDataConfig(**collect(DemoDataConfig, kw))
+    paths = generate(out_dir, n_train=c.train, n_dev=c.dev, n_test=c.test, seed=c.seed, noise_rate=c.noise)
     noise = json.loads(paths["manifest"].read_text(encoding="utf-8"))["noise_counts"]
-    click.echo(f"{n_train} train / {n_dev} dev / {n_test} test pairs (seed {seed}; noisy train pairs: "
+    click.echo(f"{c.train} train / {c.dev} dev / {c.test} test pairs (seed {c.seed}; noisy train pairs: "
                + ", ".join(f"{k} {v}" for k, v in noise.items()) + f") -> {out_dir}")
 
 
@@ -158,13 +161,19 @@ def run_cmd(workflow_file, workdir, sets, from_stage):
 # --- Moses integration: moses-ini, tune, evaluate -----------------------------------------------------
 
 def _floats(text):
-    """'0.2,-0.1' -> (0.2, -0.1); None stays None."""
+    """'0.2,-0.1' -> (0.2, -0.1); None stays None.
+
+    :raises PhraseRescoreError: ``--weights 0.1,nan: expected finite numbers separated by commas``.
+    """
     if text is None:
         return None
     try:
-        return tuple(float(x) for x in text.replace(",", " ").split())
+        values = tuple(float(x) for x in text.replace(",", " ").split())
     except ValueError:
-        raise click.BadParameter(f"expected numbers separated by commas, got {text!r}") from None
+        values = ()
+    if not values or not all(math.isfinite(v) for v in values):
+        raise PhraseRescoreError(f"--weights {text}: expected finite numbers separated by commas")
+    return values
 
 
 @main.command("moses-ini")
@@ -199,35 +208,21 @@ def moses_ini_cmd(old_ini, table, out, feature, weights, binarized_prefix, no_bi
 
 @main.command("tune")
 @click.argument("ini", type=click.Path(exists=True, dir_okay=False))
-@click.option("--backend", type=click.Choice(["moses", "embedded"]), default="moses", show_default=True,
-              help="moses: a real Moses's mert-moses.pl (MOSES_HOME); embedded: the project's decoder and MERT.")
 @click.option("--dev-src", required=True, type=click.Path(exists=True, dir_okay=False), help="Tokenized dev source.")
 @click.option("--dev-ref", required=True, type=click.Path(exists=True, dir_okay=False), help="Tokenized dev reference.")
 @click.option("--workdir", required=True, type=click.Path(file_okay=False), help="Working directory (log, mert-work/).")
 @click.option("--out", type=click.Path(dir_okay=False), help="Tuned moses.ini (default WORKDIR/moses.tuned.ini).")
-@click.option("--nbest", default=100, show_default=True, help="n-best list size per iteration.")
-@click.option("--maximum-iterations", default=25, show_default=True, help="Most MERT iterations.")
-@click.option("--threads", default=1, show_default=True,
-              help="moses: mert-moses.pl --threads (the optimizer); embedded: decoder processes.")
-@click.option("--decoder-flags", default="", help="moses: passed as mert-moses.pl --decoder-flags, e.g. '-threads 8'.")
-@click.option("--batch-mira", is_flag=True, help="moses: tune with batch MIRA instead of MERT.")
-@click.option("--return-best-dev", is_flag=True, help="Keep the weights of the best dev iteration, not the last.")
-@click.option("--predictable-seeds", is_flag=True, help="moses: deterministic random restarts.")
-@click.option("--seed", default=1, show_default=True, help="embedded: MERT's random seed.")
-@click.option("--moses-home", envvar="MOSES_HOME", help="Moses installation root (default: $MOSES_HOME, or moses on PATH).")
-def tune_cmd(ini, backend, dev_src, dev_ref, workdir, out, nbest, maximum_iterations, threads, decoder_flags,
-             batch_mira, return_best_dev, predictable_seeds, seed, moses_home):
+@options(TuneConfig)
+def tune_cmd(ini, dev_src, dev_ref, workdir, out, **kw):
     """Tune the weights of a moses.ini on a dev set (mert-moses.pl or the embedded MERT)."""
     from pathlib import Path
 
-    from phrase_rescore.moses_integration.tuning import TuneConfig, tune
+    from phrase_rescore.moses_integration.tuning import tune
 
+    values = collect(TuneConfig, kw)
     _check_paths({"INI": ini, "--dev-src": dev_src, "--dev-ref": dev_ref}, {"--out": out}, {"--workdir": workdir})
-    tuned = tune(TuneConfig(backend=backend, ini=Path(ini), dev_src=Path(dev_src), dev_ref=Path(dev_ref),
-                            workdir=Path(workdir), out=Path(out) if out else None, nbest=nbest,
-                            max_iterations=maximum_iterations, threads=threads, decoder_flags=decoder_flags,
-                            batch_mira=batch_mira, return_best_dev=return_best_dev,
-                            predictable_seeds=predictable_seeds, seed=seed, moses_home=moses_home),
+    tuned = tune(TuneConfig(ini=Path(ini), dev_src=Path(dev_src), dev_ref=Path(dev_ref), workdir=Path(workdir),
+                            out=Path(out) if out else None, **values),
                  echo=lambda line: click.echo(line, err=True))
     click.echo(f"tuned moses.ini: {tuned}")
 
@@ -253,32 +248,27 @@ def _named_paths(values, what):
 @click.option("--dev-src", type=click.Path(exists=True, dir_okay=False), help="Tokenized dev source.")
 @click.option("--dev-ref", type=click.Path(exists=True, dir_okay=False), help="Raw dev reference.")
 @click.option("--workdir", required=True, type=click.Path(file_okay=False), help="Where outputs and the report go.")
-@click.option("--backend", type=click.Choice(["moses", "embedded"]), default="moses", show_default=True)
 @click.option("--detok-lang", default="en", show_default=True, help="Target language for detokenization; 'none' to skip.")
-@click.option("--bootstrap", default=1000, show_default=True, help="Paired bootstrap resamples (sacrebleu --paired-bs-n).")
-@click.option("--seed", default=12345, show_default=True, help="Bootstrap seed (sacrebleu's default).")
-@click.option("--threads", default=1, show_default=True, help="Decoder threads.")
-@click.option("--moses-home", envvar="MOSES_HOME", help="Moses installation root (default: $MOSES_HOME, or moses on PATH).")
-def evaluate_cmd(systems, models, test_src, test_ref, dev_src, dev_ref, workdir, backend, detok_lang, bootstrap,
-                 seed, threads, moses_home):
+@options(EvaluateConfig)
+def evaluate_cmd(systems, models, test_src, test_ref, dev_src, dev_ref, workdir, detok_lang, **kw):
     """Decode, score (sacrebleu BLEU/chrF, paired bootstrap) and write Table 1 as Markdown and CSV."""
     from pathlib import Path
 
-    from phrase_rescore.moses_integration.report import EvaluateConfig, SystemSpec, evaluate
+    from phrase_rescore.moses_integration.report import SystemSpec, evaluate
 
     named = _named_paths(systems, "--system")
     mods = _named_paths(models, "--model")
     unknown = set(mods) - set(named)
     if unknown:
         raise click.BadParameter(f"--model for unknown configuration(s): {', '.join(sorted(unknown))}")
+    values = collect(EvaluateConfig, kw)
     _check_paths({"--system": list(named.values()), "--model": list(mods.values()), "--test-src": test_src,
                    "--test-ref": test_ref, "--dev-src": dev_src, "--dev-ref": dev_ref}, {}, {"--workdir": workdir})
     specs = [SystemSpec(n, Path(p), Path(mods[n]) if n in mods else None) for n, p in named.items()]
     df = evaluate(EvaluateConfig(systems=specs, test_src=Path(test_src), test_ref=Path(test_ref),
                                  workdir=Path(workdir), dev_src=Path(dev_src) if dev_src else None,
-                                 dev_ref=Path(dev_ref) if dev_ref else None, backend=backend, moses_home=moses_home,
-                                 detok_lang=None if detok_lang.lower() == "none" else detok_lang,
-                                 bootstrap_samples=bootstrap, seed=seed, threads=threads))
+                                 dev_ref=Path(dev_ref) if dev_ref else None,
+                                 detok_lang=None if detok_lang.lower() == "none" else detok_lang, **values))
     click.echo(Path(df.attrs["markdown"]).read_text(encoding="utf-8"))
     click.echo(f"wrote {df.attrs['markdown']} and {df.attrs['csv']}")
 
@@ -298,26 +288,21 @@ def _lang_from_suffix(path: str) -> str | None:
 @click.argument("train_src", type=click.Path(exists=True, dir_okay=False))
 @click.argument("train_tgt", type=click.Path(exists=True, dir_okay=False))
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Output directory.")
-@click.option("--source-lang", help="Source language code for the tokenizer (default: TRAIN_SRC's suffix, else en).")
-@click.option("--target-lang", help="Target language code for the tokenizer (default: TRAIN_TGT's suffix, else en).")
-@click.option("--case", type=click.Choice(["lower", "truecase", "none"]), default="lower", show_default=True)
-@click.option("--escape/--no-escape", default=False, show_default=True,
-              help="tokenizer.perl's XML escaping of & | < > ' \" [ ] (off keeps the text as given).")
-@click.option("--max-sentence-length", default=80, show_default=True, help="clean-corpus-n.perl max tokens.")
-@click.option("--max-phrase-length", default=7, show_default=True)
-@click.option("--lm-order", default=5, show_default=True)
-@click.option("--eflomal-model", type=click.IntRange(1, 3), default=3, show_default=True,
-              help="1 IBM1, 2 HMM, 3 HMM+fertility.")
-def build_smt_cmd(train_src, train_tgt, out_dir, source_lang, target_lang, case, escape, max_sentence_length,
-                  max_phrase_length, lm_order, eflomal_model):
+@options(BuildConfig)
+def build_smt_cmd(train_src, train_tgt, out_dir, **kw):
     """Build phrase-table.gz, lm.arpa and moses.ini from raw parallel text, Moses-compatible, no Moses needed."""
-    from phrase_rescore.moses_integration.embedded.build import BuildConfig, build_smt
+    from click.core import ParameterSource
 
+    from phrase_rescore.moses_integration.embedded.build import build_smt
+
+    ctx = click.get_current_context()
+    unset = {k for k in ("source_lang", "target_lang") if ctx.get_parameter_source(k) != ParameterSource.COMMANDLINE}
+    values = collect(BuildConfig, kw)
+    for key, path in (("source_lang", train_src), ("target_lang", train_tgt)):
+        if key in unset and values[key] == BuildConfig.__dataclass_fields__[key].default:
+            values[key] = _lang_from_suffix(path) or values[key]  # the default gives way to the file's suffix
+    config = BuildConfig(**values)
     _check_paths({"TRAIN_SRC": train_src, "TRAIN_TGT": train_tgt}, {}, {"--out": out_dir})
-    config = BuildConfig(source_lang=source_lang or _lang_from_suffix(train_src) or "en",
-                         target_lang=target_lang or _lang_from_suffix(train_tgt) or "en",
-                         case=case, escape=escape, max_sentence_length=max_sentence_length,
-                         max_phrase_length=max_phrase_length, lm_order=lm_order, eflomal_model=eflomal_model)
     result = build_smt(train_src, train_tgt, out_dir, config)
     click.echo(result.summary())
 
@@ -432,44 +417,22 @@ def rescore_nbest_cmd(nbest, src, models, out_nbest, out_1best, feature_name, we
 @click.argument("pairs_dir", type=click.Path(exists=True, file_okay=False))
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False),
               help="MODEL_DIR: model.pt (best), last.pt, train_log.csv.")
-@click.option("--preset", type=click.Choice(["small", "paper"]), default="small", show_default=True,
-              help="paper: embeddings 100, hidden 1000, maxout 500, rank 100 (Cho et al.); small: 64/256/128/64.")
-@click.option("--gru", type=click.Choice(["paper", "cudnn"]), default="paper", show_default=True,
-              help="Reset gate before U (paper, eq. 8) or after U (cuDNN / torch.nn.GRU).")
-@click.option("--bias/--no-bias", default=False, show_default=True, help="Biases (the paper's listing has none).")
-@click.option("--emb-dim", type=int, help="Override the preset's embedding size.")
-@click.option("--hidden-dim", type=int, help="Override the preset's hidden size.")
-@click.option("--maxout-units", type=int, help="Override the preset's maxout units.")
-@click.option("--rank", type=int, help="Override the preset's output rank.")
-@click.option("--batch-size", default=64, show_default=True, help="Phrase pairs per update (the paper: 64).")
-@click.option("--lr", default=1.0, show_default=True, help="Adadelta's update scale (1.0: Zeiler's Adadelta).")
-@click.option("--rho", default=0.95, show_default=True, help="Adadelta rho (the paper: 0.95).")
-@click.option("--eps", default=1e-6, show_default=True, help="Adadelta epsilon (the paper: 1e-6).")
-@click.option("--clip-norm", default=1.0, show_default=True, help="Global gradient-norm limit (GroundHog: 1.0).")
-@click.option("--init-std", type=float, help="Weights ~ N(0, std^2) (default: 0.01, the paper's, for --preset paper; "
-                                             "0.05 for small).")
-@click.option("--seed", default=1, show_default=True, help="Initial weights and pair sampling.")
-@click.option("--max-steps", default=100_000, show_default=True, help="Stop after this many updates.")
-@click.option("--time-budget", type=float, help="Stop after this many seconds of training.")
-@click.option("--patience", default=10, show_default=True, help="Stop after this many validations without improvement (0: never).")
-@click.option("--valid-every", default=500, show_default=True, help="Updates between validations and checkpoints.")
-@click.option("--valid-max-pairs", default=20_000, show_default=True, help="Validate on at most this many held-out pairs.")
-@click.option("--device", default="auto", show_default=True, help="auto, cpu, cuda or cuda:N.")
-@click.option("--resume", is_flag=True, help="Continue exactly from MODEL_DIR/last.pt.")
-def train_cmd(pairs_dir, out_dir, preset, gru, bias, emb_dim, hidden_dim, maxout_units, rank, batch_size, lr, rho,
-              eps, clip_norm, init_std, seed, max_steps, time_budget, patience, valid_every, valid_max_pairs, device,
-              resume):
+@options(TrainConfig)
+@click.option("--emb-dim", type=int, hidden=True, help="Same as --model-overrides '{emb_dim = N}'.")
+@click.option("--hidden-dim", type=int, hidden=True, help="Same as --model-overrides '{hidden_dim = N}'.")
+@click.option("--maxout-units", type=int, hidden=True, help="Same as --model-overrides '{maxout_units = N}'.")
+@click.option("--rank", type=int, hidden=True, help="Same as --model-overrides '{rank = N}'.")
+def train_cmd(pairs_dir, out_dir, emb_dim, hidden_dim, maxout_units, rank, **kw):
     """Train the RNN Encoder-Decoder on prepared phrase pairs (PAIRS_DIR from `prepare`)."""
-    from phrase_rescore.pipeline.train import TrainConfig, train
+    from phrase_rescore.pipeline.train import train
 
+    sizes = {k: v for k, v in dict(emb_dim=emb_dim, hidden_dim=hidden_dim, maxout_units=maxout_units,
+                                   rank=rank).items() if v is not None}
+    if sizes:  # the older spellings of --model-overrides
+        kw["model_overrides"] = "{" + ", ".join(f"{k} = {v}" for k, v in sizes.items()) + "}"
+    cfg = TrainConfig(**collect(TrainConfig, kw))
     _check_paths({"PAIRS_DIR": pairs_dir}, {}, {"--out": out_dir})
-    overrides = {k: v for k, v in dict(emb_dim=emb_dim, hidden_dim=hidden_dim, maxout_units=maxout_units,
-                                       rank=rank).items() if v is not None}
-    s = train(pairs_dir, out_dir, TrainConfig(
-        preset=preset, gru=gru, bias=bias, model_overrides=overrides, batch_size=batch_size, lr=lr, rho=rho, eps=eps,
-        clip_norm=clip_norm, init_std=init_std, seed=seed,
-        max_steps=max_steps, time_budget_s=time_budget, patience=patience or None, valid_every=valid_every,
-        valid_max_pairs=valid_max_pairs, device=device, resume=resume))
+    s = train(pairs_dir, out_dir, cfg)
     click.echo(f"{s['steps']} steps ({s['stop_reason']}), {s['pairs_per_s']:.0f} pairs/s on {s['device']}; validation "
                f"perplexity {s['last_valid_ppl']:.3f}, best {s['best_valid_ppl']:.3f} (unigram "
                f"{s['unigram_valid_ppl']:.3f}) -> {s['model']}")
@@ -486,12 +449,14 @@ def train_cmd(pairs_dir, out_dir, preset, gru, bias, emb_dim, hidden_dim, maxout
 @click.option("--device", default="auto", show_default=True)
 def sample_cmd(model, phrase, num_samples, greedy, beam, max_len, seed, device):
     """Target phrases for a tokenized source PHRASE from MODEL (a .pt or a training directory), as in Table 3."""
-    from phrase_rescore.pipeline.sample import SampleConfig, format_table, sample_phrase
+    from phrase_rescore.core.config import check, flag_name
+    from phrase_rescore.pipeline.sample import format_table, sample_phrase
 
     if greedy and beam is not None:
         raise click.UsageError("choose one of --greedy and --beam")
     mode = "greedy" if greedy else "beam" if beam is not None else "sample"
-    cfg = SampleConfig(mode=mode, n=num_samples, beam=beam or 5, max_len=max_len, seed=seed)
+    given = {"n": num_samples, "beam": 5 if beam is None else beam, "max_len": max_len, "seed": seed}
+    cfg = SampleConfig(mode=mode, **check(SampleConfig, given, flag_name))
     click.echo(format_table(sample_phrase(model, phrase, cfg, device=device), mode))
 
 
@@ -502,34 +467,15 @@ def sample_cmd(model, phrase, num_samples, greedy, beam, max_len, seed, device):
 @click.argument("table", type=click.Path(exists=True, dir_okay=False))
 @click.option("--out", "-o", required=True, type=click.Path(dir_okay=False),
               help="The new phrase table (gzip when it ends in .gz).")
-@click.option("--columns", default="logprob,unk", show_default=True,
-              help="Columns to append, in order: logprob = p(f|e) as exp(log p); unk = exp(#unknown words).")
-@click.option("--raw-logprob", is_flag=True,
-              help="Write log p and the unknown-word count themselves (for consumers other than Moses).")
-@click.option("--on-error", type=click.Choice(["raise", "keep"]), default="raise", show_default=True,
-              help="keep: a bad line keeps its place with neutral values and is listed in OUT.rejects.")
+@options(ScoreConfig, exclude=("rejects", "vocab"))
 @click.option("--rejects", type=click.Path(dir_okay=False), help="Where --on-error keep lists bad lines.")
 @click.option("--vocab", type=click.Path(exists=True, dir_okay=False),
               help="Vocabulary JSON, for a checkpoint that carries none.")
-@click.option("--device", default="auto", show_default=True, help="auto (CUDA when present), cpu, cuda, cuda:N.")
-@click.option("--precision", type=click.Choice(["fp32", "bf16", "fp16"]), default="fp32", show_default=True,
-              help="bf16/fp16 autocast (for CUDA).")
-@click.option("--precompute-vocab/--no-precompute-vocab", default=None,
-              help="Precompute each word's input products per vocabulary entry [auto: when they fit in 1 GiB].")
-@click.option("--max-tokens", type=int, help="Target tokens per group of sources [auto: 4,096,000 / hidden size].")
-@click.option("--matmul", type=click.Choice(["auto", "torch", "numpy"]), default="auto", show_default=True,
-              help="BLAS of the CPU matrix products; auto: chosen from the BLAS libraries and the CPU, never timed.")
-@click.option("--chunk-lines", default=10_000, show_default=True, help="Lines per resumable chunk.")
-@click.option("--threads", type=int, help="CPU scoring workers, one torch thread each [default: torch's thread count].")
-@click.option("--restart", is_flag=True, help="Ignore an earlier interrupted run instead of resuming it.")
-def score_cmd(model, table, out, columns, raw_logprob, on_error, rejects, vocab, device, precision,
-              precompute_vocab, max_tokens, matmul, chunk_lines, threads, restart):
+def score_cmd(model, table, out, rejects, vocab, **kw):
     """Append log p(f|e) and the unknown-word penalty to every line of a phrase TABLE (resumable)."""
-    from phrase_rescore.pipeline.score import ScoreConfig, score_table
+    from phrase_rescore.pipeline.score import score_table
 
-    cfg = ScoreConfig(columns=columns, raw_logprob=raw_logprob, on_error=on_error, rejects=rejects, vocab=vocab,
-                      device=device, precision=precision, precompute_vocab=precompute_vocab, max_tokens=max_tokens,
-                      matmul=matmul, chunk_lines=chunk_lines, threads=threads, restart=restart)
+    cfg = ScoreConfig(rejects=rejects, vocab=vocab, **collect(ScoreConfig, kw))
     s = score_table(model, table, out, cfg)
     if s["restart_reason"]:
         click.echo(f"note: started afresh ({s['restart_reason']})", err=True)

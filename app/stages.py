@@ -17,9 +17,13 @@ tuned_*            moses.ini tuned on the dev set (baseline, rnn, rnn_wp)
 report_md/csv      the Table-1 report: dev and test BLEU per configuration, Δ, p-values, hashes
 =================  =========================================================================
 
-The parameter names and defaults of a stage are those of its library config dataclass, so a workflow
-file's ``[build-smt]``/``[prepare]``/``[train]``/``[score]`` sections take exactly the options of the
-matching ``phrase-rescore`` command.
+A stage's parameters, defaults, valid values and checks are the settings of its library config dataclass
+(:mod:`phrase_rescore.core.config`), from which the matching ``phrase-rescore`` command's options are
+generated too: ``[build-smt]``, ``[prepare]``, ``[train]``, ``[score]``, ``[tune]`` and ``[demo-data]`` take
+exactly the options of ``build-smt``, ``prepare``, ``train``, ``score``, ``tune`` and ``make-demo-data``
+that a workflow does not decide itself (the paths, which are artifacts; ``train --resume``, ``score
+--columns``/``--raw-logprob``/``--restart``). ``[evaluate]`` takes ``evaluate``'s options, with build-smt's
+``case`` and ``target_lang`` for ``--detok-lang``; ``[moses-ini]`` has one weight per added column.
 """
 from __future__ import annotations
 
@@ -27,11 +31,11 @@ import dataclasses
 import json
 import os
 from pathlib import Path
-from typing import Any
-
+from phrase_rescore.core.config import check, setting
 from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.core.fileio import atomic_open, open_text_read
 
+from .schema import stage_check, stage_choices, stage_params
 from .workflow import Registry, StageContext, StageDef
 
 CONFIGURATIONS = {  # configuration -> (display name, its ini artifact, its table artifact, tuned artifact)
@@ -41,132 +45,50 @@ CONFIGURATIONS = {  # configuration -> (display name, its ini artifact, its tabl
 }
 
 
-def _defaults(cls, drop: tuple[str, ...] = ()) -> dict[str, Any]:
-    """A config dataclass's fields and defaults as stage parameters (None defaults become "" or are kept)."""
-    out = {}
-    for f in dataclasses.fields(cls):
-        if f.name in drop:
-            continue
-        if f.default is not dataclasses.MISSING:
-            out[f.name] = f.default
-        elif f.default_factory is not dataclasses.MISSING:  # type: ignore[misc]
-            out[f.name] = f.default_factory()  # type: ignore[misc]
-    return out
-
-
 def _config(cls, params: dict, **fixed):
     """Build ``cls`` from the stage parameters it has (others belong to the adapter), plus ``fixed``."""
     names = {f.name for f in dataclasses.fields(cls)}
     return cls(**{k: v for k, v in params.items() if k in names}, **fixed)
 
 
-# ----------------------------------------------------------------------------- parameter checks
-# Each stage's ``check`` runs before any stage does (the runner puts "[section] " in front of the message).
+# ----------------------------------------------------------------------------- parameters
+# Each stage's parameters, their checks and valid values are the settings of the config of the matching
+# command (``phrase_rescore.app.schema``); the runner checks them all before any stage runs.
 
-def _at_least(p: dict, lo: float, *keys: str, none_ok: bool = False) -> None:
-    """Each of ``keys`` is a number >= ``lo`` (or None, with ``none_ok``)."""
-    for k in keys:
-        v = p[k]
-        if v is None and none_ok:
-            continue
-        if v is None or v < lo:
-            raise PhraseRescoreError(f"{k} = {v!r}: expected at least {lo}" + (" (or leave it unset)" if none_ok else ""))
+@dataclasses.dataclass
+class DemoDataConfig:
+    """Options of ``make-demo-data`` and ``[demo-data]``: the corpus is a function of them."""
 
-
-def _above(p: dict, lo: float, *keys: str, none_ok: bool = False) -> None:
-    """Each of ``keys`` is a number > ``lo`` (or None, with ``none_ok``)."""
-    for k in keys:
-        v = p[k]
-        if v is None and none_ok:
-            continue
-        if v is None or v <= lo:
-            raise PhraseRescoreError(f"{k} = {v!r}: expected a number above {lo}"
-                                     + (" (or leave it unset)" if none_ok else ""))
+    train: int = setting(10000, at_least=1, help="Training sentence pairs.")
+    dev: int = setting(500, at_least=1, help="Development (tuning) sentence pairs.")
+    test: int = setting(500, at_least=1, help="Test sentence pairs.")
+    seed: int = setting(1, at_least=0, help="Seed; the corpus is a function of it.")
+    noise: float = setting(0.04, at_least=0, at_most=1, help="Share of training pairs misaligned or loosely translated.")
 
 
-def _check_device(p: dict) -> None:
-    from phrase_rescore.pipeline.device import resolve_device
-
-    try:
-        resolve_device(p["device"])
-    except PhraseRescoreError as e:
-        raise PhraseRescoreError(f"device = {p['device']!r}: {e.message}") from None
+#: tokenize prepares dev and test as build-smt prepared the training corpus: the same settings
+TOKENIZE_KEYS = ("source_lang", "target_lang", "case", "escape")
+#: evaluate lowercases the references and detokenizes as the system was built
+EVALUATE_BUILD_KEYS = ("case", "target_lang")
 
 
-def _check_demo_data(p: dict) -> None:
-    _at_least(p, 1, "train", "dev", "test")
-    if not 0.0 <= p["noise"] <= 1.0:
-        raise PhraseRescoreError(f"noise = {p['noise']!r}: expected a share between 0 and 1")
-
-
-def _check_build_smt(p: dict) -> None:
+def _build_subset(keys: tuple[str, ...]) -> dict:
     from phrase_rescore.moses_integration.embedded.build import BuildConfig
-
-    _at_least(p, 1, "max_sentence_length", "max_phrase_length", "lm_order", "eflomal_samplers")
-    _above(p, 0, "max_length_ratio")
-    _check_compresslevel(p)
-    _config(BuildConfig, p)
+    return {k: v for k, v in stage_params(BuildConfig).items() if k in keys}
 
 
-def _check_compresslevel(p: dict) -> None:
-    if not 0 <= p["compresslevel"] <= 9:
-        raise PhraseRescoreError(f"compresslevel = {p['compresslevel']!r}: expected 0 to 9")
-
-
-def _check_tokenize(p: dict) -> None:
-    from phrase_rescore.moses_integration.embedded.tokenizer import TokenizeConfig
-
-    TokenizeConfig(lang=p["source_lang"], case=p["case"], escape=p["escape"])
-
-
-def _check_prepare(p: dict) -> None:
-    _at_least(p, 1, "vocab_size", "partition_bytes", "buffer_pairs")
-    if not 0.0 <= p["valid_fraction"] < 1.0:
-        raise PhraseRescoreError(f"valid_fraction = {p['valid_fraction']!r}: expected at least 0 and below 1")
-
-
-def _check_train(p: dict) -> None:
-    from phrase_rescore.pipeline.model.encdec import EncDecConfig
-
-    _at_least(p, 1, "batch_size", "max_steps", "valid_every", "valid_batch_tokens")
-    _at_least(p, 1, "patience", "valid_max_pairs", none_ok=True)
-    _above(p, 0, "lr", "eps", "clip_norm")
-    _above(p, 0, "init_std", "time_budget_s", none_ok=True)
-    if not 0.0 <= p["rho"] <= 1.0:
-        raise PhraseRescoreError(f"rho = {p['rho']!r}: expected a number from 0 to 1")
-    valid = sorted({f.name for f in dataclasses.fields(EncDecConfig)}
-                   - {"src_vocab_size", "tgt_vocab_size", "gru", "bias", "init_std"})
-    unknown = sorted(set(p["model_overrides"]) - set(valid))
-    if unknown:
-        raise PhraseRescoreError(f"model_overrides: unknown key(s) {', '.join(unknown)}; valid keys: {', '.join(valid)}")
-    try:
-        EncDecConfig.preset(p["preset"], 2, 2, **p["model_overrides"])
-    except (TypeError, ValueError) as e:
-        raise PhraseRescoreError(f"model_overrides = {p['model_overrides']!r}: {e}") from None
-    _check_device(p)
-
-
-def _check_score(p: dict) -> None:
-    from phrase_rescore.pipeline.score import ScoreConfig
-
-    _at_least(p, 1, "threads", none_ok=True)
-    _check_compresslevel(p)
-    _config(ScoreConfig, p, columns=("logprob", "unk"))
-    _check_device(p)
-
-
-def _check_tune(p: dict) -> None:
-    _at_least(p, 1, "nbest", "max_iterations", "threads")
-    if p["backend"] == "embedded":
-        moses_only = [k for k, on in (("decoder_flags", bool(p["decoder_flags"].strip())),
-                                      ("batch_mira", p["batch_mira"])) if on]
-        if moses_only:
-            raise PhraseRescoreError(f"{' and '.join(moses_only)} only apply to backend = \"moses\" (the embedded "
-                                     "backend always runs MERT, seeded by seed)")
+def _check_build_subset(keys: tuple[str, ...]):
+    def run(p: dict) -> None:
+        from phrase_rescore.moses_integration.embedded.build import BuildConfig
+        check(BuildConfig, {k: p[k] for k in keys})
+    return run
 
 
 def _check_evaluate(p: dict) -> None:
-    _at_least(p, 1, "bootstrap_samples", "seed", "threads")
+    from phrase_rescore.moses_integration.report import EvaluateConfig
+
+    _check_build_subset(EVALUATE_BUILD_KEYS)(p)
+    stage_check(EvaluateConfig)(p)
 
 
 # ----------------------------------------------------------------------------- demo data
@@ -186,19 +108,11 @@ def run_demo_data(ctx: StageContext) -> dict:
 
 # ----------------------------------------------------------------------------- build-smt and tokenize
 
-def _build_params() -> dict:
-    from phrase_rescore.moses_integration.embedded.build import BuildConfig
-    return _defaults(BuildConfig)
-
-
 def run_build_smt(ctx: StageContext) -> dict:
     from phrase_rescore.moses_integration.embedded.build import BuildConfig, build_smt
 
     res = build_smt(ctx.input("train_src"), ctx.input("train_tgt"), ctx.dir / "smt", _config(BuildConfig, ctx.params))
     return {"phrase_table": res.stats.get("phrase_table"), "timings": res.timings, "notes": res.notes}
-
-
-TOKENIZE_PARAMS = {"source_lang": "en", "target_lang": "fr", "case": "lower", "escape": False}
 
 
 def _tokenize_file(src: Path, out: Path, lang: str, params: dict, truecase_model: Path | None) -> int:
@@ -223,7 +137,7 @@ def _check_same_preprocessing(params: dict, build_manifest: Path) -> None:
         return
     if not isinstance(m, dict) or m.get("format") != "phrase-rescore/build-smt" or not isinstance(m.get("config"), dict):
         return
-    differ = [f"{k} = {params[k]!r} (the build's: {m['config'][k]!r})" for k in TOKENIZE_PARAMS
+    differ = [f"{k} = {params[k]!r} (the build's: {m['config'][k]!r})" for k in TOKENIZE_KEYS
               if k in m["config"] and m["config"][k] != params[k]]
     if differ:
         raise PhraseRescoreError("the SMT system was built with other preprocessing than [tokenize] asks for: "
@@ -250,11 +164,6 @@ def run_tokenize(ctx: StageContext) -> dict:
 
 # ----------------------------------------------------------------------------- prepare, train, score
 
-def _prepare_params() -> dict:
-    from phrase_rescore.pipeline.prepare import PrepareConfig
-    return {**_defaults(PrepareConfig, drop=("src_corpus", "tgt_corpus")), "vocab_from_corpus": True}
-
-
 def run_prepare(ctx: StageContext) -> dict:
     from phrase_rescore.pipeline.prepare import PrepareConfig, prepare
 
@@ -267,11 +176,6 @@ def run_prepare(ctx: StageContext) -> dict:
                                   "vocab_target", "vocab_counted_from")}
 
 
-def _train_params() -> dict:
-    from phrase_rescore.pipeline.train import TrainConfig
-    return _defaults(TrainConfig, drop=("resume",))
-
-
 def run_train(ctx: StageContext) -> dict:
     from phrase_rescore.pipeline.train import TrainConfig, train
 
@@ -282,12 +186,6 @@ def run_train(ctx: StageContext) -> dict:
         raise PhraseRescoreError(f"training wrote its model to {s['model']}, expected {ctx.output('model')}")
     return {k: s.get(k) for k in ("steps", "stop_reason", "best_valid_ppl", "unigram_valid_ppl", "pairs_per_s",
                                   "device")}
-
-
-def _score_params() -> dict:
-    from phrase_rescore.pipeline.score import ScoreConfig
-    # columns: fixed by the configurations; raw_logprob: Moses needs exp() values; rejects/vocab: paths
-    return _defaults(ScoreConfig, drop=("columns", "raw_logprob", "rejects", "vocab", "restart"))
 
 
 def run_score(ctx: StageContext) -> dict:
@@ -364,11 +262,6 @@ def _run_moses_ini(config: str):
     return run
 
 
-TUNE_PARAMS = {"backend": "embedded", "nbest": 100, "max_iterations": 25, "threads": 1, "seed": 1,
-               "return_best_dev": False, "decoder_flags": "", "batch_mira": False, "predictable_seeds": False,
-               "moses_home": ""}
-
-
 def _run_tune(config: str):
     def run(ctx: StageContext) -> dict:
         from phrase_rescore.moses_integration.tuning import TuneConfig, tune
@@ -382,10 +275,6 @@ def _run_tune(config: str):
         log = ctx.dir / "work" / "tune-log.csv"
         return {"tuned_ini": os.fspath(tuned), "log": os.fspath(log) if log.exists() else None}
     return run
-
-
-EVALUATE_PARAMS = {"backend": "embedded", "case": "lower", "target_lang": "fr", "bootstrap_samples": 1000,
-                   "seed": 12345, "threads": 1, "moses_home": ""}
 
 
 def _lowercased(src: Path, out: Path) -> Path:
@@ -435,46 +324,44 @@ def run_evaluate(ctx: StageContext) -> dict:
 
 def default_registry() -> Registry:
     """Every real stage, in pipeline order."""
-    from phrase_rescore.moses_integration.backend import BACKENDS
-    from phrase_rescore.moses_integration.embedded.tokenizer import CASES
-
-    from phrase_rescore.pipeline.model.encdec import EncDecConfig
-    from phrase_rescore.pipeline.model.gru import RESET_FORMS
-    from phrase_rescore.moses_integration.phrase_table import ON_ERROR_CHOICES
-    from phrase_rescore.pipeline.scoring.fast import MATMULS, PRECISIONS
+    from phrase_rescore.moses_integration.embedded.build import BuildConfig
+    from phrase_rescore.moses_integration.report import EvaluateConfig
+    from phrase_rescore.moses_integration.tuning import TuneConfig
+    from phrase_rescore.pipeline.prepare import PrepareConfig
+    from phrase_rescore.pipeline.score import ScoreConfig
+    from phrase_rescore.pipeline.train import TrainConfig
 
     reg = Registry()
     reg.add(StageDef("demo-data", "demo-data", run_demo_data,
-                     {"train": 10000, "dev": 500, "test": 500, "seed": 1, "noise": 0.04},
-                     produces=DEMO_FILES, doc="generate the English-French demo corpus", check=_check_demo_data))
-    reg.add(StageDef("build-smt", "build-smt", run_build_smt, _build_params(),
+                     stage_params(DemoDataConfig), produces=DEMO_FILES, doc="generate the English-French demo corpus",
+                     check=stage_check(DemoDataConfig)))
+    reg.add(StageDef("build-smt", "build-smt", run_build_smt, stage_params(BuildConfig),
                      consumes=("train_src", "train_tgt"),
                      produces={"phrase_table": "smt/phrase-table.gz", "lm": "smt/lm.arpa", "moses_ini": "smt/moses.ini",
                                "train_src_tok": "smt/corpus/clean.src", "train_tgt_tok": "smt/corpus/clean.tgt",
                                "smt_model": "smt/model"},
                      doc="phrase table, LM and moses.ini from the training corpus (embedded toolkit)",
-                     choices={"case": CASES, "eflomal_model": (1, 2, 3)}, check=_check_build_smt))
+                     choices=stage_choices(BuildConfig), check=stage_check(BuildConfig)))
     # dev and test must be tokenized, cased and escaped as build-smt prepared the training corpus
-    reg.add(StageDef("tokenize", "tokenize", run_tokenize, TOKENIZE_PARAMS,
+    reg.add(StageDef("tokenize", "tokenize", run_tokenize, _build_subset(TOKENIZE_KEYS),
                      consumes=("dev_src", "dev_ref", "test_src", "smt_model"), optional=frozenset({"smt_model"}),
                      produces={"dev_src_tok": "dev.tok.src", "dev_ref_tok": "dev.tok.ref",
                                "test_src_tok": "test.tok.src"},
                      doc="tokenize and case dev/test as the training corpus",
-                     choices={"case": CASES}, check=_check_tokenize, follows={"build-smt": tuple(TOKENIZE_PARAMS)}))
-    reg.add(StageDef("prepare", "prepare", run_prepare, _prepare_params(),
+                     check=_check_build_subset(TOKENIZE_KEYS), follows={"build-smt": TOKENIZE_KEYS}))
+    reg.add(StageDef("prepare", "prepare", run_prepare, stage_params(PrepareConfig),
                      consumes=("phrase_table", "train_src_tok", "train_tgt_tok"),
                      optional=frozenset({"train_src_tok", "train_tgt_tok"}), produces={"pairs": "pairs"},
                      doc="unique phrase pairs, vocabulary and validation split",
-                     choices={"on_error": ON_ERROR_CHOICES}, check=_check_prepare))
-    reg.add(StageDef("train", "train", run_train, _train_params(), consumes=("pairs",),
+                     choices=stage_choices(PrepareConfig), check=stage_check(PrepareConfig)))
+    reg.add(StageDef("train", "train", run_train, stage_params(TrainConfig), consumes=("pairs",),
                      produces={"model": "model/model.pt"}, doc="train the RNN Encoder-Decoder",
-                     choices={"preset": tuple(EncDecConfig.PRESETS), "gru": RESET_FORMS}, check=_check_train,
+                     choices=stage_choices(TrainConfig), check=stage_check(TrainConfig),
                      resumable=True))
-    reg.add(StageDef("score", "score", run_score, _score_params(), consumes=("model", "phrase_table"),
+    reg.add(StageDef("score", "score", run_score, stage_params(ScoreConfig), consumes=("model", "phrase_table"),
                      produces={"table_rnn": "phrase-table.rnn.gz", "table_rnn_wp": "phrase-table.rnn-wp.gz"},
                      doc="append log p(f|e) (and the unknown-word count) to the phrase table",
-                     choices={"on_error": ON_ERROR_CHOICES, "matmul": ("auto",) + tuple(MATMULS),
-                              "precision": tuple(PRECISIONS)}, check=_check_score, resumable=True))
+                     choices=stage_choices(ScoreConfig), check=stage_check(ScoreConfig), resumable=True))
     for config in ("rnn", "rnn-wp"):
         _, ini_art, table_art, _ = CONFIGURATIONS[config]
         reg.add(StageDef(f"moses-ini-{config}", "moses-ini", _run_moses_ini(config), MOSES_INI_PARAMS[config],
@@ -482,18 +369,18 @@ def default_registry() -> Registry:
                          doc=f"moses.ini for {CONFIGURATIONS[config][0]}"))
     for config, (label, ini_art, table_art, tuned_art) in CONFIGURATIONS.items():
         # the table and LM are consumed too: the ini names them by path, so only their hashes show a change
-        reg.add(StageDef(f"tune-{config}", "tune", _run_tune(config), TUNE_PARAMS,
+        reg.add(StageDef(f"tune-{config}", "tune", _run_tune(config), stage_params(TuneConfig),
                          consumes=(ini_art, table_art, "lm", "dev_src_tok", "dev_ref_tok"), optional=frozenset({"lm"}),
                          produces={tuned_art: "moses.ini"}, doc=f"tune {label} on the dev set",
-                         choices={"backend": BACKENDS}, check=_check_tune))
-    reg.add(StageDef("evaluate", "evaluate", run_evaluate, EVALUATE_PARAMS,
+                         choices=stage_choices(TuneConfig), check=stage_check(TuneConfig)))
+    reg.add(StageDef("evaluate", "evaluate", run_evaluate,
+                     {**stage_params(EvaluateConfig), **_build_subset(EVALUATE_BUILD_KEYS)},
                      consumes=("tuned_baseline", "tuned_rnn", "tuned_rnn_wp", "phrase_table", "table_rnn",
                                "table_rnn_wp", "lm", "model", "test_src_tok", "test_ref", "dev_src_tok", "dev_ref"),
                      optional=frozenset({"tuned_rnn", "tuned_rnn_wp", "table_rnn", "table_rnn_wp", "lm", "model",
                                          "dev_src_tok", "dev_ref"}),
                      produces={"report_md": "table1.md", "report_csv": "table1.csv"},
                      doc="decode dev/test with each tuned configuration; Table 1 with BLEU and p-values",
-                     choices={"backend": BACKENDS, "case": CASES}, check=_check_evaluate,
-                     # references are lowercased and output detokenized as the system was built
-                     follows={"build-smt": ("case", "target_lang")}))
+                     choices=stage_choices(EvaluateConfig), check=_check_evaluate,
+                     follows={"build-smt": EVALUATE_BUILD_KEYS}))
     return reg

@@ -22,10 +22,11 @@ from typing import Iterator, Sequence
 
 import pandas as pd
 
+from phrase_rescore.core.config import setting
 from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.core.fileio import atomic_open, sha256_file
 
-from .backend import Backend, get_backend
+from .backend import BACKENDS, Backend, get_backend
 
 METRICS = ("BLEU", "chrF2")
 DEFAULT_BOOTSTRAP = 1000       # sacrebleu --paired-bs-n default
@@ -57,12 +58,15 @@ class EvaluateConfig:
     workdir: Path
     dev_src: Path | None = None
     dev_ref: Path | None = None
-    backend: str = "moses"
-    moses_home: str | None = None
+    backend: str = setting("moses", choices=BACKENDS,
+                           help="moses: a real Moses decodes (MOSES_HOME); embedded: the project's decoder.")
+    moses_home: str | None = setting(None, type=str, envvar="MOSES_HOME",
+                                     help="Moses installation root (default: $MOSES_HOME, or moses on PATH).")
     detok_lang: str | None = "en"
-    bootstrap_samples: int = DEFAULT_BOOTSTRAP
-    seed: int = DEFAULT_SEED
-    threads: int = 1
+    bootstrap_samples: int = setting(DEFAULT_BOOTSTRAP, at_least=1, aliases=("bootstrap",),
+                                     help="Paired bootstrap resamples (sacrebleu --paired-bs-n).")
+    seed: int = setting(DEFAULT_SEED, at_least=1, help="Bootstrap seed (sacrebleu's default).")
+    threads: int = setting(1, at_least=1, help="Decoder threads.")
     out_md: Path | None = None
     out_csv: Path | None = None
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
 
+from phrase_rescore.core.config import setting
 from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.core.fileio import atomic_open
 
@@ -48,14 +49,16 @@ class MosesTuneConfig:
     dev_ref: Path
     workdir: Path
     out: Path | None = None
-    nbest: int = 100
-    max_iterations: int = 25
-    threads: int = 1
-    decoder_flags: str = ""
-    batch_mira: bool = False
-    return_best_dev: bool = False
-    predictable_seeds: bool = False
-    moses_home: str | None = None
+    nbest: int = setting(100, at_least=1, help="n-best list size per iteration.")
+    max_iterations: int = setting(25, at_least=1, aliases=("maximum-iterations",), help="Most MERT iterations.")
+    threads: int = setting(1, at_least=1, help="moses: mert-moses.pl --threads (the optimizer); embedded: decoder "
+                                              "processes.")
+    decoder_flags: str = setting("", help="moses: passed as mert-moses.pl --decoder-flags, e.g. '-threads 8'.")
+    batch_mira: bool = setting(False, help="moses: tune with batch MIRA instead of MERT.")
+    return_best_dev: bool = setting(False, help="Keep the weights of the best dev iteration, not the last.")
+    predictable_seeds: bool = setting(False, help="moses: deterministic random restarts.")
+    moses_home: str | None = setting(None, type=str, envvar="MOSES_HOME",
+                                     help="Moses installation root (default: $MOSES_HOME, or moses on PATH).")
 
 
 @dataclass

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from phrase_rescore.core.config import setting
 from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.core.fileio import atomic_open
 
@@ -24,8 +25,22 @@ class TuneConfig(MosesTuneConfig):
     it, and ``seed``, used by ``embedded`` (mert-moses.pl has only ``predictable_seeds``). Moses-only options
     (``decoder_flags``, ``batch_mira``) are refused with ``embedded``."""
 
-    backend: str = "moses"
-    seed: int = 1
+    backend: str = setting("moses", choices=BACKENDS,
+                           help="moses: a real Moses's mert-moses.pl (MOSES_HOME); embedded: the project's decoder "
+                                "and MERT.")
+    seed: int = setting(1, at_least=0, help="embedded: MERT's random seed.")
+
+    @staticmethod
+    def check_settings(values: dict, name) -> None:
+        """Moses-only options are refused with the embedded backend."""
+        if values.get("backend") != "embedded":
+            return
+        moses_only = [k for k, on in (("decoder_flags", bool(values.get("decoder_flags", "").strip())),
+                                      ("batch_mira", values.get("batch_mira"))) if on]
+        if moses_only:
+            raise PhraseRescoreError(f"{' and '.join(name(k, False) for k in moses_only)} only apply to "
+                                     f"{name('backend', False)} moses (the embedded backend always runs MERT, "
+                                     f"seeded by {name('seed', False)})")
 
 
 def tune(cfg: TuneConfig, echo: Callable[[str], None] | None = None) -> Path:

@@ -17,3 +17,13 @@ def resolve_device(name: str | None = "auto") -> torch.device:
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise PhraseRescoreError(f"device {name!r} was asked for but torch sees no CUDA device")
     return dev
+
+
+def check_device(values: dict, name) -> None:
+    """A config's ``device`` setting names a device this machine has (``name(key)`` names it in the message)."""
+    if "device" not in values:
+        return
+    try:
+        resolve_device(values["device"])
+    except PhraseRescoreError as e:
+        raise PhraseRescoreError(f"{name('device')}: {e.message}") from None

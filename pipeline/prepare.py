@@ -25,7 +25,7 @@ import secrets
 import shutil
 import socket
 import zlib
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -34,11 +34,12 @@ import pyarrow.compute as pc
 import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 
+from phrase_rescore.core.config import setting
 from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.core.fileio import fsync_dir, sha256_file
 from phrase_rescore.core.progress import bar
 from phrase_rescore.core.version import code_version
-from phrase_rescore.moses_integration.phrase_table import read_phrase_table
+from phrase_rescore.moses_integration.phrase_table import ON_ERROR_CHOICES, read_phrase_table
 
 from .pairs import MANIFEST_FORMAT_VERSION, PART_NAMES, SCHEMA, pairs_paths
 from .vocab import Vocabularies, build_vocab, count_corpus, encode_phrases
@@ -50,14 +51,17 @@ _PAIR_SCHEMA = pa.schema([("source", pa.string()), ("target", pa.string())])
 class PrepareConfig:
     """Options of the prepare stage."""
 
-    vocab_size: int = 15000          # per side; the paper's shortlist (section 4.1)
-    valid_fraction: float = 0.01     # share of distinct source phrases held out for validation
-    seed: int = 1234                 # chooses the held-out sources
+    vocab_size: int = setting(15000, at_least=1, help="Shortlist size per side (the paper, section 4.1: 15000).")
+    valid_fraction: float = setting(0.01, at_least=0, below=1, help="Share of distinct source phrases held out.")
+    seed: int = setting(1234, at_least=0, help="Seed choosing the held-out sources.")
     src_corpus: str | None = None    # tokenized source corpus to count the vocabulary from
     tgt_corpus: str | None = None    # tokenized target corpus
-    on_error: str = "raise"          # "keep": skip bad lines (listed in rejects.txt) instead of stopping
-    partition_bytes: int = 256 << 20  # about this much table text per on-disk partition
-    buffer_pairs: int = 200_000      # pairs buffered in memory before a partition write
+    on_error: str = setting("raise", choices=ON_ERROR_CHOICES, help="keep: skip bad lines, listed in OUT/rejects.txt.")
+    partition_bytes: int = setting(256 << 20, at_least=1, help="About this much table text per on-disk partition.")
+    buffer_pairs: int = setting(200_000, at_least=1, help="Pairs buffered in memory before a partition write.")
+    vocab_from_corpus: bool = setting(True, help="Count the vocabulary from the tokenized corpus when there is one "
+                                                 "(--src-corpus/--tgt-corpus; in a workflow, build-smt's), else "
+                                                 "from the table.")
 
 
 def _num_partitions(table_path: str, partition_bytes: int) -> int:
@@ -84,6 +88,8 @@ def prepare(table_path: str | os.PathLike, out_dir: str | os.PathLike,
         raise PhraseRescoreError(f"valid_fraction must be in [0, 1), got {config.valid_fraction}")
     if (config.src_corpus is None) != (config.tgt_corpus is None):
         raise PhraseRescoreError("give both src_corpus and tgt_corpus, or neither")
+    if not config.vocab_from_corpus:
+        config = replace(config, src_corpus=None, tgt_corpus=None)
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise PhraseRescoreError("--out: expected a folder to write into, found a file", out)

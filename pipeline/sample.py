@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import torch
 
+from phrase_rescore.core.config import setting
 from phrase_rescore.core.errors import PhraseRescoreError
 
 from .model.encdec import RNNEncoderDecoder
@@ -28,10 +29,11 @@ class SampleConfig:
     """How to generate. ``max_len`` counts words before ``<eos>``; None means 2 * source words + 10."""
 
     mode: str = "sample"
-    n: int = 50                 # samples to draw (mode "sample"; Table 3 uses 50)
-    beam: int = 5               # beam width (mode "beam"); also how many phrases are returned
-    max_len: int | None = None
-    seed: int = 1
+    n: int = setting(50, at_least=1, flag="num-samples",
+                     help="Phrases to draw by ancestral sampling (Table 3 uses 50).")
+    beam: int = setting(5, at_least=1, help="Beam width (mode beam); also how many phrases are returned.")
+    max_len: int | None = setting(None, type=int, at_least=1, help="Most target words (default: 2 x source words + 10).")
+    seed: int = setting(1, at_least=0, help="Sampling seed.")
 
 
 @dataclass

@@ -32,11 +32,12 @@ import numpy as np
 import torch
 
 from phrase_rescore.core import progress
+from phrase_rescore.core.config import setting
 from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.core.fileio import sha256_file
 from phrase_rescore.core.version import code_version
 
-from .device import resolve_device
+from .device import check_device, resolve_device
 from phrase_rescore.moses_integration.phrase_table import (ON_ERROR_CHOICES, append_columns, check_not_empty,
                                                           read_phrase_table)
 from phrase_rescore.moses_integration.moses_values import logprob_texts, neutral_text, parse_columns, unk_texts
@@ -76,20 +77,41 @@ class ScoreConfig:
     :param restart: ignore an earlier partial run of the same output [False].
     """
 
-    columns: tuple[str, ...] = ("logprob", "unk")
-    raw_logprob: bool = False
-    on_error: str = "raise"
+    columns: tuple[str, ...] = setting(("logprob", "unk"), item=str, workflow=False,
+                                       help="Columns to append, in order: logprob = p(f|e) as exp(log p); "
+                                            "unk = exp(#unknown words).")
+    raw_logprob: bool = setting(False, workflow=False,
+                                help="Write log p and the unknown-word count themselves (for consumers other "
+                                     "than Moses).")
+    on_error: str = setting("raise", choices=ON_ERROR_CHOICES,
+                            help="keep: a bad line keeps its place with neutral values and is listed in OUT.rejects.")
     rejects: str | None = None
     vocab: str | None = None
-    device: str = "auto"
-    precision: str = "fp32"
-    precompute_vocab: bool | None = None
-    max_tokens: int | None = None
-    matmul: str = "auto"
-    chunk_lines: int = 10_000
-    threads: int | None = None
-    compresslevel: int = 6
-    restart: bool = False
+    device: str = setting("auto", help="auto (CUDA when present), cpu, cuda, cuda:N.")
+    precision: str = setting("fp32", choices=PRECISIONS, help="bf16/fp16 autocast (for CUDA).")
+    precompute_vocab: bool | None = setting(None, type=bool,
+                                            help="Precompute each word's input products per vocabulary entry "
+                                                 "[auto: when they fit in 1 GiB].")
+    max_tokens: int | None = setting(None, type=int, at_least=1,
+                                     help="Target tokens per group of sources [auto: 4,096,000 / hidden size].")
+    matmul: str = setting("auto", choices=("auto",) + tuple(MATMULS),
+                          help="BLAS of the CPU matrix products; auto: chosen from the BLAS libraries and the CPU, "
+                               "never timed.")
+    chunk_lines: int = setting(10_000, at_least=1, help="Lines per resumable chunk.")
+    threads: int | None = setting(None, type=int, at_least=1,
+                                  help="CPU scoring workers, one torch thread each [default: torch's thread count].")
+    compresslevel: int = setting(6, at_least=0, at_most=9, help="gzip level of a .gz output.")
+    restart: bool = setting(False, workflow=False, help="Ignore an earlier interrupted run instead of resuming it.")
+
+    @staticmethod
+    def check_settings(values: dict, name) -> None:
+        """The columns are known ones, each once; the device exists."""
+        if "columns" in values:
+            try:
+                parse_columns(values["columns"])
+            except PhraseRescoreError as e:
+                raise PhraseRescoreError(f"{name('columns')}: {e.message}") from None
+        check_device(values, name)
 
     def __post_init__(self):
         self.columns = parse_columns(self.columns)

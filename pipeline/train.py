@@ -16,19 +16,21 @@ import csv
 import dataclasses
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
 
 from phrase_rescore.core import progress
+from phrase_rescore.core.config import setting
 from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.core.fileio import atomic_open
 
-from .device import resolve_device
+from .device import check_device, resolve_device
 from .model.checkpoint import BEST, ENCDEC, LAST, read_checkpoint, save_checkpoint
 from .model.encdec import EncDecConfig, RNNEncoderDecoder
+from .model.gru import RESET_FORMS
 from .pairs import PairSet, UniformSampler, check_pairs_dir, length_batches, load_pairs, pairs_paths
 from .vocab import Vocabularies
 
@@ -39,32 +41,62 @@ LOG_COLUMNS = ["step", "pairs_seen", "elapsed_s", "train_loss", "train_ppl", "va
 class TrainConfig:
     """Everything that decides a training run. Sources in the comments."""
 
-    preset: str = "small"                 # model sizes: "paper" (appendix A) or "small"
-    gru: str = "paper"                    # reset gate before U (paper eq 8) or after ("cudnn")
-    bias: bool = False                    # the paper's listing has no biases
-    model_overrides: dict = field(default_factory=dict)  # e.g. {"hidden_dim": 500}
-    batch_size: int = 64                  # Cho et al. 3.1: minibatches of 64 phrase pairs
-    lr: float = 1.0                       # Adadelta proper has none; 1.0 is Zeiler's update unscaled
-    rho: float = 0.95                     # Cho et al. 3.1
-    eps: float = 1e-6                     # Cho et al. 3.1
-    clip_norm: float = 1.0                # global-norm clipping, GroundHog's default
-    init_std: float | None = None         # N(0, std^2); None: the preset's (:func:`default_init_std`)
-    seed: int = 1                         # model init and the pair sampler
-    max_steps: int = 100_000              # stop after this many updates
-    time_budget_s: float | None = None    # stop after this much training time (this and earlier runs)
-    patience: int | None = 10             # stop after this many validations without improvement
-    valid_every: int = 500                # updates between validations (and checkpoints)
-    valid_max_pairs: int | None = 20_000  # validate on the first N held-out pairs
-    valid_batch_tokens: int = 16_384      # padded tokens per validation batch
-    device: str = "auto"                  # "auto": CUDA when present, else CPU
-    resume: bool = False                  # continue from out_dir/last.pt
+    preset: str = setting("small", choices=tuple(EncDecConfig.PRESETS),
+                          help="Model sizes. paper: embeddings 100, hidden 1000, maxout 500, rank 100 (Cho et al., "
+                               "appendix A); small: 64/256/128/64.")
+    gru: str = setting("paper", choices=RESET_FORMS,
+                       help="Reset gate before U (paper, eq. 8) or after U (cudnn: torch.nn.GRU).")
+    bias: bool = setting(False, help="Biases (the paper's listing has none).")
+    model_overrides: dict = setting(default_factory=dict, metavar="TABLE",
+                                    help="Override the preset's sizes, a TOML table, e.g. "
+                                         "'{hidden_dim = 500, rank = 50}'.")
+    batch_size: int = setting(64, at_least=1, help="Phrase pairs per update (Cho et al. 3.1: 64).")
+    lr: float = setting(1.0, above=0, help="Adadelta's update scale (1.0: Zeiler's Adadelta unscaled).")
+    rho: float = setting(0.95, at_least=0, at_most=1, help="Adadelta rho (Cho et al. 3.1: 0.95).")
+    eps: float = setting(1e-6, above=0, help="Adadelta epsilon (Cho et al. 3.1: 1e-6).")
+    clip_norm: float = setting(1.0, above=0, help="Global gradient-norm limit (GroundHog's default: 1.0).")
+    init_std: float | None = setting(None, above=0, type=float,
+                                     help="Weights ~ N(0, std^2) [default: the preset's, 0.01 (the paper's) for "
+                                          "paper, 0.05 for small].")
+    seed: int = setting(1, at_least=0, help="Initial weights and pair sampling.")
+    max_steps: int = setting(100_000, at_least=1, help="Stop after this many updates.")
+    time_budget_s: float | None = setting(None, above=0, type=float, aliases=("time-budget",),
+                                          help="Stop after this many seconds of training (this and earlier runs).")
+    patience: int | None = setting(10, at_least=0, optional=True,
+                                   help="Stop after this many validations without improvement (0: never).")
+    valid_every: int = setting(500, at_least=1, help="Updates between validations and checkpoints.")
+    valid_max_pairs: int | None = setting(20_000, at_least=1, optional=True,
+                                          help="Validate on at most this many held-out pairs.")
+    valid_batch_tokens: int = setting(16_384, at_least=1, help="Padded tokens per validation batch.")
+    device: str = setting("auto", help="auto (CUDA when present), cpu, cuda or cuda:N.")
+    resume: bool = setting(False, workflow=False, help="Continue exactly from MODEL_DIR/last.pt.")
 
     # Fields that must not change when resuming: they decide the trajectory.
     TRAJECTORY = ("preset", "gru", "bias", "model_overrides", "batch_size", "lr", "rho", "eps",
                   "clip_norm", "init_std", "seed", "valid_max_pairs")  # the last: best_valid_ppl's yardstick
 
+    def __post_init__(self):
+        if self.patience == 0:  # the command line's "never"
+            self.patience = None
+
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
+
+    @staticmethod
+    def check_settings(values: dict, name) -> None:
+        """The model overrides name fields of the preset's config and give a model it can build; the device exists."""
+        valid = sorted({f.name for f in dataclasses.fields(EncDecConfig)}
+                       - {"src_vocab_size", "tgt_vocab_size", "gru", "bias", "init_std"})
+        overrides = values.get("model_overrides", {})
+        unknown = sorted(set(overrides) - set(valid))
+        if unknown:
+            raise PhraseRescoreError(f"model_overrides: unknown key(s) {', '.join(unknown)}; "
+                                     f"valid keys: {', '.join(valid)}")
+        try:
+            EncDecConfig.preset(values.get("preset", "small"), 2, 2, **overrides)
+        except (TypeError, ValueError) as e:
+            raise PhraseRescoreError(f"{name('model_overrides')}: {e}") from None
+        check_device(values, name)
 
 
 def default_init_std(preset: str) -> float:

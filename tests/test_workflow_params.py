@@ -20,7 +20,7 @@ DEMO = Path(__file__).parent.parent / "workflows" / "demo.toml"
     (["score.on_error='ignore'"], r"\[score\] on_error = 'ignore': expected one of 'raise', 'keep'"),
     (["score.matmul='blas'"], r"\[score\] matmul = 'blas': expected one of 'auto', 'torch', 'numpy'"),
     (["score.precision='fp8'"], r"\[score\] precision = 'fp8': expected one of 'fp32', 'bf16', 'fp16'"),
-    (["score.chunk_lines=0"], r"\[score\] chunk_lines must be at least 1, got 0"),
+    (["score.chunk_lines=0"], r"\[score\] chunk_lines = 0: expected at least 1"),
     (["score.compresslevel=12"], r"\[score\] compresslevel = 12: expected 0 to 9"),
     (["score.threads=0"], r"\[score\] threads = 0: expected at least 1 \(or leave it unset\)"),
     (["score.device='tpu'"], r"\[score\] device = 'tpu': unknown device 'tpu'"),
@@ -39,10 +39,10 @@ DEMO = Path(__file__).parent.parent / "workflows" / "demo.toml"
     (["build-smt.case='upper'"], r"\[build-smt\] case = 'upper': expected one of 'lower', 'truecase', 'none'"),
     (["build-smt.eflomal_model=4"], r"\[build-smt\] eflomal_model = 4: expected one of 1, 2, 3"),
     (["build-smt.lm_order=0"], r"\[build-smt\] lm_order = 0: expected at least 1"),
-    (["demo-data.noise=2.0"], r"\[demo-data\] noise = 2.0: expected a share between 0 and 1"),
+    (["demo-data.noise=2.0"], r"\[demo-data\] noise = 2.0: expected a number from 0 to 1"),
     (["tune.backend='cdec'"], r"\[tune\] backend = 'cdec': expected one of 'moses', 'embedded'"),
     (["tune.nbest=0"], r"\[tune\] nbest = 0: expected at least 1"),
-    (["tune.decoder_flags='-threads 4'"], r"\[tune\] decoder_flags only apply to backend = \"moses\""),
+    (["tune.decoder_flags='-threads 4'"], r"\[tune\] decoder_flags only apply to backend moses"),
     (["evaluate.bootstrap_samples=0"], r"\[evaluate\] bootstrap_samples = 0: expected at least 1"),
 ])
 def test_bad_stage_parameters_are_refused_when_the_workflow_loads(sets, message):

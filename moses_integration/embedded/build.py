@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Sequence
 
 from phrase_rescore.core import progress
+from phrase_rescore.core.config import setting
 from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.core.fileio import atomic_open, open_binary_read, sha256_file
 
@@ -40,7 +41,7 @@ from .clean import CleanConfig, clean_pairs
 from .extract import count_phrase_pairs
 from .lm import LMConfig, build_binary, train_lm
 from .phrase_scoring import lexical_tables, score_phrase_table
-from .tokenizer import TokenizeConfig, Tokenizer
+from .tokenizer import CASES, TokenizeConfig, Tokenizer
 
 FORMAT_VERSION = 1
 
@@ -49,18 +50,20 @@ FORMAT_VERSION = 1
 class BuildConfig:
     """Everything ``build_smt`` needs besides the corpus; saved in the manifest."""
 
-    source_lang: str = "en"          # sacremoses language codes
-    target_lang: str = "fr"
-    case: str = "lower"              # "lower" | "truecase" | "none" (see tokenizer.py)
-    escape: bool = False             # tokenizer.perl's XML escaping; off (see tokenizer.py)
-    max_sentence_length: int = 80    # clean-corpus-n.perl max
-    max_length_ratio: float = 9.0    # clean-corpus-n.perl ratio
-    max_phrase_length: int = 7       # extract -max-phrase-length
-    lm_order: int = 5
-    distortion_limit: int = 6        # train-model.perl's default
-    eflomal_model: int = 3           # 1 IBM1, 2 HMM, 3 HMM + fertility
-    eflomal_samplers: int = 3
-    compresslevel: int = 6           # gzip level of phrase-table.gz
+    source_lang: str = setting("en", help="Source language code for the tokenizer (sacremoses; the command: "
+                                          "TRAIN_SRC's suffix when it names a language).")
+    target_lang: str = setting("fr", help="Target language code for the tokenizer (the command: TRAIN_TGT's "
+                                          "suffix when it names a language).")
+    case: str = setting("lower", choices=CASES, help="Casing of the system (see tokenizer.py).")
+    escape: bool = setting(False, help="tokenizer.perl's XML escaping of & | < > ' \" [ ] (off keeps the text as given).")
+    max_sentence_length: int = setting(80, at_least=1, help="clean-corpus-n.perl's most tokens per sentence.")
+    max_length_ratio: float = setting(9.0, above=0, help="clean-corpus-n.perl's largest length ratio.")
+    max_phrase_length: int = setting(7, at_least=1, help="extract -max-phrase-length.")
+    lm_order: int = setting(5, at_least=1, help="Order of the KN language model.")
+    distortion_limit: int = setting(6, at_least=0, help="The moses.ini's distortion-limit (train-model.perl's 6).")
+    eflomal_model: int = setting(3, choices=(1, 2, 3), help="1 IBM1, 2 HMM, 3 HMM+fertility.")
+    eflomal_samplers: int = setting(3, at_least=1, help="eflomal's independent samplers.")
+    compresslevel: int = setting(6, at_least=0, at_most=9, help="gzip level of phrase-table.gz.")
 
     def __post_init__(self):
         TokenizeConfig(lang=self.source_lang, case=self.case)  # validates case

@@ -1,0 +1,124 @@
+"""Click options and workflow parameters generated from a config's declared settings (:mod:`phrase_rescore.core.config`).
+
+``@options(TrainConfig)`` gives a command one option per setting (``--max-steps`` for ``max_steps``, the
+setting's default and help) and ``--config FILE``, a TOML file of the same keys as the workflow section;
+:func:`collect` merges default < environment < file < command line and checks the result with the
+config's own check, so the command line and the workflow refuse a bad value in the same words.
+"""
+from __future__ import annotations
+
+import tomllib
+from typing import Any, Callable
+
+import click
+from click.core import ParameterSource
+
+from phrase_rescore.core.config import Setting, check, defaults, flag_name, read_config_file, settings
+
+CONFIG_HELP = "A TOML file of option values (the keys of the workflow section); options given here override it."
+
+
+def _alias_dest(s: Setting, alias: str) -> str:
+    return f"alias__{s.name}__{alias.replace('-', '_')}"
+
+
+def _option(s: Setting) -> list[Callable]:
+    """The click decorators of one setting: its option and its hidden older spellings."""
+    show = s.default is not None and s.default != {} and s.default != ()
+    common = dict(help=s.help, show_default=show, envvar=s.envvar)
+    if s.type is bool:
+        off = s.secondary or f"no-{s.flag}"
+        deco = [click.option(f"--{s.flag}/--{off}", s.name, default=s.default, **common)]
+    else:
+        kind = {int: int, float: float}.get(s.type, str) if s.choices is None or s.type is int else str
+        default = ",".join(str(v) for v in s.default) if s.type is tuple else (None if s.type is dict else s.default)
+        metavar = s.metavar or ("[" + "|".join(str(c) for c in s.choices) + "]" if s.choices else None)
+        deco = [click.option(f"--{s.flag}", s.name, type=kind, default=default, metavar=metavar, **common)]
+    for alias in s.aliases:
+        kind = {int: int, float: float}.get(s.type, str)
+        deco.append(click.option(f"--{alias}", _alias_dest(s, alias), type=kind, hidden=True,
+                                 help=f"Same as --{s.flag}."))
+    return deco
+
+
+def options(cls, exclude: tuple[str, ...] = (), config_file: bool = True) -> Callable:
+    """A decorator adding ``cls``'s settings (less ``exclude``) and ``--config FILE`` to a click command."""
+    def deco(f):
+        for s in reversed([s for s in settings(cls) if s.name not in exclude]):
+            for d in reversed(_option(s)):
+                f = d(f)
+        if config_file:
+            f = click.option("--config", "config_file", type=click.Path(dir_okay=False), help=CONFIG_HELP)(f)
+        return f
+    return deco
+
+
+def _from_text(s: Setting, text: Any) -> Any:
+    """A command-line string as the setting's type: ``0.2,-0.1`` for a list, a TOML table for a dict."""
+    if not isinstance(text, str):
+        return text
+    if s.type is tuple:
+        items = [t for t in text.replace(",", " ").split()]
+        if s.item is float:
+            try:
+                return tuple(float(t) for t in items)
+            except ValueError:
+                return text
+        return tuple(items)
+    if s.type is dict:
+        try:
+            return tomllib.loads(f"v = {text}")["v"]
+        except tomllib.TOMLDecodeError:
+            return text
+    return text
+
+
+def collect(cls, kwargs: dict, exclude: tuple[str, ...] = ()) -> dict[str, Any]:
+    """Take ``cls``'s settings (and ``--config``) out of a command's ``kwargs``, merged and checked.
+
+    Order of precedence: the option given on the command line, then the config file, then the environment
+    (an ``envvar``), then the default.
+    :raises PhraseRescoreError: a bad value, as ``--flag VALUE: expected ...`` (or naming the file and key).
+    """
+    ctx = click.get_current_context()
+    chosen = [s for s in settings(cls) if s.name not in exclude]
+    values: dict[str, Any] = {}
+    given: set[str] = set()
+    for s in chosen:
+        values[s.name] = defaults(cls)[s.name] if s.type is dict else kwargs.pop(s.name)
+        source = ctx.get_parameter_source(s.name)
+        if s.type is dict:
+            text = kwargs.pop(s.name)
+            if text is not None:
+                values[s.name] = text
+        if source == ParameterSource.COMMANDLINE:
+            given.add(s.name)
+        for alias in s.aliases:
+            v = kwargs.pop(_alias_dest(s, alias))
+            if v is not None and s.name not in given:
+                values[s.name] = v
+                given.add(s.name)
+    path = kwargs.pop("config_file", None)
+    if path is not None:
+        from_file = read_config_file(path, cls, exclude=exclude + tuple(s.name for s in settings(cls)
+                                                                          if not s.workflow))
+        values.update({k: v for k, v in from_file.items() if k not in given})
+    values = {s.name: _from_text(s, values[s.name]) for s in chosen}
+    return check(cls, values, flag_name)
+
+
+def stage_params(cls, exclude: tuple[str, ...] = ()) -> dict[str, Any]:
+    """A workflow section's parameters and defaults: ``cls``'s settings that a workflow holds."""
+    return {k: v for k, v in defaults(cls, workflow_only=True).items() if k not in exclude}
+
+
+def stage_choices(cls, exclude: tuple[str, ...] = ()) -> dict[str, tuple]:
+    """``{key: valid values}`` of the section's settings that have choices."""
+    return {s.name: s.choices for s in settings(cls) if s.choices is not None and s.workflow and s.name not in exclude}
+
+
+def stage_check(cls, exclude: tuple[str, ...] = ()) -> Callable[[dict], None]:
+    """A workflow stage's ``check``: the config's own check of the section's values."""
+    def run(params: dict) -> None:
+        check(cls, {k: v for k, v in params.items() if k in stage_params(cls, exclude)})
+    return run

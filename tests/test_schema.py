@@ -1,0 +1,182 @@
+"""One options schema: a workflow section holds exactly its command's options, with the same defaults, and a
+bad value is refused in the same words by the command line and the workflow file."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from phrase_rescore.app.cli import main
+from phrase_rescore.app.stages import DemoDataConfig, default_registry
+from phrase_rescore.app.workflow import load_workflow
+from phrase_rescore.core.config import settings
+from phrase_rescore.core.errors import PhraseRescoreError
+from phrase_rescore.moses_integration.embedded.build import BuildConfig
+from phrase_rescore.moses_integration.report import EvaluateConfig
+from phrase_rescore.moses_integration.tuning import TuneConfig
+from phrase_rescore.pipeline.prepare import PrepareConfig
+from phrase_rescore.pipeline.score import ScoreConfig
+from phrase_rescore.pipeline.train import TrainConfig
+
+#: stage -> (its command, the config both are generated from, workflow keys that are no option of the command)
+STAGES = {
+    "demo-data": ("make-demo-data", DemoDataConfig, set()),
+    "build-smt": ("build-smt", BuildConfig, set()),
+    "prepare": ("prepare", PrepareConfig, set()),
+    "train": ("train", TrainConfig, set()),
+    "score": ("score", ScoreConfig, set()),
+    "tune-baseline": ("tune", TuneConfig, set()),
+    "tune-rnn": ("tune", TuneConfig, set()),
+    "tune-rnn-wp": ("tune", TuneConfig, set()),
+    # evaluate lowercases the references and detokenizes as build-smt built the system (--detok-lang)
+    "evaluate": ("evaluate", EvaluateConfig, {"case", "target_lang"}),
+}
+
+#: command -> its options that are neither settings nor paths: evaluate's NAME=PATH lists, and --detok-lang,
+#: which a workflow takes from build-smt's target_lang
+NOT_SETTINGS = {"evaluate": {"systems", "models", "detok_lang"}}
+
+
+def _cli_default(opt: click.Option):
+    """An option's default as its setting holds it: '0.2,-0.1' as a tuple, no table as {}."""
+    if opt.name == "model_overrides":
+        return {} if opt.default is None else opt.default
+    if opt.name == "columns":
+        return tuple(opt.default.split(","))
+    return opt.default
+
+
+@pytest.mark.parametrize("stage", sorted(STAGES))
+def test_each_workflow_section_holds_exactly_its_commands_options(stage):
+    command, cls, stage_only = STAGES[stage]
+    params = default_registry().stages[stage].params
+    cmd = main.commands[command]
+    opts = {p.name: p for p in cmd.params if isinstance(p, click.Option) and not p.hidden}
+    runner_decides = {s.name for s in settings(cls) if not s.workflow}
+    generated = {s.name for s in settings(cls)}
+    # the command's options: the workflow's keys, what the runner decides itself, paths (artifacts), --config
+    others = set(opts) - generated - {"config_file", "help"}
+    assert all(isinstance(opts[o].type, click.Path) for o in others - NOT_SETTINGS.get(command, set())), others
+    assert set(params) - stage_only == generated - runner_decides
+    for key in set(params) - stage_only:
+        assert _cli_default(opts[key]) == params[key], key
+        assert opts[key].opts == ["--" + key.replace("_", "-")], key  # kebab-case flag == snake_case key
+
+
+def test_every_setting_has_help():
+    for _, cls, _ in STAGES.values():
+        for s in settings(cls):
+            assert len(s.help) > 10 and s.help.endswith((".", "]", ")")), (cls.__name__, s.name)
+
+
+@pytest.fixture
+def files(tmp_path, monkeypatch):
+    """Inputs a command checks the existence of before it reads them (the value checks come first)."""
+    monkeypatch.chdir(tmp_path)
+    for name in ("table.txt", "model.pt", "moses.ini", "dev.src", "dev.ref", "src.txt", "tgt.txt"):
+        Path(name).write_text("a ||| b ||| 0.5 0.5 0.5 0.5\n")
+    Path("pairs").mkdir()
+    return tmp_path
+
+
+TRAIN = ["train", "pairs", "--out", "model"]
+TUNE = ["tune", "moses.ini", "--dev-src", "dev.src", "--dev-ref", "dev.ref", "--workdir", "tw"]
+EVALUATE = ["evaluate", "--system", "b=moses.ini", "--test-src", "dev.src", "--test-ref", "dev.ref", "--workdir", "ew"]
+
+
+@pytest.mark.parametrize("args,message", [
+    (TRAIN + ["--batch-size", "0"], "--batch-size 0: expected at least 1"),
+    (TRAIN + ["--lr", "nan"], "--lr nan: expected a number above 0"),
+    (TRAIN + ["--eps", "inf"], "--eps inf: expected a number above 0"),
+    (TRAIN + ["--max-steps", "-5"], "--max-steps -5: expected at least 1"),
+    (TRAIN + ["--rho", "1.5"], "--rho 1.5: expected a number from 0 to 1"),
+    (TRAIN + ["--preset", "huge"], "--preset huge: expected one of 'paper', 'small'"),
+    (TRAIN + ["--time-budget", "-1"], "--time-budget-s -1.0: expected a number above 0 (or leave it unset)"),
+    (TRAIN + ["--model-overrides", "{hidden=8}"], "model_overrides: unknown key(s) hidden"),
+    (TRAIN + ["--hidden-dim", "0"], "--model-overrides {'hidden_dim': 0}: hidden_dim must be positive"),
+    (TRAIN + ["--device", "tpu"], "--device tpu: unknown device 'tpu'"),
+    (["sample", "model.pt", "a", "--beam", "0"], "--beam 0: expected at least 1"),
+    (["sample", "model.pt", "a", "-n", "0"], "--num-samples 0: expected at least 1"),
+    (["moses-ini", "moses.ini", "--table", "table.txt", "--out", "o.ini", "--weights", "0.1,nan"],
+     "--weights 0.1,nan: expected finite numbers separated by commas"),
+    (["score", "model.pt", "table.txt", "--out", "o.gz", "--chunk-lines", "0"], "--chunk-lines 0: expected at least 1"),
+    (["score", "model.pt", "table.txt", "--out", "o.gz", "--compresslevel", "10"], "--compresslevel 10: expected 0 to 9"),
+    (["score", "model.pt", "table.txt", "--out", "o.gz", "--matmul", "blas"],
+     "--matmul blas: expected one of 'auto', 'torch', 'numpy'"),
+    (["score", "model.pt", "table.txt", "--out", "o.gz", "--columns", "logprob,logprob"], "--columns logprob,logprob"),
+    (["prepare", "table.txt", "--out", "p", "--valid-fraction", "1"], "--valid-fraction 1.0: expected at least 0 and below 1"),
+    (["build-smt", "src.txt", "tgt.txt", "--out", "s", "--max-length-ratio", "nan"],
+     "--max-length-ratio nan: expected a number above 0"),
+    (["build-smt", "src.txt", "tgt.txt", "--out", "s", "--eflomal-model", "4"], "--eflomal-model 4: expected one of 1, 2, 3"),
+    (TUNE + ["--nbest", "0"], "--nbest 0: expected at least 1"),
+    (TUNE + ["--maximum-iterations", "0"], "--max-iterations 0: expected at least 1"),
+    (TUNE + ["--backend", "embedded", "--batch-mira"], "--batch-mira only apply to --backend moses"),
+    (EVALUATE + ["--bootstrap", "0"], "--bootstrap-samples 0: expected at least 1"),
+    (EVALUATE + ["--threads", "0"], "--threads 0: expected at least 1"),
+    (["make-demo-data", "--out", "d", "--noise", "2"], "--noise 2.0: expected a number from 0 to 1"),
+])
+def test_bad_option_values_are_one_error_line(files, args, message):
+    r = CliRunner().invoke(main, args)
+    assert r.exit_code == 1, r.output
+    assert r.output.startswith("error: ") and message in r.output, r.output
+    assert r.exception is None or isinstance(r.exception, SystemExit)  # no traceback
+    assert not any(Path(p).exists() for p in ("model", "o.gz", "o.ini", "p", "s", "tw", "ew", "d"))
+
+
+DEMO = Path(__file__).parent.parent / "workflows" / "demo.toml"
+
+
+@pytest.mark.parametrize("sets,message", [
+    (["train.lr=nan"], r"[train] lr = nan: expected a number above 0"),
+    (["train.eps=inf"], r"[train] eps = inf: expected a number above 0"),
+    (["train.seed=-1"], r"[train] seed = -1: expected at least 0"),
+    (["train.init_std=-0.5"], r"[train] init_std = -0.5: expected a number above 0 (or leave it unset)"),
+    (["build-smt.max_length_ratio=nan"], r"[build-smt] max_length_ratio = nan: expected a number above 0"),
+    (["build-smt.distortion_limit=-1"], r"[build-smt] distortion_limit = -1: expected at least 0"),
+    (["score.max_tokens=0"], r"[score] max_tokens = 0: expected at least 1 (or leave it unset)"),
+    (["tune.seed=-3"], r"[tune] seed = -3: expected at least 0"),
+    (["demo-data.train=0"], r"[demo-data] train = 0: expected at least 1"),
+    (["tune.backend='embedded'", "tune.batch_mira=true"], r"[tune] batch_mira only apply to backend moses"),
+])
+def test_bad_workflow_values_name_file_section_and_key(sets, message):
+    with pytest.raises(PhraseRescoreError) as e:
+        load_workflow(DEMO, default_registry(), sets)
+    assert str(e.value).startswith(f"{DEMO}: "), str(e.value)
+    assert message in str(e.value)
+
+
+def test_config_file_values_and_flags_over_them(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    Path("demo.toml").write_text("train = 30\ndev = 5\ntest = 4\nseed = 7\n")
+    r = CliRunner().invoke(main, ["make-demo-data", "--out", "d", "--config", "demo.toml", "--dev", "6"])
+    assert r.exit_code == 0, r.output
+    assert r.output.startswith("30 train / 6 dev / 4 test pairs (seed 7;"), r.output
+    assert len(Path("d/dev.en").read_text().splitlines()) == 6
+
+
+@pytest.mark.parametrize("text,message", [
+    ("noise = 2.0\n", "demo.toml: noise = 2.0: expected a number from 0 to 1"),
+    ("trian = 3\n", "demo.toml: unknown key 'trian'; valid keys: dev, noise, seed, test, train"),
+    ("train = 'many'\n", "demo.toml: train = 'many': expected at least 1"),
+    ("train = [\n", "demo.toml: not a valid TOML file"),
+])
+def test_bad_config_files_are_refused(tmp_path, monkeypatch, text, message):
+    monkeypatch.chdir(tmp_path)
+    Path("demo.toml").write_text(text)
+    r = CliRunner().invoke(main, ["make-demo-data", "--out", "d", "--config", "demo.toml"])
+    assert r.exit_code == 1 and message in r.output, r.output
+    assert not Path("d").exists()
+
+
+def test_a_config_file_holds_the_workflow_section_keys(tmp_path, monkeypatch):
+    """The [train] section of a workflow, as a file, is a valid --config of train (runner-only keys refused)."""
+    monkeypatch.chdir(tmp_path)
+    Path("pairs").mkdir()
+    Path("t.toml").write_text("max_steps = 0\n")
+    r = CliRunner().invoke(main, ["train", "pairs", "--out", "m", "--config", "t.toml", "--batch-size", "8"])
+    assert r.exit_code == 1 and "t.toml: max_steps = 0: expected at least 1" in r.output, r.output
+    Path("t.toml").write_text("resume = true\n")
+    r = CliRunner().invoke(main, ["train", "pairs", "--out", "m", "--config", "t.toml"])
+    assert r.exit_code == 1 and "t.toml: unknown key 'resume'" in r.output, r.output

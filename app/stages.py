@@ -33,7 +33,7 @@ import os
 from pathlib import Path
 from phrase_rescore.core.config import check, setting
 from phrase_rescore.core.errors import PhraseRescoreError
-from phrase_rescore.core.fileio import atomic_open, open_text_read
+from phrase_rescore.core.fileio import atomic_open, read_lines
 
 from .schema import stage_check, stage_choices, stage_params
 from .workflow import Registry, StageContext, StageDef
@@ -116,15 +116,16 @@ def run_build_smt(ctx: StageContext) -> dict:
 
 
 def _tokenize_file(src: Path, out: Path, lang: str, params: dict, truecase_model: Path | None) -> int:
+    """Tokenize ``src`` line by line as build-smt tokenizes its corpus (``|`` removed as clean removes it)."""
+    from phrase_rescore.moses_integration.embedded.clean import strip_pipes
     from phrase_rescore.moses_integration.embedded.tokenizer import TokenizeConfig, Tokenizer
 
     tc = Tokenizer.load_truecaser(truecase_model) if params["case"] == "truecase" else None
     tok = Tokenizer(TokenizeConfig(lang=lang, case=params["case"], escape=params["escape"]), truecaser=tc)
     n = 0
-    with open_text_read(src) as f, atomic_open(out, "w") as w:
-        for line in f:
-            w.write(" ".join(tok.tokenize(line.rstrip("\r\n"))).replace("|", "") + "\n")
-            n += 1
+    with atomic_open(out, "w") as w:
+        for n, line, _ in read_lines(src):
+            w.write(" ".join(strip_pipes(tok.tokenize(line))[0]) + "\n")
     return n
 
 
@@ -211,32 +212,26 @@ def drop_last_column(original: Path, rescored: Path, out: Path, compresslevel: i
     """
     import itertools
 
-    from phrase_rescore.core.fileio import atomic_path, gzip_writer, open_binary_read, wants_gzip
-    from phrase_rescore.moses_integration.phrase_table import FIELD_SEP, append_columns
+    from phrase_rescore.core.fileio import open_binary_read
+    from phrase_rescore.moses_integration.phrase_table import FIELD_SEP, append_columns, scored_line
 
     n = 0
-    with open_binary_read(original) as fo, open_binary_read(rescored) as fr, atomic_path(out) as tmp, \
-            open(tmp, "wb") as raw:
-        # gzip without a name or time in its header, so the same lines always give the same bytes
-        # (the workflow runner compares outputs by hash)
-        w = gzip_writer(raw, compresslevel) if wants_gzip(out) else raw
-        for n, (a, b) in enumerate(itertools.zip_longest(fo, fr), start=1):
-            if a is None or b is None:
-                raise PhraseRescoreError(f"has {'fewer' if a is None else 'more'} lines than the rescored table "
+    with open_binary_read(original) as fo, open_binary_read(rescored) as fr, \
+            atomic_open(out, "wb", compresslevel=compresslevel) as w:
+        for n, (line, b) in enumerate(itertools.zip_longest(fo, fr), start=1):
+            if line is None or b is None:
+                raise PhraseRescoreError(f"has {'fewer' if line is None else 'more'} lines than the rescored table "
                                          f"{rescored}; expected the same number", original, n)
-            nl = b"\n" if a.endswith(b"\n") else b""
-            a, b = a[:len(a) - len(nl)], b.rstrip(b"\n")
+            a, b = line.removesuffix(b"\n"), b.rstrip(b"\n")
             if a == b and append_columns(a, b"0") == a:  # no scores field (a line kept by --on-error keep)
-                w.write(a + nl)
+                w.write(line)
                 continue
             fields = b.split(FIELD_SEP)
             cols = fields[2].split() if len(fields) >= 3 else []
             if len(cols) < 2 or append_columns(a, cols[-2] + b" " + cols[-1]) != b:
                 raise PhraseRescoreError(f"is not line {n} of {original} with two score columns appended",
                                          rescored, n)
-            w.write(append_columns(a, cols[-2]) + nl)
-        if w is not raw:
-            w.close()
+            w.write(scored_line(line, cols[-2]))
     return n
 
 
@@ -278,9 +273,9 @@ def _run_tune(config: str):
 
 
 def _lowercased(src: Path, out: Path) -> Path:
-    with open_text_read(src) as f, atomic_open(out, "w") as w:
-        for line in f:
-            w.write(line.rstrip("\r\n").lower() + "\n")
+    with atomic_open(out, "w") as w:
+        for _, line, _ in read_lines(src):
+            w.write(line.lower() + "\n")
     return out
 
 

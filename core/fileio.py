@@ -41,7 +41,9 @@ _HOST = hashlib.sha256(os.uname().nodename.encode("utf-8", "replace")).hexdigest
 
 # the attribute naming the file an exception was raised while reading (see :func:`describe_file_error`)
 READ_PATH_ATTR = "phrase_rescore_path"
-_READ_ERRORS = (EOFError, UnicodeDecodeError, zlib.error, gzip.BadGzipFile)
+#: what decoding a broken gzip stream raises
+GZIP_READ_ERRORS = (EOFError, zlib.error, gzip.BadGzipFile)
+_READ_ERRORS = (UnicodeDecodeError,) + GZIP_READ_ERRORS
 
 
 # --------------------------------------------------------------------------------------------- reading
@@ -105,16 +107,28 @@ def open_text_read(path: str | os.PathLike) -> IO[str]:
     return f
 
 
+def _gzip_problem(exc: BaseException) -> str:
+    """What a gzip decoding error says about the file."""
+    if isinstance(exc, gzip.BadGzipFile):
+        return "not a valid gzip file"
+    if isinstance(exc, EOFError):
+        return "the file ends too early, truncated?"
+    return "corrupt compressed data"
+
+
+def gzip_read_error(exc: BaseException, path: str | os.PathLike, lines_read: int) -> PhraseRescoreError:
+    """The error for gzip data of ``path`` that breaks after ``lines_read`` good lines (one of
+    :data:`GZIP_READ_ERRORS`), naming the line it breaks in."""
+    after = f"after line {lines_read}: " if lines_read else ""
+    return PhraseRescoreError(f"{_gzip_problem(exc)} ({after}{exc})", path, lines_read + 1)
+
+
 def describe_file_error(exc: BaseException) -> str:
     """A one-line account of an error reading or writing a user's file, naming the file when known."""
     path = getattr(exc, READ_PATH_ATTR, None)
     where = f"{path}: " if path else ""
-    if isinstance(exc, gzip.BadGzipFile):
-        return f"{where}not a valid gzip file ({exc})"
-    if isinstance(exc, EOFError):
-        return f"{where}the file ends too early, truncated? ({exc})"
-    if isinstance(exc, zlib.error):
-        return f"{where}corrupt compressed data ({exc})"
+    if isinstance(exc, GZIP_READ_ERRORS):
+        return f"{where}{_gzip_problem(exc)} ({exc})"
     if isinstance(exc, UnicodeDecodeError):
         return f"{where}not valid UTF-8 text (byte {exc.object[exc.start:exc.start + 1]!r}: {exc.reason})"
     if isinstance(exc, OSError):
@@ -220,21 +234,55 @@ def gzip_writer(fileobj: IO[bytes], compresslevel: int = 6) -> gzip.GzipFile:
     return gzip.GzipFile(filename="", mode="wb", fileobj=fileobj, mtime=0, compresslevel=compresslevel)
 
 
+# A gzip member written piece by piece, for an output that is appended to and resumed: a fixed header,
+# each piece as raw deflate from a fresh compressor ended by a sync flush (as pigz does), then an empty
+# final block and the CRC-32/length trailer. A piece's bytes depend only on its data, so a member
+# written in any number of sittings is the same bytes as one written at once.
+
+#: The header of a gzip member by :func:`gzip_piece`: deflate, no flags, no name, mtime 0, OS unknown.
+GZIP_HEADER = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"
+_FINAL_EMPTY_BLOCK = b"\x03\x00"  # BFINAL=1, fixed Huffman, end-of-block
+
+
+def gzip_piece(data: bytes, compresslevel: int = 6) -> bytes:
+    """``data`` as raw deflate from a fresh compressor, sync-flushed: one piece of a gzip member that
+    starts with :data:`GZIP_HEADER` and ends with :func:`gzip_trailer`."""
+    comp = zlib.compressobj(compresslevel, zlib.DEFLATED, -15)
+    return comp.compress(data) + comp.flush(zlib.Z_SYNC_FLUSH)
+
+
+def gzip_trailer(crc: int, size: int) -> bytes:
+    """The end of a gzip member of :func:`gzip_piece` pieces: ``crc`` is ``zlib.crc32`` of all their
+    data, ``size`` its length (mod 2**32)."""
+    return _FINAL_EMPTY_BLOCK + crc.to_bytes(4, "little") + (size & 0xFFFFFFFF).to_bytes(4, "little")
+
+
 def _temp_pattern(name: str) -> re.Pattern:
     """Temporary names of atomic writes to ``name``: groups host hash and pid."""
     return re.compile(rf"\.{re.escape(name)}\.([0-9a-f]{{8}})-([0-9]+)\.[A-Za-z0-9_]+\.tmp")
 
 
-def _process_alive(pid: int) -> bool:
-    if pid <= 0:
-        return True  # not a process id we wrote: leave the file alone
+#: A short hash of this machine's name: temporary names carry it with the writing process's id, so that
+#: a later run can tell its own machine's leftovers (see :func:`writer_gone`).
+HOST_TAG = _HOST
+
+
+def writer_gone(host: str, pid: int) -> bool:
+    """True when the process ``pid`` of machine ``host`` (a :data:`HOST_TAG`), which named a temporary
+    file or folder, no longer runs, so that what it left may be removed.
+
+    False for another machine (its processes cannot be seen from here), for this process, for a pid
+    that is no process id (<= 0) and for a live process, someone else's too (EPERM).
+    """
+    if host != _HOST or pid <= 0 or pid == os.getpid():
+        return False
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
-        return False
-    except OSError:  # EPERM: it exists, run by someone else
         return True
-    return True
+    except OSError:  # EPERM: it exists, run by someone else
+        return False
+    return False
 
 
 def remove_stale_temps(path: str | os.PathLike) -> list[Path]:
@@ -252,7 +300,7 @@ def remove_stale_temps(path: str | os.PathLike) -> list[Path]:
         return removed
     for name in names:
         m = pattern.fullmatch(name)
-        if m is None or m.group(1) != _HOST or _process_alive(int(m.group(2))):
+        if m is None or not writer_gone(m.group(1), int(m.group(2))):
             continue
         p = path.parent / name
         with contextlib.suppress(OSError):
@@ -276,7 +324,8 @@ def fsync_dir(folder: str | os.PathLike) -> None:
         os.close(fd)
 
 
-def _fsync_file(path: Path) -> None:
+def fsync_file(path: str | os.PathLike) -> None:
+    """fsync a file's data to disk; a file system without fsync (EINVAL, ENOTSUP) is tolerated."""
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
@@ -308,7 +357,7 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     tmp_path = Path(tmp)
     try:
         yield tmp_path
-        _fsync_file(tmp_path)
+        fsync_file(tmp_path)
         os.replace(tmp_path, path)
     except BaseException as e:
         with contextlib.suppress(FileNotFoundError):
@@ -367,6 +416,15 @@ def read_lines(path: str | os.PathLike) -> Iterator[tuple[int, str, str]]:
                     raise PhraseRescoreError(f"invalid UTF-8 at byte {e.start} ({e.reason}): expected UTF-8 text",
                                              path, line_no) from None
                 yield line_no, text, ending.decode("ascii")
-        except (EOFError, zlib.error, gzip.BadGzipFile) as e:
-            raise PhraseRescoreError(f"corrupt or truncated gzip data after line {line_no} ({e}); the file is "
-                                     "incomplete", path, line_no + 1) from None
+        except GZIP_READ_ERRORS as e:
+            raise gzip_read_error(e, path, line_no) from None
+
+
+def read_text_lines(path: str | os.PathLike) -> list[str]:
+    """Every line of ``path`` without its ending, split as :func:`read_lines` splits (``\\n`` only)."""
+    return [text for _, text, _ in read_lines(path)]
+
+
+def read_sentences(path: str | os.PathLike) -> list[list[str]]:
+    """The whitespace-separated tokens of every line of ``path`` (plain or gzip); empty lines stay."""
+    return [text.split() for _, text, _ in read_lines(path)]

@@ -1,5 +1,5 @@
-"""Moses's numbers: the floor on log scores, how floats and weights are printed, and how the model's
-log p(f|e) and the unknown-word count become phrase-table feature values.
+"""Moses's numbers: how Moses reads a score, the floor on log scores, how scores, floats and weights are
+printed, and how the model's log p(f|e) and the unknown-word count become phrase-table feature values.
 
 Moses reads every phrase-table score as a C ``float`` and stores ``FloorScore(TransformScore(x))``:
 ``TransformScore`` is the natural log (moses/Util.h) and ``FloorScore`` clamps it at
@@ -10,7 +10,7 @@ would make Moses take the log of a negative number (NaN).
 
 Conventions of this module (the project's documented floor):
 
-* **log p column**: ``exp(log p)`` with 7 significant digits (:func:`phrase_rescore.moses_integration.phrase_table.format_score`).
+* **log p column**: ``exp(log p)`` with 7 significant digits (:func:`format_score`).
   For ``log p >= -87.3`` the value is a normal float32 and Moses recovers log p to float precision.
   Between -87.3 and -100 it is a float32 subnormal, which Moses still reads, with a rounding error
   in log p that grows towards -100 (about 1e-4 at -95, 0.02 at -100).
@@ -27,7 +27,7 @@ Conventions of this module (the project's documented floor):
   themselves: log p (no floor; -inf, which only an underflowing model gives, as :data:`RAW_LOGPROB_MIN`,
   the lowest float32 in 7 digits) and the count ``n`` (not clamped).
 * A line rejected by the reader (``--on-error keep``) gets neutral values that add 0 to the
-  log-linear score: :data:`phrase_rescore.moses_integration.phrase_table.NEUTRAL_VALUE` (1) in Moses form, 0 in raw form.
+  log-linear score: :data:`NEUTRAL_VALUE` (1) in Moses form, 0 in raw form.
 
 Every text written in Moses form is one that Moses's loader reads as a finite, positive float32
 (:func:`moses_reads` mirrors it, and the tests check every column against it).
@@ -35,12 +35,12 @@ Every text written in Moses form is one that Moses's loader reads as a finite, p
 from __future__ import annotations
 
 import math
+import re
+import struct
 
 import numpy as np
 
 from phrase_rescore.core.errors import PhraseRescoreError
-
-from .phrase_table import NEUTRAL_VALUE, format_score, moses_float32
 
 #: Moses's floor on the log of any phrase-table score (moses/TypeDef.h ``LOWEST_SCORE``).
 LOWEST_SCORE = -100.0
@@ -54,6 +54,16 @@ UNK_COUNT_MAX = 88
 #: A raw log p of -inf is written as the lowest float32 in 7 significant digits (finite for every reader).
 RAW_LOGPROB_MIN = "-3.402823e+38"
 
+#: The value written in a new column of a rejected line: Moses takes its log, so it adds 0 to the
+#: log-linear score and the line neither gains nor loses by the new feature.
+NEUTRAL_VALUE = 1.0
+#: One score as double-conversion's ``StringToFloat`` reads it whole (Moses's phrase-table loader):
+#: an optional sign, digits with at most one point (``5.``, ``.5``), an optional exponent.
+SCORE_TOKEN = r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?"
+SCORE_TOKEN_RE = re.compile(SCORE_TOKEN)
+#: The smallest magnitude a float32 rounds to infinity (2**128 - 2**103, half-way past FLT_MAX).
+FLOAT32_OVERFLOW = 2.0 ** 128 - 2.0 ** 103
+
 COLUMN_CHOICES = ("logprob", "unk")
 
 
@@ -64,9 +74,25 @@ def floor_log(p: float) -> float:
     return max(math.log(p), LOWEST_SCORE)
 
 
+def moses_float32(token: str) -> float | None:
+    """The float32 Moses reads for one score token (as a Python float), or None when Moses rejects it
+    ("Bad score") or reads it as infinite."""
+    if SCORE_TOKEN_RE.fullmatch(token) is None:
+        return None
+    x = float(token)
+    return struct.unpack("f", struct.pack("f", x))[0] if abs(x) < FLOAT32_OVERFLOW else None
+
+
+def format_score(x: float) -> str:
+    """A score as text: 7 significant digits, enough for a float32 (Moses stores scores as float)."""
+    return f"{x:.7g}"
+
+
 def format_moses_float(x: float) -> str:
-    """A float as a C++ ostream prints it by default (6 significant digits, ``%g``), as Moses does."""
-    s = "%g" % float(x)
+    """A float as a C++ ostream prints it by default (6 significant digits, ``%g``), as Moses does, but
+    0 for -0 (a sum or product that rounds to zero from below; Moses's own scores of a phrase table,
+    probabilities and counts, are never negative, so that is the one difference there can be)."""
+    s = f"{x:.6g}"
     return "0" if s == "-0" else s
 
 

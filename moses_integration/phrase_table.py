@@ -11,7 +11,7 @@ writing with no new columns reproduces the input exactly (plain or gzip, whateve
 A score is accepted only when Moses reads it as the same finite number: Moses's loader
 (``RuleTableLoaderStandard``) splits the scores field on spaces and tabs and converts each token with
 double-conversion's ``StringToFloat`` (no flags: the whole token must be a decimal number, ``inf`` and
-``nan`` aside), then stores ``FloorScore(log(x))``. So a token must match :data:`SCORE_TOKEN` (digits with
+``nan`` aside), then stores ``FloorScore(log(x))``. So a token must match :data:`~.moses_values.SCORE_TOKEN` (digits with
 an optional sign, point and exponent; not ``1_0``, ``0x1p3``, ``Infinity`` or ``١``, which Python's
 ``float`` takes), must be finite as a float32 (``1e39`` is ``inf`` to Moses, whose log is ``inf``), and
 must not be negative (Moses's log makes it NaN); 0 is allowed (Moses floors ``log 0`` to -100). A table
@@ -21,41 +21,30 @@ Bad lines (fewer than 3 fields, a score Moses would not read as the same finite 
 score count that differs from the table's first line, invalid UTF-8, an empty source or target, a CRLF
 ending) raise :class:`~phrase_rescore.core.errors.PhraseRescoreError` naming the file and line. With
 ``on_error="keep"`` they are yielded with ``error`` set instead, counted in :class:`ReadStats` and listed in
-a rejects file; the writer then gives them :data:`NEUTRAL_VALUE` in every new column when the line has a
+a rejects file; the writer then gives them :data:`~.moses_values.NEUTRAL_VALUE` in every new column when the line has a
 scores field, and copies the line unchanged otherwise, so no line is dropped or moved. A table without a
 single line is refused (:data:`EMPTY_TABLE`) in both modes: there is nothing to rescore.
 """
 from __future__ import annotations
 
 import collections
-import gzip
 import os
 import re
-import struct
-import zlib
 from dataclasses import dataclass, field
 from typing import IO, Iterable, Iterator, Sequence
 
 from phrase_rescore.core.errors import PhraseRescoreError
-from phrase_rescore.core.fileio import atomic_open, open_binary_read
+from phrase_rescore.core.fileio import GZIP_READ_ERRORS, atomic_open, gzip_read_error, open_binary_read
+
+from .moses_values import FLOAT32_OVERFLOW, NEUTRAL_VALUE, SCORE_TOKEN_RE, format_score
 
 FIELD_SEP = b"|||"
 
-#: The value written in a new column of a rejected line: Moses takes its log, so it adds 0 to the
-#: log-linear score and the line neither gains nor loses by the new feature.
-NEUTRAL_VALUE = 1.0
-
 ON_ERROR_CHOICES = ("raise", "keep")
 
-#: One score as double-conversion's ``StringToFloat`` reads it whole (Moses's phrase-table loader):
-#: an optional sign, digits with at most one point (``5.``, ``.5``), an optional exponent.
-SCORE_TOKEN = r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?"
-_SCORE_TOKEN_RE = re.compile(SCORE_TOKEN)
 #: A character that no scores field Moses reads whole contains (tokens of SCORE_TOKEN, spaces, tabs).
 _NON_SCORE_CHAR = re.compile(r"[^0-9eE+\-. \t]")
 _MOSES_SEPARATORS = re.compile(r"[ \t]+")
-#: The smallest magnitude a float32 rounds to infinity (2**128 - 2**103, half-way past FLT_MAX).
-FLOAT32_OVERFLOW = 2.0 ** 128 - 2.0 ** 103
 
 EMPTY_TABLE = "the phrase table is empty: expected at least one line 'source ||| target ||| scores'"
 
@@ -150,10 +139,8 @@ class PhraseTableReader:
                         rejects.append(b"%d\t%s\t%s\n" % (line_no, entry.error.encode("utf-8"), raw))
                     stats.lines = line_no
                     yield entry
-            except (EOFError, zlib.error, gzip.BadGzipFile) as e:
-                raise PhraseRescoreError(
-                    f"corrupt or truncated gzip data after line {line_no} ({e}); the file is incomplete",
-                    self.path, line_no + 1) from None
+            except GZIP_READ_ERRORS as e:
+                raise gzip_read_error(e, self.path, line_no) from None
         if line_no == 0:
             raise PhraseRescoreError(EMPTY_TABLE, self.path)
         if keep and self.rejects_path is not None:
@@ -190,7 +177,7 @@ def _parse(raw: bytes, line_no: int, newline: bool, allow_negative: bool = False
 def parse_scores(text: str, allow_negative: bool = False) -> tuple[tuple[float, ...], str | None]:
     """``(scores, None)`` for a scores field Moses reads as the same finite numbers, else ``((), problem)``.
 
-    See the module docstring: tokens of :data:`SCORE_TOKEN` separated by spaces or tabs, each finite as a
+    See the module docstring: tokens of :data:`~.moses_values.SCORE_TOKEN` separated by spaces or tabs, each finite as a
     float32 and, unless ``allow_negative``, not negative.
     """
     if _NON_SCORE_CHAR.search(text) is None:
@@ -212,7 +199,7 @@ def parse_scores(text: str, allow_negative: bool = False) -> tuple[tuple[float, 
 
 def score_problem(token: str, allow_negative: bool = False) -> str | None:
     """Why Moses would not read ``token`` as the same finite non-negative float32; None when it would."""
-    if not _SCORE_TOKEN_RE.fullmatch(token):
+    if not SCORE_TOKEN_RE.fullmatch(token):
         if token.lstrip("+-").lower() in ("inf", "infinity", "nan"):
             return f"score {token!r} is not finite: expected finite numbers"
         return (f"score {token!r} is not a number: expected decimal numbers such as 0.25 or 1e-05, "
@@ -225,15 +212,6 @@ def score_problem(token: str, allow_negative: bool = False) -> str | None:
         return (f"score {token!r} is negative: Moses takes the log of every phrase-table score, which is NaN for "
                 "a negative number (expected probabilities >= 0, not log-probabilities)")
     return None
-
-
-def moses_float32(token: str) -> float | None:
-    """The float32 Moses reads for one score token (as a Python float), or None when Moses rejects it
-    ("Bad score") or reads it as infinite."""
-    if _SCORE_TOKEN_RE.fullmatch(token) is None:
-        return None
-    x = float(token)
-    return struct.unpack("f", struct.pack("f", x))[0] if abs(x) < FLOAT32_OVERFLOW else None
 
 
 def read_phrase_table(path, on_error: str = "raise", rejects_path=None,
@@ -261,15 +239,10 @@ def check_not_empty(path) -> None:
     with open_binary_read(path) as f:
         try:
             empty = not f.read(1)
-        except (EOFError, zlib.error, gzip.BadGzipFile) as e:
-            raise PhraseRescoreError(f"corrupt or truncated gzip data ({e}); the file is incomplete", path, 1) from None
+        except GZIP_READ_ERRORS as e:
+            raise gzip_read_error(e, path, 0) from None
     if empty:
         raise PhraseRescoreError(EMPTY_TABLE, path)
-
-
-def format_score(x: float) -> str:
-    """A score as text: 7 significant digits, enough for a float32 (Moses stores scores as float)."""
-    return f"{x:.7g}"
 
 
 def append_columns(raw: bytes, columns: bytes) -> bytes:
@@ -297,6 +270,15 @@ def append_columns(raw: bytes, columns: bytes) -> bytes:
     return raw[:start] + b" " + columns + raw[start:]
 
 
+def scored_line(line: bytes, columns: bytes) -> bytes:
+    """A table line as read (with its ``\\n``, or without on a last line that has none) with ``columns``
+    appended to its scores field by :func:`append_columns`, ending as it ended: how every writer of a
+    rescored table writes a line."""
+    if line.endswith(b"\n"):
+        return append_columns(line[:-1], columns) + b"\n"
+    return append_columns(line, columns)
+
+
 class PhraseTableWriter:
     """Write phrase-table lines, appending new score columns; atomic (temp file, then rename).
 
@@ -321,14 +303,14 @@ class PhraseTableWriter:
     def write(self, entry: PhraseEntry, new_values: Sequence[float] | None = None) -> None:
         """Write ``entry`` with ``new_values`` appended to its scores (none: the line as read).
 
-        A rejected entry (``error`` set) gets :data:`NEUTRAL_VALUE` in each new column.
+        A rejected entry (``error`` set) gets :data:`~.moses_values.NEUTRAL_VALUE` in each new column.
         """
-        raw = entry.raw
+        line = entry.raw + b"\n" if entry.newline else entry.raw
         if new_values:
             if entry.error is not None:
                 new_values = [NEUTRAL_VALUE] * len(new_values)
-            raw = append_columns(raw, " ".join(format_score(v) for v in new_values).encode("ascii"))
-        self._f.write(raw + b"\n" if entry.newline else raw)
+            line = scored_line(line, " ".join(format_score(v) for v in new_values).encode("ascii"))
+        self._f.write(line)
 
     def write_raw(self, lines: Iterable[bytes]) -> None:
         """Write already formatted lines (each with its own line ending)."""

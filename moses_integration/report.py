@@ -24,7 +24,7 @@ import pandas as pd
 
 from phrase_rescore.core.config import setting
 from phrase_rescore.core.errors import PhraseRescoreError
-from phrase_rescore.core.fileio import atomic_open, sha256_file
+from phrase_rescore.core.fileio import atomic_open, read_text_lines, sha256_file
 
 from .backend import BACKENDS, Backend, get_backend
 
@@ -80,17 +80,6 @@ class SplitScores:
     p_bleu: list[float | None]
     p_chrf: list[float | None]
     signatures: dict[str, str] = field(default_factory=dict)
-
-
-def read_lines(path: str | os.PathLike) -> list[str]:
-    """Lines of a UTF-8 text file without their newlines (a final newline does not add an empty line)."""
-    try:
-        with open(path, encoding="utf-8", newline="\n") as f:
-            return f.read().splitlines()
-    except FileNotFoundError:
-        raise PhraseRescoreError("file not found", path) from None
-    except UnicodeDecodeError as e:
-        raise PhraseRescoreError(f"expected UTF-8 text: {e}", path) from None
 
 
 @contextlib.contextmanager
@@ -235,14 +224,14 @@ def evaluate(cfg: EvaluateConfig) -> pd.DataFrame:
     work.mkdir(parents=True, exist_ok=True)
 
     def run_split(split: str, src: Path, ref: Path) -> SplitScores:
-        refs = read_lines(ref)
-        n_src = len(read_lines(src))
+        refs = read_text_lines(ref)
+        n_src = len(read_text_lines(src))
         if n_src != len(refs):
             raise PhraseRescoreError(f"{split} source has {n_src} lines but its reference has {len(refs)}", ref)
         named = []
         for s in cfg.systems:
             out = decode_split(backend, s, Path(src), work / f"{split}.{_safe(s.name)}.tok", cfg.threads)
-            hyps = detokenize_lines(read_lines(out), cfg.detok_lang)
+            hyps = detokenize_lines(read_text_lines(out), cfg.detok_lang)
             with atomic_open(work / f"{split}.{_safe(s.name)}.detok", "wb") as f:
                 f.write("".join(h + "\n" for h in hyps).encode("utf-8"))
             named.append((s.name, hyps))

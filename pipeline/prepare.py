@@ -17,13 +17,11 @@ earlier prepare's manifest names is ever replaced or removed.
 from __future__ import annotations
 
 import collections
-import hashlib
 import json
 import math
 import os
 import secrets
 import shutil
-import socket
 import zlib
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -36,7 +34,7 @@ import pyarrow.parquet as pq
 
 from phrase_rescore.core.config import setting
 from phrase_rescore.core.errors import PhraseRescoreError
-from phrase_rescore.core.fileio import fsync_dir, sha256_file
+from phrase_rescore.core.fileio import HOST_TAG, fsync_dir, fsync_file, sha256_file, writer_gone
 from phrase_rescore.core.progress import bar
 from phrase_rescore.core.version import code_version
 from phrase_rescore.moses_integration.phrase_table import ON_ERROR_CHOICES, read_phrase_table
@@ -96,7 +94,7 @@ def prepare(table_path: str | os.PathLike, out_dir: str | os.PathLike,
     previous = _previous_parts(out)
     out.mkdir(parents=True, exist_ok=True)
     remove_stale_temp_dirs(out)
-    tmp = out / f"{TMP_PREFIX}{_HOST}-{os.getpid()}.{secrets.token_hex(4)}{TMP_SUFFIX}"
+    tmp = out / f"{TMP_PREFIX}{HOST_TAG}-{os.getpid()}.{secrets.token_hex(4)}{TMP_SUFFIX}"
     tmp.mkdir()
     try:
         (tmp / TMP_MARKER).write_text(TMP_MARKER_TEXT, encoding="utf-8")
@@ -131,7 +129,6 @@ def prepare(table_path: str | os.PathLike, out_dir: str | os.PathLike,
 TMP_PREFIX, TMP_SUFFIX = ".prepare-", ".tmp"
 TMP_MARKER = ".phrase-rescore-prepare-tmp"
 TMP_MARKER_TEXT = "A temporary folder of `phrase-rescore prepare`; removed by its next run once its process is gone.\n"
-_HOST = hashlib.sha256(socket.gethostname().encode("utf-8", "replace")).hexdigest()[:8]
 
 
 def _previous_parts(out: Path) -> set[str]:
@@ -170,7 +167,7 @@ def _install(tmp: Path, out: Path, manifest: dict, previous: set[str]) -> dict:
     write are removed, then the complete manifest. Every file reaches ``out`` by a rename from ``tmp``."""
     parts = list(manifest["parts"])
     for name in parts:
-        _fsync_file(tmp / name)
+        fsync_file(tmp / name)
     _write_manifest(tmp, out, {**manifest, "complete": False, "replacing": sorted(previous - set(parts))})
     for name in parts:
         os.replace(tmp / name, out / name)
@@ -197,11 +194,6 @@ def _write_manifest(tmp: Path, out: Path, manifest: dict) -> None:
     fsync_dir(out)
 
 
-def _fsync_file(path: Path) -> None:
-    with open(path, "rb") as f:
-        os.fsync(f.fileno())
-
-
 def remove_stale_temp_dirs(out: Path) -> list[Path]:
     """Remove the temporary folders that killed prepare runs left in ``out``: only those named like
     ours, holding our marker file, made on this machine by a process that no longer runs."""
@@ -209,25 +201,11 @@ def remove_stale_temp_dirs(out: Path) -> list[Path]:
     for d in out.glob(f"{TMP_PREFIX}*{TMP_SUFFIX}"):
         owner = d.name[len(TMP_PREFIX):-len(TMP_SUFFIX)].split(".", 1)[0]     # HOST-PID
         host, _, pid = owner.partition("-")
-        if not (d.is_dir() and (d / TMP_MARKER).is_file() and host == _HOST and pid.isdigit()):
-            continue
-        if _process_alive(int(pid)):
+        if not (d.is_dir() and (d / TMP_MARKER).is_file() and pid.isdigit() and writer_gone(host, int(pid))):
             continue
         shutil.rmtree(d, ignore_errors=True)
         removed.append(d)
     return removed
-
-
-def _process_alive(pid: int) -> bool:
-    if pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:      # another user's process
-        return True
-    return True
 
 
 def _partition(table_path: str, tmp: Path, config: PrepareConfig, rejects_path: Path) -> dict:

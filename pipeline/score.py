@@ -38,8 +38,8 @@ from phrase_rescore.core.fileio import sha256_file
 from phrase_rescore.core.version import code_version
 
 from .device import check_device, resolve_device
-from phrase_rescore.moses_integration.phrase_table import (ON_ERROR_CHOICES, append_columns, check_not_empty,
-                                                          read_phrase_table)
+from phrase_rescore.moses_integration.phrase_table import (ON_ERROR_CHOICES, check_not_empty, read_phrase_table,
+                                                          scored_line)
 from phrase_rescore.moses_integration.moses_values import logprob_texts, neutral_text, parse_columns, unk_texts
 
 from .scoring.chunk_pairs import ChunkPairs, PairCollector
@@ -403,13 +403,9 @@ def _format_chunk(chunk: _Chunk, logp: np.ndarray, config: ScoreConfig) -> bytes
     texts = [" ".join(t).encode("ascii") for t in zip(*cols)]        # one per pair
     lines = list(chunk.raw)
     for k, pos in enumerate(pairs.pair_line.tolist()):
-        raw = lines[pos]
-        nl = raw.endswith(b"\n")
-        lines[pos] = append_columns(raw[:-1] if nl else raw, texts[k]) + (b"\n" if nl else b"")
+        lines[pos] = scored_line(lines[pos], texts[k])
     if chunk.bad:
         neutral = " ".join([neutral_text(config.raw_logprob)] * len(config.columns)).encode("ascii")
         for pos in chunk.bad:
-            raw = lines[pos]
-            nl = raw.endswith(b"\n")
-            lines[pos] = append_columns(raw[:-1] if nl else raw, neutral) + (b"\n" if nl else b"")
+            lines[pos] = scored_line(lines[pos], neutral)
     return b"".join(lines)

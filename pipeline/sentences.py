@@ -11,14 +11,9 @@ import os
 import numpy as np
 
 from phrase_rescore.core.errors import PhraseRescoreError
-from phrase_rescore.core.fileio import read_lines
+from phrase_rescore.core.fileio import read_sentences
 
 from .vocab import EOS_ID, Vocab
-
-
-def read_sentences(path: str | os.PathLike) -> list[list[str]]:
-    """The whitespace-separated tokens of every line of ``path`` (plain or gzip); empty lines stay."""
-    return [text.split() for _, text, _ in read_lines(path)]
 
 
 def read_parallel(src_path: str | os.PathLike, tgt_path: str | os.PathLike) -> tuple[list[list[str]], list[list[str]]]:

@@ -6,7 +6,7 @@ import random
 import pytest
 from click.testing import CliRunner
 
-from phrase_rescore.moses_integration.embedded.build import moses_ini_text, read_lines
+from phrase_rescore.moses_integration.embedded.build import build_smt, moses_ini_text
 from phrase_rescore.moses_integration.embedded.clean import CleanConfig, clean_pairs
 from phrase_rescore.moses_integration.embedded.tokenizer import TokenizeConfig, Tokenizer
 from phrase_rescore.moses_integration.moses_ini import read_moses_ini
@@ -111,8 +111,9 @@ def test_mismatched_corpus_is_refused(tmp_path):
 
 def test_invalid_utf8_names_file_and_line(tmp_path):
     (tmp_path / "bad.en").write_bytes(b"fine\nbad \xff byte\n")
-    with pytest.raises(PhraseRescoreError, match=r"bad.en:2: expected UTF-8"):
-        read_lines(tmp_path / "bad.en")
+    (tmp_path / "a.fr").write_text("un\ndeux\n")
+    with pytest.raises(PhraseRescoreError, match=r"bad.en:2: invalid UTF-8 at byte 4 .*expected UTF-8 text"):
+        build_smt(tmp_path / "bad.en", tmp_path / "a.fr", tmp_path / "o")
 
 
 def test_clean_rules_table():

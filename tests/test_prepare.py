@@ -265,13 +265,14 @@ def test_the_next_prepare_removes_only_the_temporary_folders_of_killed_runs(tmp_
     import subprocess
     import sys
 
+    from phrase_rescore.core.fileio import HOST_TAG
     from phrase_rescore.pipeline import prepare as prepare_module
     a, _ = _two_tables(tmp_path)
     out = tmp_path / "pairs"
     out.mkdir()
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
                           text=True).stdout.strip()
-    host = prepare_module._HOST
+    host = HOST_TAG
 
     def temp(owner, marker=True, token="0a1b2c3d"):
         d = out / f".prepare-{owner}.{token}.tmp"

@@ -11,9 +11,9 @@ import pandas as pd
 import pytest
 
 from phrase_rescore.moses_integration.backend import Backend
-from phrase_rescore.moses_integration.report import EvaluateConfig, SystemSpec, evaluate, read_lines, score_systems
+from phrase_rescore.moses_integration.report import EvaluateConfig, SystemSpec, evaluate, score_systems
 from phrase_rescore.core.errors import PhraseRescoreError
-from phrase_rescore.core.fileio import sha256_file
+from phrase_rescore.core.fileio import read_text_lines, sha256_file
 
 FIX = Path(__file__).parent / "fixtures" / "moses"
 
@@ -89,7 +89,7 @@ class _TableBackend(Backend):
     def decode(self, ini, input_path, output_path, nbest_path=None, nbest=0, threads=1):
         self.calls.append((Path(ini).name, Path(input_path).name))
         lines = self.outputs[Path(ini).name]
-        assert len(lines) == len(read_lines(input_path))
+        assert len(lines) == len(read_text_lines(input_path))
         _write(Path(output_path), lines)
 
 
@@ -171,6 +171,6 @@ def test_evaluate_with_embedded_backend(tmp_path):
     s = make_tiny_system(tmp_path / "sys")
     df = evaluate(EvaluateConfig(systems=[SystemSpec("Baseline", s["ini"])], test_src=s["src"], test_ref=s["ref"],
                                  workdir=tmp_path / "ev", backend="embedded", detok_lang=None))
-    hyps = read_lines(tmp_path / "ev" / "test.Baseline.tok")
+    hyps = read_text_lines(tmp_path / "ev" / "test.Baseline.tok")
     assert len(hyps) == 3
-    assert df["test_bleu"].iloc[0] == round(score_systems([("b", hyps)], read_lines(s["ref"])).bleu[0], 2)
+    assert df["test_bleu"].iloc[0] == round(score_systems([("b", hyps)], read_text_lines(s["ref"])).bleu[0], 2)

@@ -34,7 +34,7 @@ from typing import Sequence
 from phrase_rescore.core import progress
 from phrase_rescore.core.config import setting
 from phrase_rescore.core.errors import PhraseRescoreError
-from phrase_rescore.core.fileio import atomic_open, open_binary_read, sha256_file
+from phrase_rescore.core.fileio import atomic_open, read_text_lines, sha256_file
 
 from .align import EflomalConfig, align_eflomal, format_pharaoh, grow_diag_final_and
 from .clean import CleanConfig, clean_pairs
@@ -97,18 +97,6 @@ class BuildResult:
                  f"moses.ini -> {self.moses_ini}",
                  "time: " + ", ".join(f"{k} {v:.1f}s" for k, v in self.timings.items())]
         return "\n".join([ln for ln in lines if ln] + [f"note: {n}" for n in self.notes])
-
-
-def read_lines(path: str | os.PathLike) -> list[str]:
-    """All lines of a UTF-8 text file (gzip by content), split on "\\n" only, without line ends."""
-    out = []
-    with open_binary_read(path) as f:
-        for line_no, raw in enumerate(f, start=1):
-            try:
-                out.append(raw.decode("utf-8").rstrip("\r\n"))
-            except UnicodeDecodeError as e:
-                raise PhraseRescoreError(f"expected UTF-8 text: {e.reason} at byte {e.start}", path, line_no) from None
-    return out
 
 
 def moses_ini_text(phrase_table: str, lm_path: str, lm_order: int, distortion_limit: int = 6,
@@ -208,8 +196,8 @@ def build_smt(src_path: str | os.PathLike, tgt_path: str | os.PathLike, out_dir:
         clock = now
 
     # read
-    src_raw = read_lines(src_path)
-    tgt_raw = read_lines(tgt_path)
+    src_raw = read_text_lines(src_path)
+    tgt_raw = read_text_lines(tgt_path)
     if len(src_raw) != len(tgt_raw):
         raise PhraseRescoreError(f"has {len(src_raw)} lines but the target file {os.fspath(tgt_path)} has "
                                  f"{len(tgt_raw)}; expected line i of one to translate line i of the other",

@@ -51,7 +51,9 @@ class CleanStats:
         return d
 
 
-def _strip_pipes(tokens: Sequence[str]) -> tuple[list[str], bool]:
+def strip_pipes(tokens: Sequence[str]) -> tuple[list[str], bool]:
+    """``tokens`` with every ``|`` deleted and the tokens left empty dropped (Moses reads ``|`` as a
+    factor separator), and whether anything changed: the rule for every corpus the system sees."""
     if not any("|" in t for t in tokens):
         return list(tokens), False
     out = [t.replace("|", "") for t in tokens]
@@ -71,8 +73,8 @@ def clean_pairs(src: Sequence[Sequence[str]], tgt: Sequence[Sequence[str]],
     out_s: list[list[str]] = []
     out_t: list[list[str]] = []
     for line_no, (s, t) in enumerate(zip(src, tgt), start=1):
-        s, s_changed = _strip_pipes(s)
-        t, t_changed = _strip_pipes(t)
+        s, s_changed = strip_pipes(s)
+        t, t_changed = strip_pipes(t)
         if s_changed or t_changed:
             stats.pairs_with_pipes_removed += 1
         ns, nt = len(s), len(t)

@@ -30,7 +30,7 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from phrase_rescore.core.errors import PhraseRescoreError
-from phrase_rescore.core.fileio import atomic_open, open_text_read
+from phrase_rescore.core.fileio import atomic_open, read_sentences
 from phrase_rescore.core.progress import bar
 
 from ..moses_values import format_moses_float
@@ -230,15 +230,6 @@ _WORKER: tuple[Decoder, int] | None = None
 def _work(words):
     dec, nbest = _WORKER
     return dec.translate(words, nbest)
-
-
-def read_sentences(path: str | os.PathLike) -> list[list[str]]:
-    """Tokenized input, one sentence per line, split on whitespace."""
-    try:
-        with open_text_read(path) as f:
-            return [line.split() for line in f]
-    except UnicodeDecodeError as e:
-        raise PhraseRescoreError(f"expected UTF-8 text: {e}", path) from None
 
 
 def decode_file(ini_path, input_path, output_path, nbest_path=None, nbest_size: int = 0, threads: int = 1,

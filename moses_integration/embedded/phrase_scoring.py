@@ -23,7 +23,8 @@ Each line is written as Moses's ``consolidate`` writes it::
 
     src ||| tgt ||| p(s|t) lex(s|t) p(t|s) lex(t|s) ||| 0-0 1-2 ||| c(t) c(s) c(s,t) ||| |||
 
-numbers printed like a C++ ``ostream`` (``%g``, six significant digits), the alignment ordered by
+numbers printed like a C++ ``ostream`` (``%g``, six significant digits:
+:func:`~phrase_rescore.moses_integration.moses_values.format_moses_float`), the alignment ordered by
 target then source position, lines sorted by ``"src ||| tgt |||"`` in byte order (``LC_ALL=C sort``
 of Moses's extract file). Everything is pandas/pyarrow column arithmetic in chunks of pairs.
 """
@@ -41,6 +42,8 @@ import pyarrow.compute as pc
 
 from phrase_rescore.core import progress
 from phrase_rescore.core.fileio import atomic_open
+
+from ..moses_values import format_moses_float
 
 NULL = "NULL"
 
@@ -272,12 +275,8 @@ def _as_printed(counts: np.ndarray) -> np.ndarray:
     out = counts.copy()
     big = out >= 1e6
     if big.any():
-        out[big] = [float(f"{x:.6g}") for x in out[big].tolist()]
+        out[big] = [float(format_moses_float(x)) for x in out[big].tolist()]
     return out
-
-
-def _fmt(x: float) -> str:
-    return f"{x:.6g}"
 
 
 @dataclass
@@ -320,6 +319,7 @@ def score_phrase_table(counts: pd.DataFrame, lex: LexicalTables, path: str | os.
 
     src_len_total = 0
     tgt_len_total = 0
+    fmt = format_moses_float  # every number as Moses's score prints it (ostream, 6 significant digits)
     with atomic_open(path, "wb", compresslevel=compresslevel) as out, \
             progress.bar(total=n, desc="score", unit="pair") as bar:
         for lo in range(0, n, chunk_size):
@@ -347,8 +347,8 @@ def score_phrase_table(counts: pd.DataFrame, lex: LexicalTables, path: str | os.
             src_len_total += int(np.diff(s_off).sum())
             tgt_len_total += int(np.diff(t_off).sum())
             lines = [
-                f"{s} ||| {t} ||| {_fmt(a)} {_fmt(b)} {_fmt(c)} {_fmt(d)} ||| {al} ||| "
-                f"{_fmt(e)} {_fmt(f)} {_fmt(g)} ||| |||\n"
+                f"{s} ||| {t} ||| {fmt(a)} {fmt(b)} {fmt(c)} {fmt(d)} ||| {al} ||| "
+                f"{fmt(e)} {fmt(f)} {fmt(g)} ||| |||\n"
                 for s, t, a, b, c, d, al, e, f, g in zip(
                     s_chunk.to_pylist(), t_chunk.to_pylist(), p_s_t.tolist(), lex_s_t.tolist(),
                     p_t_s.tolist(), lex_t_s.tolist(), a_chunk.to_pylist(), ct.tolist(), cs.tolist(), cst.tolist())

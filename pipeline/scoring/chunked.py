@@ -6,10 +6,10 @@ running CRC-32 and length. After a crash or kill, :meth:`ChunkedOutput.open` tru
 ``OUT.partial`` to the last completed chunk and reports the first line still to do; when the whole
 input is done, :meth:`ChunkedOutput.finish` closes the file and renames it to ``OUT``.
 
-gzip output is ONE gzip member, byte-identical however often the run was interrupted: a fixed
-10-byte header (no name, mtime 0), then each chunk as raw deflate from a fresh compressor ended by a
-sync flush (as pigz does), then an empty final block and the CRC-32/length trailer. The bytes of a
-chunk depend only on its lines, so a resumed run writes the same bytes as an uninterrupted one.
+gzip output is ONE gzip member written piece by piece (:func:`~phrase_rescore.core.fileio.gzip_piece`:
+a fixed header, each chunk as raw deflate from a fresh compressor, then the trailer), byte-identical
+however often the run was interrupted: the bytes of a chunk depend only on its lines, so a resumed run
+writes the same bytes as an uninterrupted one.
 
 A manifest is only resumed when its ``identity`` (the input table's size and mtime, the model's hash
 and every option that changes the output) equals the current run's; otherwise the run starts afresh.
@@ -25,12 +25,10 @@ import zlib
 from pathlib import Path
 
 from phrase_rescore.core.errors import PhraseRescoreError
-from phrase_rescore.core.fileio import check_outputs, wants_gzip
+from phrase_rescore.core.fileio import GZIP_HEADER, check_outputs, gzip_piece, gzip_trailer, wants_gzip
 
 MANIFEST_FORMAT = "phrase-rescore-score-manifest"
 MANIFEST_VERSION = 1
-GZIP_HEADER = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"  # deflate, no flags, mtime 0, OS unknown
-_FINAL_EMPTY_BLOCK = b"\x03\x00"                             # BFINAL=1, fixed Huffman, end-of-block
 
 
 def chain_digest(previous: str, data: bytes) -> str:
@@ -134,8 +132,7 @@ class ChunkedOutput:
         """Append one chunk (``n_lines`` input lines as ``data``) and record it in the manifest;
         ``source``: the chunk's input bytes, for the input digest."""
         if self.gzip:
-            comp = zlib.compressobj(self.compresslevel, zlib.DEFLATED, -15)
-            self._f.write(comp.compress(data) + comp.flush(zlib.Z_SYNC_FLUSH))
+            self._f.write(gzip_piece(data, self.compresslevel))
             self.crc = zlib.crc32(data, self.crc)
             self.isize = (self.isize + len(data)) & 0xFFFFFFFF
         else:
@@ -154,7 +151,7 @@ class ChunkedOutput:
     def finish(self) -> None:
         """Close the stream (gzip trailer), rename ``OUT.partial`` to ``OUT`` and drop the manifest."""
         if self.gzip:
-            self._f.write(_FINAL_EMPTY_BLOCK + self.crc.to_bytes(4, "little") + self.isize.to_bytes(4, "little"))
+            self._f.write(gzip_trailer(self.crc, self.isize))
         self._f.flush()
         os.fsync(self._f.fileno())
         self._f.close()

@@ -19,9 +19,12 @@ from phrase_rescore.moses_integration.embedded.build import BuildConfig
 from phrase_rescore.moses_integration.report import EvaluateConfig
 from phrase_rescore.moses_integration.tuning import TuneConfig
 from phrase_rescore.pipeline.prepare import PrepareConfig
+from phrase_rescore.pipeline.rescore_nbest import RescoreConfig
 from phrase_rescore.pipeline.sample import SampleConfig
 from phrase_rescore.pipeline.score import ScoreConfig
 from phrase_rescore.pipeline.train import TrainConfig
+from phrase_rescore.pipeline.train_seq2seq import TrainSeq2SeqConfig
+from phrase_rescore.pipeline.translate import TranslateConfig
 
 from .schema import collect, options
 from .stages import DemoDataConfig
@@ -315,41 +318,17 @@ def build_smt_cmd(train_src, train_tgt, out_dir, **kw):
 @click.option("--out-dir", "-o", required=True, type=click.Path(file_okay=False), help="model.pt, last.pt, vocab.json, train_log.jsonl.")
 @click.option("--valid-src", type=click.Path(exists=True, dir_okay=False), help="Validation source (default: hold out --valid-size pairs).")
 @click.option("--valid-tgt", type=click.Path(exists=True, dir_okay=False), help="Validation target.")
-@click.option("--valid-size", default=500, show_default=True, help="Pairs held out when no validation files are given.")
 @click.option("--vocab", type=click.Path(exists=True, dir_okay=False), help="Share an existing vocabulary JSON.")
-@click.option("--src-vocab-size", default=160_000, show_default=True)
-@click.option("--tgt-vocab-size", default=80_000, show_default=True)
-@click.option("--preset", type=click.Choice(["small", "paper"]), default="small", show_default=True,
-              help="paper: 4 layers x 1000, embeddings 1000; small: 2 x 256, embeddings 128.")
-@click.option("--emb-dim", type=int, help="Override the preset's embedding size.")
-@click.option("--hidden-dim", type=int, help="Override the preset's LSTM size.")
-@click.option("--num-layers", type=int, help="Override the preset's depth.")
-@click.option("--reverse/--no-reverse", default=True, show_default=True, help="Reverse the source (the paper).")
-@click.option("--lr", default=0.7, show_default=True, help="SGD learning rate (no momentum).")
-@click.option("--decay-start", default=5.0, show_default=True, help="Epoch of the first halving.")
-@click.option("--decay-every", default=0.5, show_default=True, help="Epochs between halvings.")
-@click.option("--epochs", default=7.5, show_default=True)
-@click.option("--batch-size", default=128, show_default=True)
-@click.option("--clip-norm", default=5.0, show_default=True, help="Global L2 norm limit of the batch-averaged gradient.")
-@click.option("--init-range", default=0.08, show_default=True, help="Parameters uniform in [-r, r].")
-@click.option("--length-grouped/--random-batches", default=True, show_default=True)
-@click.option("--seed", default=1, show_default=True)
-@click.option("--device", help="torch device (default: cuda when present).")
-@click.option("--resume/--no-resume", default=True, show_default=True, help="Continue from OUT_DIR/last.pt.")
-def train_seq2seq_cmd(src, tgt, out_dir, valid_src, valid_tgt, valid_size, vocab, src_vocab_size, tgt_vocab_size,
-                      preset, emb_dim, hidden_dim, num_layers, reverse, lr, decay_start, decay_every, epochs,
-                      batch_size, clip_norm, init_range, length_grouped, seed, device, resume):
+@options(TrainSeq2SeqConfig)
+def train_seq2seq_cmd(src, tgt, out_dir, valid_src, valid_tgt, vocab, **kw):
     """Train a deep LSTM encoder-decoder (Sutskever, Vinyals & Le 2014) on tokenized sentence pairs SRC/TGT."""
-    from phrase_rescore.pipeline.train_seq2seq import TrainSeq2SeqConfig, train
+    from phrase_rescore.pipeline.train_seq2seq import train
 
+    values = collect(TrainSeq2SeqConfig, kw)
     _check_paths({"SRC": src, "TGT": tgt, "--valid-src": valid_src, "--valid-tgt": valid_tgt, "--vocab": vocab},
                   {}, {"--out-dir": out_dir})
-    s = train(TrainSeq2SeqConfig(
-        src=src, tgt=tgt, out_dir=out_dir, valid_src=valid_src, valid_tgt=valid_tgt, valid_size=valid_size,
-        vocab=vocab, src_vocab_size=src_vocab_size, tgt_vocab_size=tgt_vocab_size, preset=preset, emb_dim=emb_dim,
-        hidden_dim=hidden_dim, num_layers=num_layers, reverse=reverse, init_range=init_range, lr=lr,
-        decay_start=decay_start, decay_every=decay_every, epochs=epochs, batch_size=batch_size, clip_norm=clip_norm,
-        length_grouped=length_grouped, seed=seed, device=device, resume=resume))
+    s = train(TrainSeq2SeqConfig(src=src, tgt=tgt, out_dir=out_dir, valid_src=valid_src, valid_tgt=valid_tgt,
+                                 vocab=vocab, **values))
     click.echo(f"{s.steps} steps, {s.epochs:g} epochs in {s.seconds:.1f}s ({s.target_tokens_per_s:.0f} target tokens/s); "
                f"validation perplexity {s.last_valid_ppl:.3f} (best {s.best_valid_ppl:.3f}); {s.out_dir}/model.pt")
 
@@ -359,21 +338,15 @@ def train_seq2seq_cmd(src, tgt, out_dir, valid_src, valid_tgt, valid_size, vocab
 @click.option("--model", "-m", "models", multiple=True, required=True, type=click.Path(exists=True, dir_okay=False),
               help="A Seq2Seq checkpoint; repeat for an ensemble.")
 @click.option("--output", "-o", required=True, type=click.Path(dir_okay=False), help="Translations, one per line.")
-@click.option("--beam", "-b", default=12, show_default=True, help="Beam width (1 = greedy).")
-@click.option("--length-penalty", default=0.0, show_default=True, help="Rank by logp / len**alpha (0 = raw logp, the paper).")
-@click.option("--max-len-a", default=2.0, show_default=True, help="Output budget: a * source words + b.")
-@click.option("--max-len-b", default=10, show_default=True)
-@click.option("--batch-size", default=64, show_default=True, help="Sentences decoded together.")
 @click.option("--scores", type=click.Path(dir_okay=False), help="Also write each translation's log-probability.")
-@click.option("--device", help="torch device (default: cuda when present).")
-def translate_cmd(source, models, output, beam, length_penalty, max_len_a, max_len_b, batch_size, scores, device):
+@options(TranslateConfig, exclude=("scores",))
+def translate_cmd(source, models, output, scores, **kw):
     """Translate tokenized SOURCE with beam search over one Seq2Seq model or an ensemble."""
-    from phrase_rescore.pipeline.translate import TranslateConfig, translate_file
+    from phrase_rescore.pipeline.translate import translate_file
 
+    values = collect(TranslateConfig, kw)
     _check_paths({"SOURCE": source, "--model": models}, {"--output": output, "--scores": scores})
-    s = translate_file(TranslateConfig(list(models), source, output, beam=beam, length_penalty=length_penalty,
-                                       max_len_a=max_len_a, max_len_b=max_len_b, batch_size=batch_size,
-                                       device=device, scores=scores))
+    s = translate_file(TranslateConfig(list(models), source, output, scores=scores, **values))
     click.echo(f"translated {s.sentences} sentences with {s.models} model(s) in {s.seconds:.1f}s "
                f"({s.unk_source_tokens} unknown source tokens): {s.output}")
 
@@ -385,7 +358,6 @@ def translate_cmd(source, models, output, beam, length_penalty, max_len_a, max_l
               help="Seq2Seq checkpoint(s) (several = ensemble) or one phrase-level encoder-decoder checkpoint.")
 @click.option("--out-nbest", required=True, type=click.Path(dir_okay=False), help="The n-best list with the new feature.")
 @click.option("--out-1best", required=True, type=click.Path(dir_okay=False), help="The re-ranked 1-best translations.")
-@click.option("--feature-name", help="Name of the added feature (default Seq2Seq0, or RNNEncDec0).")
 @click.option("--weights", "weights_ini", type=click.Path(exists=True, dir_okay=False),
               help="Re-rank by a moses.ini's [weight] section (with a weight for the new feature) "
                    "instead of the paper's even average of model and SMT scores.")
@@ -393,18 +365,16 @@ def translate_cmd(source, models, output, beam, length_penalty, max_len_a, max_l
               help="Tune the re-ranking weights with MERT on this dev n-best list (with --dev-src, --dev-ref).")
 @click.option("--dev-src", type=click.Path(exists=True, dir_okay=False), help="Tokenized dev source.")
 @click.option("--dev-ref", type=click.Path(exists=True, dir_okay=False), help="Tokenized dev reference.")
-@click.option("--seed", default=0, show_default=True, help="MERT's random restarts.")
-@click.option("--device", help="torch device (default: cuda when present).")
-def rescore_nbest_cmd(nbest, src, models, out_nbest, out_1best, feature_name, weights_ini, dev_nbest, dev_src,
-                      dev_ref, seed, device):
+@options(RescoreConfig)
+def rescore_nbest_cmd(nbest, src, models, out_nbest, out_1best, weights_ini, dev_nbest, dev_src, dev_ref, **kw):
     """Add log p(hyp|src) to every hypothesis of a Moses NBEST list of SRC and re-rank it."""
-    from phrase_rescore.pipeline.rescore_nbest import RescoreConfig, rescore_nbest
+    from phrase_rescore.pipeline.rescore_nbest import rescore_nbest
 
+    values = collect(RescoreConfig, kw)
     _check_paths({"NBEST": nbest, "SRC": src, "--model": models, "--weights": weights_ini, "--dev-nbest": dev_nbest,
                    "--dev-src": dev_src, "--dev-ref": dev_ref}, {"--out-nbest": out_nbest, "--out-1best": out_1best})
-    s = rescore_nbest(RescoreConfig(nbest, src, list(models), out_nbest, out_1best, feature_name=feature_name,
-                                    weights_ini=weights_ini, device=device, dev_nbest=dev_nbest, dev_src=dev_src,
-                                    dev_ref=dev_ref, seed=seed))
+    s = rescore_nbest(RescoreConfig(nbest, src, list(models), out_nbest, out_1best, weights_ini=weights_ini,
+                                    dev_nbest=dev_nbest, dev_src=dev_src, dev_ref=dev_ref, **values))
     if s.tuned_weights:
         click.echo(f"MERT on the dev n-best: BLEU {100 * s.dev_bleu:.2f}; weights {s.tuned_weights}")
     click.echo(f"rescored {s.hypotheses} hypotheses of {s.sentences} sentences with {s.model_kind} "

@@ -15,7 +15,8 @@ from click.core import ParameterSource
 
 from phrase_rescore.core.config import Setting, check, defaults, flag_name, read_config_file, settings
 
-CONFIG_HELP = "A TOML file of option values (the keys of the workflow section); options given here override it."
+CONFIG_HELP = ("A TOML file of option values, key = value with the names in snake_case (as in a workflow section); "
+               "options given on the command line override it.")
 
 
 def _alias_dest(s: Setting, alias: str) -> str:
@@ -33,7 +34,8 @@ def _option(s: Setting) -> list[Callable]:
         kind = {int: int, float: float}.get(s.type, str) if s.choices is None or s.type is int else str
         default = ",".join(str(v) for v in s.default) if s.type is tuple else (None if s.type is dict else s.default)
         metavar = s.metavar or ("[" + "|".join(str(c) for c in s.choices) + "]" if s.choices else None)
-        deco = [click.option(f"--{s.flag}", s.name, type=kind, default=default, metavar=metavar, **common)]
+        decls = [f"--{s.flag}"] + ([f"-{s.short}"] if s.short else [])
+        deco = [click.option(*decls, s.name, type=kind, default=default, metavar=metavar, **common)]
     for alias in s.aliases:
         kind = {int: int, float: float}.get(s.type, str)
         deco.append(click.option(f"--{alias}", _alias_dest(s, alias), type=kind, hidden=True,

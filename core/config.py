@@ -36,6 +36,8 @@ class Setting:
     :ivar low, high: the range; ``low_open``/``high_open``: the bound itself is outside it.
     :ivar flag: the long option without dashes (``--{flag}``); the kebab-case of the name unless set.
     :ivar aliases: older spellings the command line still accepts, hidden from ``--help``.
+    :ivar secondary: a boolean's off switch without dashes (``no-{flag}`` unless set); ``short``: a one-letter
+        option (``-b``) besides the long one.
     :ivar workflow: False for an option the workflow runner decides itself (resuming, the columns it needs).
     """
 
@@ -56,12 +58,14 @@ class Setting:
     item: type | None = None
     workflow: bool = True
     metavar: str | None = None
+    short: str = ""
 
 
 def setting(default: Any = dataclasses.MISSING, *, help: str, type: type | None = None, choices=None,
             at_least=None, above=None, at_most=None, below=None, optional: bool | None = None, flag: str = "",
             aliases: tuple[str, ...] = (), secondary: str = "", envvar: str | None = None, item: type | None = None,
-            workflow: bool = True, metavar: str | None = None, default_factory: Any = dataclasses.MISSING):
+            workflow: bool = True, metavar: str | None = None, short: str = "",
+            default_factory: Any = dataclasses.MISSING):
     """A dataclass field declared as a user setting (see :class:`Setting` for the arguments)."""
     value = default_factory() if default_factory is not dataclasses.MISSING else default
     kind = type or (tuple if isinstance(value, list) else value.__class__)
@@ -70,7 +74,8 @@ def setting(default: Any = dataclasses.MISSING, *, help: str, type: type | None 
                 low=above if above is not None else at_least, low_open=above is not None,
                 high=below if below is not None else at_most, high_open=below is not None,
                 optional=value is None if optional is None else optional, flag=flag, aliases=tuple(aliases),
-                secondary=secondary, envvar=envvar, item=item, workflow=workflow, metavar=metavar)
+                secondary=secondary, envvar=envvar, item=item, workflow=workflow, metavar=metavar,
+                short=short)
     if default_factory is not dataclasses.MISSING:
         return dataclasses.field(default_factory=default_factory, metadata={_KEY: meta})
     return dataclasses.field(default=default, metadata={_KEY: meta})

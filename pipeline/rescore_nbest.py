@@ -22,12 +22,14 @@ from typing import Protocol, Sequence
 import numpy as np
 import torch
 
+from phrase_rescore.core.config import setting
 from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.core.fileio import atomic_open
 from phrase_rescore.core.progress import bar
 from phrase_rescore.moses_integration.nbest import NBestEntry, NBestWriter, read_nbest_groups
 
 from .batching import pad_batch
+from .device import check_device
 from .model.checkpoint import model_kind
 from .sentences import encode_eos, read_sentences
 from .translate import load_ensemble
@@ -191,16 +193,22 @@ class RescoreConfig:
     checkpoints: list[str]
     out_nbest: str
     out_1best: str
-    feature_name: str | None = None
+    feature_name: str | None = setting(None, type=str,
+                                       help="Name of the added feature (default Seq2Seq0, or RNNEncDec0).")
     weights_ini: str | None = None
-    sentences_per_chunk: int = 32
-    hyp_batch: int = 256
-    device: str | None = None
+    sentences_per_chunk: int = setting(32, at_least=1, help="Sentences whose hypotheses are scored together.")
+    hyp_batch: int = setting(256, at_least=1, help="Hypotheses per model batch.")
+    device: str | None = setting(None, type=str, help="torch device (default: cuda when present).")
     dev_nbest: str | None = None
     dev_src: str | None = None
     dev_ref: str | None = None
-    mert_restarts: int = 20
-    seed: int = 0
+    mert_restarts: int = setting(20, at_least=1, help="MERT's random restarts.")
+    seed: int = setting(0, at_least=0, help="Seed of MERT's random restarts.")
+
+    @staticmethod
+    def check_settings(values: dict, name) -> None:
+        """The device exists."""
+        check_device(values, name)
 
 
 @dataclass

@@ -30,12 +30,13 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from phrase_rescore.core.config import setting
 from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.core.fileio import atomic_open, sha256_file
 from phrase_rescore.core.progress import bar
 
 from .batching import length_batches, pad_batch
-from .device import resolve_device
+from .device import check_device, resolve_device
 from .model.checkpoint import BEST, LAST, OLD_BEST, SEQ2SEQ, load_checkpoint, save_checkpoint
 from .model.seq2seq import Seq2Seq, Seq2SeqConfig
 from .sentences import encode_eos, read_parallel
@@ -60,29 +61,36 @@ class TrainSeq2SeqConfig:
     out_dir: str
     valid_src: str | None = None
     valid_tgt: str | None = None
-    valid_size: int = 500
+    valid_size: int = setting(500, at_least=1, help="Pairs held out when no validation files are given.")
     vocab: str | None = None
-    src_vocab_size: int = 160_000
-    tgt_vocab_size: int = 80_000
-    preset: str = "small"
-    emb_dim: int | None = None
-    hidden_dim: int | None = None
-    num_layers: int | None = None
-    reverse: bool = True
-    init_range: float = 0.08
-    lr: float = 0.7
-    decay_start: float = 5.0
-    decay_every: float = 0.5
-    decay_factor: float = 0.5
-    epochs: float = 7.5
-    batch_size: int = 128
-    clip_norm: float = 5.0
-    length_grouped: bool = True
-    valid_every: float = 0.5
-    save_every: int = 1000
-    seed: int = 1
-    device: str | None = None
-    resume: bool = True
+    src_vocab_size: int = setting(160_000, at_least=1, help="Source shortlist size when building (the paper: 160k).")
+    tgt_vocab_size: int = setting(80_000, at_least=1, help="Target shortlist size when building (the paper: 80k).")
+    preset: str = setting("small", choices=("small", "paper"),
+                          help="Model sizes. paper: 4 layers x 1000, embeddings 1000; small: 2 x 256, embeddings 128.")
+    emb_dim: int | None = setting(None, type=int, at_least=1, help="Override the preset's embedding size.")
+    hidden_dim: int | None = setting(None, type=int, at_least=1, help="Override the preset's LSTM size.")
+    num_layers: int | None = setting(None, type=int, at_least=1, help="Override the preset's depth.")
+    reverse: bool = setting(True, help="Reverse the source (the paper); off trains the forward baseline.")
+    init_range: float = setting(0.08, above=0, help="Parameters uniform in [-r, r].")
+    lr: float = setting(0.7, above=0, help="SGD learning rate (no momentum).")
+    decay_start: float = setting(5.0, at_least=0, help="Epoch of the first halving.")
+    decay_every: float = setting(0.5, above=0, help="Epochs between halvings.")
+    decay_factor: float = setting(0.5, above=0, at_most=1, help="Learning-rate factor at each decay.")
+    epochs: float = setting(7.5, above=0, help="Epochs to train.")
+    batch_size: int = setting(128, at_least=1, help="Sentence pairs per update.")
+    clip_norm: float = setting(5.0, above=0, help="Global L2 norm limit of the batch-averaged gradient.")
+    length_grouped: bool = setting(True, secondary="random-batches",
+                                   help="Batches of sentences of similar length, or random batches.")
+    valid_every: float = setting(0.5, above=0, help="Epochs between validations.")
+    save_every: int = setting(1000, at_least=1, help="Updates between checkpoints of last.pt.")
+    seed: int = setting(1, at_least=0, help="Initial weights and batch order.")
+    device: str | None = setting(None, type=str, help="torch device (default: cuda when present).")
+    resume: bool = setting(True, help="Continue from OUT_DIR/last.pt.")
+
+    @staticmethod
+    def check_settings(values: dict, name) -> None:
+        """The device exists."""
+        check_device(values, name)
 
     # Fields that must not change when resuming: they decide the batches, the steps or the validations.
     TRAJECTORY = ("valid_size", "lr", "decay_start", "decay_every", "decay_factor", "batch_size", "clip_norm",

@@ -24,12 +24,13 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from phrase_rescore.core.config import setting
 from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.core.fileio import atomic_open
 from phrase_rescore.core.progress import bar
 
 from .batching import pad_batch
-from .device import resolve_device
+from .device import check_device, resolve_device
 from .model.checkpoint import SEQ2SEQ, ModelKind, load_checkpoint
 from .model.seq2seq import EOS_ID, Seq2Seq
 from .sentences import encode_eos, read_sentences
@@ -229,13 +230,18 @@ class TranslateConfig:
     checkpoints: list[str]
     source: str
     output: str
-    beam: int = 12
-    length_penalty: float = 0.0
-    max_len_a: float = 2.0
-    max_len_b: int = 10
-    batch_size: int = 64
-    device: str | None = None
+    beam: int = setting(12, at_least=1, short="b", help="Beam width (1 = greedy; the paper's best used 12).")
+    length_penalty: float = setting(0.0, at_least=0, help="Rank by logp / len**alpha (0 = raw logp, the paper).")
+    max_len_a: float = setting(2.0, at_least=0, help="Output budget: a * source words + b.")
+    max_len_b: int = setting(10, at_least=1, help="Output budget: a * source words + b.")
+    batch_size: int = setting(64, at_least=1, help="Sentences decoded together.")
+    device: str | None = setting(None, type=str, help="torch device (default: cuda when present).")
     scores: str | None = None
+
+    @staticmethod
+    def check_settings(values: dict, name) -> None:
+        """The device exists."""
+        check_device(values, name)
 
 
 @dataclass

@@ -116,13 +116,20 @@ EVALUATE = ["evaluate", "--system", "b=moses.ini", "--test-src", "dev.src", "--t
     (EVALUATE + ["--bootstrap", "0"], "--bootstrap-samples 0: expected at least 1"),
     (EVALUATE + ["--threads", "0"], "--threads 0: expected at least 1"),
     (["make-demo-data", "--out", "d", "--noise", "2"], "--noise 2.0: expected a number from 0 to 1"),
+    (["translate", "src.txt", "-m", "model.pt", "-o", "o.txt", "-b", "0"], "--beam 0: expected at least 1"),
+    (["translate", "src.txt", "-m", "model.pt", "-o", "o.txt", "--length-penalty", "nan"],
+     "--length-penalty nan: expected at least 0"),
+    (["train-seq2seq", "src.txt", "tgt.txt", "-o", "s2s", "--lr", "inf"], "--lr inf: expected a number above 0"),
+    (["train-seq2seq", "src.txt", "tgt.txt", "-o", "s2s", "--epochs", "0"], "--epochs 0.0: expected a number above 0"),
+    (["rescore-nbest", "table.txt", "src.txt", "-m", "model.pt", "--out-nbest", "o.nb", "--out-1best", "o.txt",
+      "--hyp-batch", "0"], "--hyp-batch 0: expected at least 1"),
 ])
 def test_bad_option_values_are_one_error_line(files, args, message):
     r = CliRunner().invoke(main, args)
     assert r.exit_code == 1, r.output
     assert r.output.startswith("error: ") and message in r.output, r.output
     assert r.exception is None or isinstance(r.exception, SystemExit)  # no traceback
-    assert not any(Path(p).exists() for p in ("model", "o.gz", "o.ini", "p", "s", "tw", "ew", "d"))
+    assert not any(Path(p).exists() for p in ("model", "o.gz", "o.ini", "p", "s", "tw", "ew", "d", "o.txt", "s2s"))
 
 
 DEMO = Path(__file__).parent.parent / "workflows" / "demo.toml"

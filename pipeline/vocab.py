@@ -166,13 +166,9 @@ class Vocabularies:
 
 def count_corpus(path: str | os.PathLike, counter: collections.Counter | None = None) -> collections.Counter:
     """Count the whitespace-separated tokens of a tokenized corpus (plain or gzip)."""
-    from phrase_rescore.core.fileio import open_text_read
+    from phrase_rescore.core.fileio import read_lines
 
     counter = collections.Counter() if counter is None else counter
-    try:
-        with open_text_read(path) as f:
-            for line in f:
-                counter.update(line.split())
-    except UnicodeDecodeError as e:
-        raise PhraseRescoreError(f"invalid UTF-8 ({e.reason}): expected UTF-8 text", path) from None
+    for _, line, _ in read_lines(path):
+        counter.update(line.split())
     return counter

@@ -24,6 +24,7 @@ from phrase_rescore.moses_integration.embedded.clean import CleanConfig, clean_p
 from phrase_rescore.moses_integration.moses_values import format_moses_float
 from phrase_rescore.moses_integration.phrase_table import scored_line
 from phrase_rescore.pipeline import sentences
+from phrase_rescore.pipeline.vocab import count_corpus
 
 # ------------------------------------------------------------------------------------ reading lines
 
@@ -59,7 +60,7 @@ def test_lines_end_at_newline_only(tmp_path, data, lines):
 def test_invalid_utf8_names_file_and_line_for_every_reader(tmp_path, data, line_no):
     path = tmp_path / "bad.txt"
     path.write_bytes(data)
-    for name, read in {"lines": read_text_lines, **SENTENCE_READERS}.items():
+    for name, read in {"lines": read_text_lines, "vocabulary counts": count_corpus, **SENTENCE_READERS}.items():
         with pytest.raises(PhraseRescoreError, match=rf"bad.txt:{line_no}: invalid UTF-8 .*expected UTF-8 text"):
             read(path)
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from phrase_rescore.core.errors import PhraseRescoreError
-from phrase_rescore.core.fileio import atomic_open, open_text_read
+from phrase_rescore.core.fileio import atomic_open, read_text_lines
 
 from ..moses_ini import read_moses_ini
 from .bleu_stats import NUM_STATS, Reference, bleu, sentence_stats
@@ -107,8 +107,7 @@ def tune_embedded(config: EmbeddedTuneConfig) -> str:
     os.makedirs(config.workdir, exist_ok=True)
     spec = load_decoder_spec(config.ini)
     src = read_sentences(config.dev_src)
-    with open_text_read(config.dev_ref) as f:
-        refs_text = [line.rstrip("\n") for line in f]
+    refs_text = read_text_lines(config.dev_ref)
     if len(refs_text) != len(src):
         raise PhraseRescoreError(f"the dev reference has {len(refs_text)} lines but the dev source "
                                  f"{config.dev_src} has {len(src)}: expected one reference per source line",

@@ -1,5 +1,9 @@
 """Opening plain or gzip files by content, reading lines, atomic writes, file hashes and output-path checks.
 
+Every text a user gives is read through :func:`read_lines` (or :func:`read_text_lines`,
+:func:`read_sentences`): lines end at ``\n`` only, so every command counts a file's lines alike, and
+invalid UTF-8 or broken gzip data is an error naming the file and the line.
+
 Every stage writes through :func:`atomic_path` / :func:`atomic_open` so a crash never leaves a
 half-written output under the final name: the data is written to a temporary file beside the
 target, fsync'ed, renamed over the target, and the folder is fsync'ed so the rename survives a
@@ -10,7 +14,8 @@ A temporary file is named ``.{name}.{host}-{pid}.{random}.tmp``: ``host`` is a s
 machine's name and ``pid`` the writing process. The next atomic write of the same target removes
 the temporary files of processes of this machine that are gone (a killed run's); those of live
 processes, or of other machines sharing the folder, are left alone (a file whose process id was
-reused by a live process stays until a later write finds that process gone).
+reused by a live process stays until a later write finds that process gone); :func:`writer_gone` is
+that test, for every temporary the tool names after its process.
 
 :func:`check_outputs` refuses, before a command writes anything, an output that is one of its
 inputs (by path, symbolic link or hard link), another of its outputs, or a folder holding an input.

@@ -5,7 +5,6 @@ A :class:`~phrase_rescore.core.errors.PhraseRescoreError` becomes ``error: <mess
 """
 from __future__ import annotations
 
-import math
 import sys
 import zlib
 
@@ -17,6 +16,7 @@ from phrase_rescore.core.outdir import claim_output_dir, release_unused
 from phrase_rescore.core.version import code_version
 from phrase_rescore.moses_integration.embedded.build import BuildConfig
 from phrase_rescore.moses_integration.report import EvaluateConfig
+from phrase_rescore.moses_integration.rewrite import RewriteConfig
 from phrase_rescore.moses_integration.tuning import TuneConfig
 from phrase_rescore.pipeline.prepare import PrepareConfig
 from phrase_rescore.pipeline.rescore_nbest import RescoreConfig
@@ -163,49 +163,27 @@ def run_cmd(workflow_file, workdir, sets, from_stage):
 
 # --- Moses integration: moses-ini, tune, evaluate -----------------------------------------------------
 
-def _floats(text):
-    """'0.2,-0.1' -> (0.2, -0.1); None stays None.
-
-    :raises PhraseRescoreError: ``--weights 0.1,nan: expected finite numbers separated by commas``.
-    """
-    if text is None:
-        return None
-    try:
-        values = tuple(float(x) for x in text.replace(",", " ").split())
-    except ValueError:
-        values = ()
-    if not values or not all(math.isfinite(v) for v in values):
-        raise PhraseRescoreError(f"--weights {text}: expected finite numbers separated by commas")
-    return values
-
-
 @main.command("moses-ini")
 @click.argument("old_ini", type=click.Path(exists=True, dir_okay=False))
 @click.option("--table", required=True, type=click.Path(exists=True, dir_okay=False), help="The rescored phrase table.")
 @click.option("--out", required=True, type=click.Path(dir_okay=False), help="The new moses.ini to write.")
-@click.option("--feature", help="Phrase dictionary to repoint (default: the only one, else TranslationModel0).")
-@click.option("--weights", help="Initial weights of the added columns, comma-separated (default: 0.2 each, "
-                                "train-model.perl's value for phrase-table scores).")
 @click.option("--binarized-prefix", type=click.Path(dir_okay=False),
               help="PhraseDictionaryCompact: processPhraseTableMin -out prefix (default: the table's name without .gz).")
-@click.option("--no-binarize", is_flag=True, help="PhraseDictionaryCompact: only print the processPhraseTableMin command.")
-@click.option("--threads", default=1, show_default=True, help="processPhraseTableMin -threads.")
-@click.option("--moses-home", envvar="MOSES_HOME", help="Moses installation root (default: $MOSES_HOME, or moses on PATH).")
-def moses_ini_cmd(old_ini, table, out, feature, weights, binarized_prefix, no_binarize, threads, moses_home):
+@options(RewriteConfig)
+def moses_ini_cmd(old_ini, table, out, binarized_prefix, **kw):
     """Point a moses.ini at the rescored table: more num-features, matching weights."""
     from pathlib import Path
 
-    from phrase_rescore.moses_integration.rewrite import (MINPHR, RewriteConfig, default_binarized_prefix,
-                                                          rewrite_moses_ini)
+    from phrase_rescore.moses_integration.rewrite import MINPHR, default_binarized_prefix, rewrite_moses_ini
 
+    values = collect(RewriteConfig, kw)
     # processPhraseTableMin writes PREFIX.minphr and its log (for a PhraseDictionaryCompact only)
-    prefix = None if no_binarize else binarized_prefix or default_binarized_prefix(Path(table).resolve())
+    prefix = binarized_prefix or default_binarized_prefix(Path(table).resolve()) if values["binarize"] else None
     binarized = [f"{prefix}{MINPHR}", f"{prefix}.processPhraseTableMin.log"] if prefix else None
     _check_paths({"OLD_INI": old_ini, "--table": table}, {"--out": out, "--binarized-prefix": binarized})
-    res = rewrite_moses_ini(RewriteConfig(Path(old_ini), Path(table), Path(out), feature=feature,
-                                          weights=_floats(weights),
+    res = rewrite_moses_ini(RewriteConfig(Path(old_ini), Path(table), Path(out),
                                           binarized_prefix=Path(binarized_prefix) if binarized_prefix else None,
-                                          binarize=not no_binarize, threads=threads, moses_home=moses_home))
+                                          **values))
     click.echo(res.summary())
 
 

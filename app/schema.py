@@ -32,7 +32,8 @@ def _option(s: Setting) -> list[Callable]:
         deco = [click.option(f"--{s.flag}/--{off}", s.name, default=s.default, **common)]
     else:
         kind = {int: int, float: float}.get(s.type, str) if s.choices is None or s.type is int else str
-        default = ",".join(str(v) for v in s.default) if s.type is tuple else (None if s.type is dict else s.default)
+        default = (",".join(str(v) for v in s.default) if s.type is tuple and s.default is not None
+                   else None if s.type is dict else s.default)
         metavar = s.metavar or ("[" + "|".join(str(c) for c in s.choices) + "]" if s.choices else None)
         decls = [f"--{s.flag}"] + ([f"-{s.short}"] if s.short else [])
         deco = [click.option(*decls, s.name, type=kind, default=default, metavar=metavar, **common)]

@@ -23,7 +23,8 @@ generated too: ``[build-smt]``, ``[prepare]``, ``[train]``, ``[score]``, ``[tune
 exactly the options of ``build-smt``, ``prepare``, ``train``, ``score``, ``tune`` and ``make-demo-data``
 that a workflow does not decide itself (the paths, which are artifacts; ``train --resume``, ``score
 --columns``/``--raw-logprob``/``--restart``). ``[evaluate]`` takes ``evaluate``'s options, with build-smt's
-``case`` and ``target_lang`` for ``--detok-lang``; ``[moses-ini]`` has one weight per added column.
+``case`` and ``target_lang`` for ``--detok-lang``; ``[moses-ini]`` takes ``moses-ini``'s options with
+``rnn_weight`` and ``wp_weight`` for ``--weights``, since its two stages add one column and two.
 """
 from __future__ import annotations
 
@@ -237,10 +238,27 @@ def drop_last_column(original: Path, rescored: Path, out: Path, compresslevel: i
 
 # ----------------------------------------------------------------------------- moses-ini, tune, evaluate
 
-MOSES_INI_PARAMS = {  # initial weights of the added columns (tuning replaces them); the phrase dictionary to repoint
-    "rnn": {"rnn_weight": 0.2, "feature": ""},
-    "rnn-wp": {"rnn_weight": 0.2, "wp_weight": -0.2, "feature": ""},
-}
+@dataclasses.dataclass
+class AddedWeights:
+    """The initial weights of the columns the workflow adds (tuning replaces them): ``[moses-ini]`` holds these
+    instead of ``moses-ini --weights``, since its two stages add one column (+RNN) and two (+RNN+WP)."""
+
+    rnn_weight: float = setting(0.2, help="Initial weight of the log p(f|e) column.")
+    wp_weight: float = setting(-0.2, help="Initial weight of the unknown-word column (+RNN+WP).")
+
+
+def _moses_ini_params(config: str) -> dict:
+    from phrase_rescore.moses_integration.rewrite import RewriteConfig
+
+    weights = stage_params(AddedWeights, exclude=("wp_weight",) if config == "rnn" else ())
+    return {**weights, **stage_params(RewriteConfig, exclude=("weights",))}
+
+
+def _check_moses_ini(p: dict) -> None:
+    from phrase_rescore.moses_integration.rewrite import RewriteConfig
+
+    stage_check(AddedWeights)(p)
+    stage_check(RewriteConfig, exclude=("weights",))(p)
 
 
 def _run_moses_ini(config: str):
@@ -252,7 +270,8 @@ def _run_moses_ini(config: str):
         weights = (p["rnn_weight"],) if config == "rnn" else (p["rnn_weight"], p["wp_weight"])
         res = rewrite_moses_ini(RewriteConfig(old_ini=ctx.input("moses_ini"), table=ctx.input(table_art),
                                               out=ctx.output(ini_art), feature=p["feature"] or None,
-                                              weights=weights))
+                                              weights=weights, binarize=p["binarize"], threads=p["threads"],
+                                              moses_home=p["moses_home"] or None))
         return {"summary": res.summary()}
     return run
 
@@ -359,9 +378,9 @@ def default_registry() -> Registry:
                      choices=stage_choices(ScoreConfig), check=stage_check(ScoreConfig), resumable=True))
     for config in ("rnn", "rnn-wp"):
         _, ini_art, table_art, _ = CONFIGURATIONS[config]
-        reg.add(StageDef(f"moses-ini-{config}", "moses-ini", _run_moses_ini(config), MOSES_INI_PARAMS[config],
+        reg.add(StageDef(f"moses-ini-{config}", "moses-ini", _run_moses_ini(config), _moses_ini_params(config),
                          consumes=("moses_ini", table_art), produces={ini_art: "moses.ini"},
-                         doc=f"moses.ini for {CONFIGURATIONS[config][0]}"))
+                         doc=f"moses.ini for {CONFIGURATIONS[config][0]}", check=_check_moses_ini))
     for config, (label, ini_art, table_art, tuned_art) in CONFIGURATIONS.items():
         # the table and LM are consumed too: the ini names them by path, so only their hashes show a change
         reg.add(StageDef(f"tune-{config}", "tune", _run_tune(config), stage_params(TuneConfig),

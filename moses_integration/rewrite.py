@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
+from phrase_rescore.core.config import setting
 from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.core.fileio import open_binary_read
 
@@ -61,12 +62,17 @@ class RewriteConfig:
     old_ini: Path
     table: Path
     out: Path
-    feature: str | None = None
-    weights: tuple[float, ...] | None = None
+    feature: str | None = setting(None, type=str, help="Phrase dictionary to repoint (default: the only one, else "
+                                                       "TranslationModel0).")
+    weights: tuple[float, ...] | None = setting(None, type=tuple, item=float,
+                                                help="Initial weights of the added columns, comma-separated (default: "
+                                                     "0.2 each, train-model.perl's value for phrase-table scores).")
     binarized_prefix: Path | None = None
-    binarize: bool = True
-    threads: int = 1
-    moses_home: str | None = None
+    binarize: bool = setting(True, help="PhraseDictionaryCompact: run processPhraseTableMin (off: only print its "
+                                        "command).")
+    threads: int = setting(1, at_least=1, help="processPhraseTableMin -threads.")
+    moses_home: str | None = setting(None, type=str, envvar="MOSES_HOME",
+                                     help="Moses installation root (default: $MOSES_HOME, or moses on PATH).")
 
 
 @dataclass

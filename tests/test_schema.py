@@ -15,6 +15,7 @@ from phrase_rescore.core.config import settings
 from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.moses_integration.embedded.build import BuildConfig
 from phrase_rescore.moses_integration.report import EvaluateConfig
+from phrase_rescore.moses_integration.rewrite import RewriteConfig
 from phrase_rescore.moses_integration.tuning import TuneConfig
 from phrase_rescore.pipeline.prepare import PrepareConfig
 from phrase_rescore.pipeline.score import ScoreConfig
@@ -32,11 +33,16 @@ STAGES = {
     "tune-rnn-wp": ("tune", TuneConfig, set()),
     # evaluate lowercases the references and detokenizes as build-smt built the system (--detok-lang)
     "evaluate": ("evaluate", EvaluateConfig, {"case", "target_lang"}),
+    # the two stages add one column and two: one initial weight each instead of --weights
+    "moses-ini-rnn": ("moses-ini", RewriteConfig, {"rnn_weight"}),
+    "moses-ini-rnn-wp": ("moses-ini", RewriteConfig, {"rnn_weight", "wp_weight"}),
 }
 
 #: command -> its options that are neither settings nor paths: evaluate's NAME=PATH lists, and --detok-lang,
 #: which a workflow takes from build-smt's target_lang
 NOT_SETTINGS = {"evaluate": {"systems", "models", "detok_lang"}}
+#: command -> its settings a workflow section holds otherwise (see STAGES)
+REPLACED = {"moses-ini": {"weights"}}
 
 
 def _cli_default(opt: click.Option):
@@ -59,7 +65,7 @@ def test_each_workflow_section_holds_exactly_its_commands_options(stage):
     # the command's options: the workflow's keys, what the runner decides itself, paths (artifacts), --config
     others = set(opts) - generated - {"config_file", "help"}
     assert all(isinstance(opts[o].type, click.Path) for o in others - NOT_SETTINGS.get(command, set())), others
-    assert set(params) - stage_only == generated - runner_decides
+    assert set(params) - stage_only == generated - runner_decides - REPLACED.get(command, set())
     for key in set(params) - stage_only:
         assert _cli_default(opts[key]) == params[key], key
         assert opts[key].opts == ["--" + key.replace("_", "-")], key  # kebab-case flag == snake_case key
@@ -100,7 +106,9 @@ EVALUATE = ["evaluate", "--system", "b=moses.ini", "--test-src", "dev.src", "--t
     (["sample", "model.pt", "a", "--beam", "0"], "--beam 0: expected at least 1"),
     (["sample", "model.pt", "a", "-n", "0"], "--num-samples 0: expected at least 1"),
     (["moses-ini", "moses.ini", "--table", "table.txt", "--out", "o.ini", "--weights", "0.1,nan"],
-     "--weights 0.1,nan: expected finite numbers separated by commas"),
+     "--weights 0.1,nan: expected a list of finite numbers (or leave it unset)"),
+    (["moses-ini", "moses.ini", "--table", "table.txt", "--out", "o.ini", "--threads", "0"],
+     "--threads 0: expected at least 1"),
     (["score", "model.pt", "table.txt", "--out", "o.gz", "--chunk-lines", "0"], "--chunk-lines 0: expected at least 1"),
     (["score", "model.pt", "table.txt", "--out", "o.gz", "--compresslevel", "10"], "--compresslevel 10: expected 0 to 9"),
     (["score", "model.pt", "table.txt", "--out", "o.gz", "--matmul", "blas"],
@@ -146,6 +154,8 @@ DEMO = Path(__file__).parent.parent / "workflows" / "demo.toml"
     (["tune.seed=-3"], r"[tune] seed = -3: expected at least 0"),
     (["demo-data.train=0"], r"[demo-data] train = 0: expected at least 1"),
     (["tune.backend='embedded'", "tune.batch_mira=true"], r"[tune] batch_mira only apply to backend moses"),
+    (["moses-ini.wp_weight=nan"], r"[moses-ini] wp_weight = nan: expected a finite number"),
+    (["moses-ini.threads=0"], r"[moses-ini] threads = 0: expected at least 1"),
 ])
 def test_bad_workflow_values_name_file_section_and_key(sets, message):
     with pytest.raises(PhraseRescoreError) as e:

@@ -140,10 +140,12 @@ def moses_log(text: str) -> float:
 
 def tokenize_file(src: Path, out: Path, lang: str) -> list[str]:
     """Tokenize and lowercase ``src`` as the workflow's tokenize stage does; write ``out``; return its lines."""
+    from phrase_rescore.core.fileio import read_text_lines
+    from phrase_rescore.moses_integration.embedded.clean import strip_pipes
     from phrase_rescore.moses_integration.embedded.tokenizer import TokenizeConfig, Tokenizer
 
     tok = Tokenizer(TokenizeConfig(lang=lang, case="lower"))
-    lines = [" ".join(tok.tokenize(s)).replace("|", "") for s in src.read_text(encoding="utf-8").splitlines()]
+    lines = [" ".join(strip_pipes(tok.tokenize(s))[0]) for s in read_text_lines(src)]
     out.write_text("".join(s + "\n" for s in lines), encoding="utf-8")
     return lines
 

@@ -229,9 +229,8 @@ def _named_paths(values, what):
 @click.option("--dev-src", type=click.Path(exists=True, dir_okay=False), help="Tokenized dev source.")
 @click.option("--dev-ref", type=click.Path(exists=True, dir_okay=False), help="Raw dev reference.")
 @click.option("--workdir", required=True, type=click.Path(file_okay=False), help="Where outputs and the report go.")
-@click.option("--detok-lang", default="en", show_default=True, help="Target language for detokenization; 'none' to skip.")
 @options(EvaluateConfig)
-def evaluate_cmd(systems, models, test_src, test_ref, dev_src, dev_ref, workdir, detok_lang, **kw):
+def evaluate_cmd(systems, models, test_src, test_ref, dev_src, dev_ref, workdir, **kw):
     """Decode, score (sacrebleu BLEU/chrF, paired bootstrap) and write Table 1 as Markdown and CSV."""
     from pathlib import Path
 
@@ -248,8 +247,7 @@ def evaluate_cmd(systems, models, test_src, test_ref, dev_src, dev_ref, workdir,
     specs = [SystemSpec(n, Path(p), Path(mods[n]) if n in mods else None) for n, p in named.items()]
     df = evaluate(EvaluateConfig(systems=specs, test_src=Path(test_src), test_ref=Path(test_ref),
                                  workdir=Path(workdir), dev_src=Path(dev_src) if dev_src else None,
-                                 dev_ref=Path(dev_ref) if dev_ref else None,
-                                 detok_lang=None if detok_lang.lower() == "none" else detok_lang, **values))
+                                 dev_ref=Path(dev_ref) if dev_ref else None, **values))
     click.echo(Path(df.attrs["markdown"]).read_text(encoding="utf-8"))
     click.echo(f"wrote {df.attrs['markdown']} and {df.attrs['csv']}")
 

@@ -19,12 +19,12 @@ report_md/csv      the Table-1 report: dev and test BLEU per configuration, Δ, 
 
 A stage's parameters, defaults, valid values and checks are the settings of its library config dataclass
 (:mod:`phrase_rescore.core.config`), from which the matching ``phrase-rescore`` command's options are
-generated too: ``[build-smt]``, ``[prepare]``, ``[train]``, ``[score]``, ``[tune]`` and ``[demo-data]`` take
-exactly the options of ``build-smt``, ``prepare``, ``train``, ``score``, ``tune`` and ``make-demo-data``
-that a workflow does not decide itself (the paths, which are artifacts; ``train --resume``, ``score
---columns``/``--raw-logprob``/``--restart``). ``[evaluate]`` takes ``evaluate``'s options, with build-smt's
-``case`` and ``target_lang`` for ``--detok-lang``; ``[moses-ini]`` takes ``moses-ini``'s options with
-``rnn_weight`` and ``wp_weight`` for ``--weights``, since its two stages add one column and two.
+generated too: ``[demo-data]``, ``[build-smt]``, ``[prepare]``, ``[train]``, ``[score]``, ``[tune]`` and
+``[evaluate]`` take exactly the options of ``make-demo-data``, ``build-smt``, ``prepare``, ``train``,
+``score``, ``tune`` and ``evaluate`` that a workflow does not decide itself (the paths, which are artifacts;
+``train --resume``, ``score --columns``/``--raw-logprob``/``--restart``); ``[moses-ini]`` takes
+``moses-ini``'s options with ``rnn_weight`` and ``wp_weight`` for ``--weights``, since its two stages add
+one column and two.
 """
 from __future__ import annotations
 
@@ -83,13 +83,6 @@ def _check_build_subset(keys: tuple[str, ...]):
         from phrase_rescore.moses_integration.embedded.build import BuildConfig
         check(BuildConfig, {k: p[k] for k in keys})
     return run
-
-
-def _check_evaluate(p: dict) -> None:
-    from phrase_rescore.moses_integration.report import EvaluateConfig
-
-    _check_build_subset(EVALUATE_BUILD_KEYS)(p)
-    stage_check(EvaluateConfig)(p)
 
 
 # ----------------------------------------------------------------------------- demo data
@@ -291,13 +284,6 @@ def _run_tune(config: str):
     return run
 
 
-def _lowercased(src: Path, out: Path) -> Path:
-    with atomic_open(out, "w") as w:
-        for _, line, _ in read_lines(src):
-            w.write(line.lower() + "\n")
-    return out
-
-
 def run_evaluate(ctx: StageContext) -> dict:
     """Decode dev and test with each tuned configuration and write Table 1.
 
@@ -315,21 +301,14 @@ def run_evaluate(ctx: StageContext) -> dict:
             systems.append(SystemSpec(label, Path(ini), None if config == "baseline" else ctx.input("model")))
     if not systems or systems[0].name != "Baseline":
         raise PhraseRescoreError("evaluate needs the tuned baseline (tune-baseline, or tuned_baseline in [inputs])")
-    refs = {"test": ctx.input("test_ref"), "dev": ctx.input("dev_ref")}
-    if p["case"] == "lower":
-        refs = {k: None if v is None else _lowercased(v, ctx.dir / "refs" / f"{k}.ref.lc") for k, v in refs.items()}
-    dev_src = ctx.input("dev_src_tok")
-    cfg = EvaluateConfig(systems=systems, test_src=ctx.input("test_src_tok"), test_ref=refs["test"],
-                         workdir=ctx.dir / "work", dev_src=dev_src if refs["dev"] is not None else None,
-                         dev_ref=refs["dev"] if dev_src is not None else None, backend=p["backend"],
-                         moses_home=p["moses_home"] or None, detok_lang=p["target_lang"] or None,
+    dev_src, dev_ref = ctx.input("dev_src_tok"), ctx.input("dev_ref")
+    cfg = EvaluateConfig(systems=systems, test_src=ctx.input("test_src_tok"), test_ref=ctx.input("test_ref"),
+                         workdir=ctx.dir / "work", dev_src=dev_src if dev_ref is not None else None,
+                         dev_ref=dev_ref if dev_src is not None else None, backend=p["backend"],
+                         moses_home=p["moses_home"] or None, target_lang=p["target_lang"] or None, case=p["case"],
                          bootstrap_samples=p["bootstrap_samples"], seed=p["seed"], threads=p["threads"],
                          out_md=ctx.output("report_md"), out_csv=ctx.output("report_csv"))
     df = evaluate(cfg)
-    if p["case"] == "lower":
-        text = ctx.output("report_md").read_text(encoding="utf-8")
-        with atomic_open(ctx.output("report_md"), "w") as f:
-            f.write(text + "\nBLEU and chrF are case-insensitive: the system is lowercased, so are the references.\n")
     cols = [c for c in ("configuration", "dev_bleu", "dev_p", "test_bleu", "test_p") if c in df.columns]
     return {"table": df[cols].to_dict(orient="records")}
 
@@ -388,13 +367,13 @@ def default_registry() -> Registry:
                          produces={tuned_art: "moses.ini"}, doc=f"tune {label} on the dev set",
                          choices=stage_choices(TuneConfig), check=stage_check(TuneConfig)))
     reg.add(StageDef("evaluate", "evaluate", run_evaluate,
-                     {**stage_params(EvaluateConfig), **_build_subset(EVALUATE_BUILD_KEYS)},
+                     stage_params(EvaluateConfig),
                      consumes=("tuned_baseline", "tuned_rnn", "tuned_rnn_wp", "phrase_table", "table_rnn",
                                "table_rnn_wp", "lm", "model", "test_src_tok", "test_ref", "dev_src_tok", "dev_ref"),
                      optional=frozenset({"tuned_rnn", "tuned_rnn_wp", "table_rnn", "table_rnn_wp", "lm", "model",
                                          "dev_src_tok", "dev_ref"}),
                      produces={"report_md": "table1.md", "report_csv": "table1.csv"},
                      doc="decode dev/test with each tuned configuration; Table 1 with BLEU and p-values",
-                     choices=stage_choices(EvaluateConfig), check=_check_evaluate,
+                     choices=stage_choices(EvaluateConfig), check=stage_check(EvaluateConfig),
                      follows={"build-smt": EVALUATE_BUILD_KEYS}))
     return reg

@@ -27,10 +27,12 @@ from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.core.fileio import atomic_open, read_text_lines, sha256_file
 
 from .backend import BACKENDS, Backend, get_backend
+from .embedded.tokenizer import CASES
 
 METRICS = ("BLEU", "chrF2")
 DEFAULT_BOOTSTRAP = 1000       # sacrebleu --paired-bs-n default
 DEFAULT_SEED = 12345           # sacrebleu's default SACREBLEU_SEED
+CASE_NOTE = "\nBLEU and chrF are case-insensitive: the system is lowercased, so are the references.\n"
 
 
 @dataclass
@@ -49,7 +51,8 @@ class EvaluateConfig:
     :ivar systems: configurations; the first is the baseline the others are compared with.
     :ivar test_src: tokenized test source; ``test_ref``: raw (untokenized) test reference.
     :ivar dev_src, dev_ref: the same for the dev set (optional; Table 1 has a dev column).
-    :ivar detok_lang: target language for sacremoses detokenization; None to score the output as it is.
+    :ivar target_lang: target language for sacremoses detokenization; None (or "none") to score the output as it is.
+    :ivar case: ``"lower"`` lowercases the references as the system's output is (case-insensitive scores).
     """
 
     systems: list[SystemSpec]
@@ -62,7 +65,12 @@ class EvaluateConfig:
                            help="moses: a real Moses decodes (MOSES_HOME); embedded: the project's decoder.")
     moses_home: str | None = setting(None, type=str, envvar="MOSES_HOME",
                                      help="Moses installation root (default: $MOSES_HOME, or moses on PATH).")
-    detok_lang: str | None = "en"
+    target_lang: str | None = setting("en", type=str, aliases=("detok-lang",),
+                                      help="Target language of the output, for detokenization ('none': score the "
+                                           "output as it is).")
+    case: str = setting("none", choices=CASES,
+                        help="lower: the system is lowercased, so the references are lowercased too and BLEU and chrF "
+                             "are case-insensitive (as sacrebleu -lc); the report says so.")
     bootstrap_samples: int = setting(DEFAULT_BOOTSTRAP, at_least=1, aliases=("bootstrap",),
                                      help="Paired bootstrap resamples (sacrebleu --paired-bs-n).")
     seed: int = setting(DEFAULT_SEED, at_least=1, help="Bootstrap seed (sacrebleu's default).")
@@ -220,18 +228,21 @@ def evaluate(cfg: EvaluateConfig) -> pd.DataFrame:
     if (cfg.dev_src is None) != (cfg.dev_ref is None):
         raise PhraseRescoreError("give both --dev-src and --dev-ref, or neither")
     backend = get_backend(cfg.backend, cfg.moses_home)
+    detok_lang = None if (cfg.target_lang or "none").lower() == "none" else cfg.target_lang
     work = Path(cfg.workdir)
     work.mkdir(parents=True, exist_ok=True)
 
     def run_split(split: str, src: Path, ref: Path) -> SplitScores:
         refs = read_text_lines(ref)
+        if cfg.case == "lower":
+            refs = [r.lower() for r in refs]
         n_src = len(read_text_lines(src))
         if n_src != len(refs):
             raise PhraseRescoreError(f"{split} source has {n_src} lines but its reference has {len(refs)}", ref)
         named = []
         for s in cfg.systems:
             out = decode_split(backend, s, Path(src), work / f"{split}.{_safe(s.name)}.tok", cfg.threads)
-            hyps = detokenize_lines(read_text_lines(out), cfg.detok_lang)
+            hyps = detokenize_lines(read_text_lines(out), detok_lang)
             with atomic_open(work / f"{split}.{_safe(s.name)}.detok", "wb") as f:
                 f.write("".join(h + "\n" for h in hyps).encode("utf-8"))
             named.append((s.name, hyps))
@@ -245,7 +256,7 @@ def evaluate(cfg: EvaluateConfig) -> pd.DataFrame:
     out_md = Path(cfg.out_md) if cfg.out_md else work / "table1.md"
     out_csv = Path(cfg.out_csv) if cfg.out_csv else work / "table1.csv"
     with atomic_open(out_md, "wb") as f:
-        f.write(to_markdown(df, test, dev).encode("utf-8"))
+        f.write((to_markdown(df, test, dev) + (CASE_NOTE if cfg.case == "lower" else "")).encode("utf-8"))
     with atomic_open(out_csv, "wb") as f:
         f.write(df.to_csv(index=False).encode("utf-8"))
     df.attrs["markdown"], df.attrs["csv"] = str(out_md), str(out_csv)

@@ -170,7 +170,7 @@ def test_evaluate_with_embedded_backend(tmp_path):
 
     s = make_tiny_system(tmp_path / "sys")
     df = evaluate(EvaluateConfig(systems=[SystemSpec("Baseline", s["ini"])], test_src=s["src"], test_ref=s["ref"],
-                                 workdir=tmp_path / "ev", backend="embedded", detok_lang=None))
+                                 workdir=tmp_path / "ev", backend="embedded", target_lang=None))
     hyps = read_text_lines(tmp_path / "ev" / "test.Baseline.tok")
     assert len(hyps) == 3
     assert df["test_bleu"].iloc[0] == round(score_systems([("b", hyps)], read_text_lines(s["ref"])).bleu[0], 2)

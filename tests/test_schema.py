@@ -32,15 +32,14 @@ STAGES = {
     "tune-rnn": ("tune", TuneConfig, set()),
     "tune-rnn-wp": ("tune", TuneConfig, set()),
     # evaluate lowercases the references and detokenizes as build-smt built the system (--detok-lang)
-    "evaluate": ("evaluate", EvaluateConfig, {"case", "target_lang"}),
+    "evaluate": ("evaluate", EvaluateConfig, set()),
     # the two stages add one column and two: one initial weight each instead of --weights
     "moses-ini-rnn": ("moses-ini", RewriteConfig, {"rnn_weight"}),
     "moses-ini-rnn-wp": ("moses-ini", RewriteConfig, {"rnn_weight", "wp_weight"}),
 }
 
-#: command -> its options that are neither settings nor paths: evaluate's NAME=PATH lists, and --detok-lang,
-#: which a workflow takes from build-smt's target_lang
-NOT_SETTINGS = {"evaluate": {"systems", "models", "detok_lang"}}
+#: command -> its options that are neither settings nor paths: evaluate's NAME=PATH lists
+NOT_SETTINGS = {"evaluate": {"systems", "models"}}
 #: command -> its settings a workflow section holds otherwise (see STAGES)
 REPLACED = {"moses-ini": {"weights"}}
 

@@ -14,24 +14,14 @@ from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.core.fileio import check_outputs
 from phrase_rescore.core.outdir import claim_output_dir, release_unused
 from phrase_rescore.core.version import code_version
-from phrase_rescore.moses_integration.embedded.build import BuildConfig
-from phrase_rescore.moses_integration.report import EvaluateConfig
-from phrase_rescore.moses_integration.rewrite import RewriteConfig
-from phrase_rescore.moses_integration.tuning import TuneConfig
-from phrase_rescore.pipeline.prepare import PrepareConfig
-from phrase_rescore.pipeline.rescore_nbest import RescoreConfig
-from phrase_rescore.pipeline.sample import SampleConfig
-from phrase_rescore.pipeline.score import ScoreConfig
-from phrase_rescore.pipeline.train import TrainConfig
-from phrase_rescore.pipeline.train_seq2seq import TrainSeq2SeqConfig
-from phrase_rescore.pipeline.translate import TranslateConfig
 
-from .schema import collect, options
-from .stages import DemoDataConfig
+from .schema import SettingsCommand, collect, options
 
 
 class _Group(click.Group):
     """A click group that turns PhraseRescoreError into a message and a non-zero exit."""
+
+    command_class = SettingsCommand  # options generated from a config's settings, on first use
 
     ORDER = ("run", "make-demo-data", "build-smt", "prepare", "train", "sample", "score", "moses-ini", "tune",
              "evaluate", "train-seq2seq", "translate", "rescore-nbest")
@@ -102,12 +92,12 @@ def main(ctx, quiet):
 @main.command("prepare")
 @click.argument("table", type=click.Path(exists=True, dir_okay=False))
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Pairs directory to write.")
-@options(PrepareConfig, exclude=("src_corpus", "tgt_corpus"))
+@options("phrase_rescore.pipeline.prepare:PrepareConfig", exclude=("src_corpus", "tgt_corpus"))
 @click.option("--src-corpus", type=click.Path(dir_okay=False), help="Tokenized source corpus to count the vocabulary from.")
 @click.option("--tgt-corpus", type=click.Path(dir_okay=False), help="Tokenized target corpus (with --src-corpus).")
 def prepare_cmd(table, out_dir, src_corpus, tgt_corpus, **kw):
     """Unique phrase pairs as Parquet with ids, a vocabulary and a validation split."""
-    from phrase_rescore.pipeline.prepare import prepare
+    from phrase_rescore.pipeline.prepare import PrepareConfig, prepare
 
     cfg = PrepareConfig(src_corpus=src_corpus, tgt_corpus=tgt_corpus, **collect(PrepareConfig, kw))
     _check_paths({"TABLE": table, "--src-corpus": src_corpus, "--tgt-corpus": tgt_corpus}, {}, {"--out": out_dir})
@@ -121,12 +111,14 @@ def prepare_cmd(table, out_dir, src_corpus, tgt_corpus, **kw):
 
 @main.command("make-demo-data")
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Directory to write.")
-@options(DemoDataConfig)
+@options("phrase_rescore.app.stages:DemoDataConfig")
 def make_demo_data_cmd(out_dir, **kw):
     """Generate the English-French demo corpus (train/dev/test .en/.fr)."""
     import json
 
     from phrase_rescore.data.demo_corpus import generate
+
+    from .stages import DemoDataConfig
 
     c = DemoDataConfig(**collect(DemoDataConfig, kw))
     paths = generate(out_dir, n_train=c.train, n_dev=c.dev, n_test=c.test, seed=c.seed, noise_rate=c.noise)
@@ -169,12 +161,13 @@ def run_cmd(workflow_file, workdir, sets, from_stage):
 @click.option("--out", required=True, type=click.Path(dir_okay=False), help="The new moses.ini to write.")
 @click.option("--binarized-prefix", type=click.Path(dir_okay=False),
               help="PhraseDictionaryCompact: processPhraseTableMin -out prefix (default: the table's name without .gz).")
-@options(RewriteConfig)
+@options("phrase_rescore.moses_integration.rewrite:RewriteConfig")
 def moses_ini_cmd(old_ini, table, out, binarized_prefix, **kw):
     """Point a moses.ini at the rescored table: more num-features, matching weights."""
     from pathlib import Path
 
-    from phrase_rescore.moses_integration.rewrite import MINPHR, default_binarized_prefix, rewrite_moses_ini
+    from phrase_rescore.moses_integration.rewrite import (MINPHR, RewriteConfig, default_binarized_prefix,
+                                                          rewrite_moses_ini)
 
     values = collect(RewriteConfig, kw)
     # processPhraseTableMin writes PREFIX.minphr and its log (for a PhraseDictionaryCompact only)
@@ -193,12 +186,12 @@ def moses_ini_cmd(old_ini, table, out, binarized_prefix, **kw):
 @click.option("--dev-ref", required=True, type=click.Path(exists=True, dir_okay=False), help="Tokenized dev reference.")
 @click.option("--workdir", required=True, type=click.Path(file_okay=False), help="Working directory (log, mert-work/).")
 @click.option("--out", type=click.Path(dir_okay=False), help="Tuned moses.ini (default WORKDIR/moses.tuned.ini).")
-@options(TuneConfig)
+@options("phrase_rescore.moses_integration.tuning:TuneConfig")
 def tune_cmd(ini, dev_src, dev_ref, workdir, out, **kw):
     """Tune the weights of a moses.ini on a dev set (mert-moses.pl or the embedded MERT)."""
     from pathlib import Path
 
-    from phrase_rescore.moses_integration.tuning import tune
+    from phrase_rescore.moses_integration.tuning import TuneConfig, tune
 
     values = collect(TuneConfig, kw)
     _check_paths({"INI": ini, "--dev-src": dev_src, "--dev-ref": dev_ref}, {"--out": out}, {"--workdir": workdir})
@@ -229,12 +222,12 @@ def _named_paths(values, what):
 @click.option("--dev-src", type=click.Path(exists=True, dir_okay=False), help="Tokenized dev source.")
 @click.option("--dev-ref", type=click.Path(exists=True, dir_okay=False), help="Raw dev reference.")
 @click.option("--workdir", required=True, type=click.Path(file_okay=False), help="Where outputs and the report go.")
-@options(EvaluateConfig)
+@options("phrase_rescore.moses_integration.report:EvaluateConfig")
 def evaluate_cmd(systems, models, test_src, test_ref, dev_src, dev_ref, workdir, **kw):
     """Decode, score (sacrebleu BLEU/chrF, paired bootstrap) and write Table 1 as Markdown and CSV."""
     from pathlib import Path
 
-    from phrase_rescore.moses_integration.report import SystemSpec, evaluate
+    from phrase_rescore.moses_integration.report import EvaluateConfig, SystemSpec, evaluate
 
     named = _named_paths(systems, "--system")
     mods = _named_paths(models, "--model")
@@ -267,12 +260,12 @@ def _lang_from_suffix(path: str) -> str | None:
 @click.argument("train_src", type=click.Path(exists=True, dir_okay=False))
 @click.argument("train_tgt", type=click.Path(exists=True, dir_okay=False))
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Output directory.")
-@options(BuildConfig)
+@options("phrase_rescore.moses_integration.embedded.build:BuildConfig")
 def build_smt_cmd(train_src, train_tgt, out_dir, **kw):
     """Build phrase-table.gz, lm.arpa and moses.ini from raw parallel text, Moses-compatible, no Moses needed."""
     from click.core import ParameterSource
 
-    from phrase_rescore.moses_integration.embedded.build import build_smt
+    from phrase_rescore.moses_integration.embedded.build import BuildConfig, build_smt
 
     ctx = click.get_current_context()
     unset = {k for k in ("source_lang", "target_lang") if ctx.get_parameter_source(k) != ParameterSource.COMMANDLINE}
@@ -295,10 +288,10 @@ def build_smt_cmd(train_src, train_tgt, out_dir, **kw):
 @click.option("--valid-src", type=click.Path(exists=True, dir_okay=False), help="Validation source (default: hold out --valid-size pairs).")
 @click.option("--valid-tgt", type=click.Path(exists=True, dir_okay=False), help="Validation target.")
 @click.option("--vocab", type=click.Path(exists=True, dir_okay=False), help="Share an existing vocabulary JSON.")
-@options(TrainSeq2SeqConfig)
+@options("phrase_rescore.pipeline.train_seq2seq:TrainSeq2SeqConfig")
 def train_seq2seq_cmd(src, tgt, out_dir, valid_src, valid_tgt, vocab, **kw):
     """Train a deep LSTM encoder-decoder (Sutskever, Vinyals & Le 2014) on tokenized sentence pairs SRC/TGT."""
-    from phrase_rescore.pipeline.train_seq2seq import train
+    from phrase_rescore.pipeline.train_seq2seq import TrainSeq2SeqConfig, train
 
     values = collect(TrainSeq2SeqConfig, kw)
     _check_paths({"SRC": src, "TGT": tgt, "--valid-src": valid_src, "--valid-tgt": valid_tgt, "--vocab": vocab},
@@ -315,10 +308,10 @@ def train_seq2seq_cmd(src, tgt, out_dir, valid_src, valid_tgt, vocab, **kw):
               help="A Seq2Seq checkpoint; repeat for an ensemble.")
 @click.option("--output", "-o", required=True, type=click.Path(dir_okay=False), help="Translations, one per line.")
 @click.option("--scores", type=click.Path(dir_okay=False), help="Also write each translation's log-probability.")
-@options(TranslateConfig, exclude=("scores",))
+@options("phrase_rescore.pipeline.translate:TranslateConfig", exclude=("scores",))
 def translate_cmd(source, models, output, scores, **kw):
     """Translate tokenized SOURCE with beam search over one Seq2Seq model or an ensemble."""
-    from phrase_rescore.pipeline.translate import translate_file
+    from phrase_rescore.pipeline.translate import TranslateConfig, translate_file
 
     values = collect(TranslateConfig, kw)
     _check_paths({"SOURCE": source, "--model": models}, {"--output": output, "--scores": scores})
@@ -341,10 +334,10 @@ def translate_cmd(source, models, output, scores, **kw):
               help="Tune the re-ranking weights with MERT on this dev n-best list (with --dev-src, --dev-ref).")
 @click.option("--dev-src", type=click.Path(exists=True, dir_okay=False), help="Tokenized dev source.")
 @click.option("--dev-ref", type=click.Path(exists=True, dir_okay=False), help="Tokenized dev reference.")
-@options(RescoreConfig)
+@options("phrase_rescore.pipeline.rescore_nbest:RescoreConfig")
 def rescore_nbest_cmd(nbest, src, models, out_nbest, out_1best, weights_ini, dev_nbest, dev_src, dev_ref, **kw):
     """Add log p(hyp|src) to every hypothesis of a Moses NBEST list of SRC and re-rank it."""
-    from phrase_rescore.pipeline.rescore_nbest import rescore_nbest
+    from phrase_rescore.pipeline.rescore_nbest import RescoreConfig, rescore_nbest
 
     values = collect(RescoreConfig, kw)
     _check_paths({"NBEST": nbest, "SRC": src, "--model": models, "--weights": weights_ini, "--dev-nbest": dev_nbest,
@@ -363,14 +356,14 @@ def rescore_nbest_cmd(nbest, src, models, out_nbest, out_1best, weights_ini, dev
 @click.argument("pairs_dir", type=click.Path(exists=True, file_okay=False))
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False),
               help="MODEL_DIR: model.pt (best), last.pt, train_log.csv.")
-@options(TrainConfig)
+@options("phrase_rescore.pipeline.train:TrainConfig")
 @click.option("--emb-dim", type=int, hidden=True, help="Same as --model-overrides '{emb_dim = N}'.")
 @click.option("--hidden-dim", type=int, hidden=True, help="Same as --model-overrides '{hidden_dim = N}'.")
 @click.option("--maxout-units", type=int, hidden=True, help="Same as --model-overrides '{maxout_units = N}'.")
 @click.option("--rank", type=int, hidden=True, help="Same as --model-overrides '{rank = N}'.")
 def train_cmd(pairs_dir, out_dir, emb_dim, hidden_dim, maxout_units, rank, **kw):
     """Train the RNN Encoder-Decoder on prepared phrase pairs (PAIRS_DIR from `prepare`)."""
-    from phrase_rescore.pipeline.train import train
+    from phrase_rescore.pipeline.train import TrainConfig, train
 
     sizes = {k: v for k, v in dict(emb_dim=emb_dim, hidden_dim=hidden_dim, maxout_units=maxout_units,
                                    rank=rank).items() if v is not None}
@@ -396,7 +389,7 @@ def train_cmd(pairs_dir, out_dir, emb_dim, hidden_dim, maxout_units, rank, **kw)
 def sample_cmd(model, phrase, num_samples, greedy, beam, max_len, seed, device):
     """Target phrases for a tokenized source PHRASE from MODEL (a .pt or a training directory), as in Table 3."""
     from phrase_rescore.core.config import check, flag_name
-    from phrase_rescore.pipeline.sample import format_table, sample_phrase
+    from phrase_rescore.pipeline.sample import SampleConfig, format_table, sample_phrase
 
     if greedy and beam is not None:
         raise click.UsageError("choose one of --greedy and --beam")
@@ -413,13 +406,13 @@ def sample_cmd(model, phrase, num_samples, greedy, beam, max_len, seed, device):
 @click.argument("table", type=click.Path(exists=True, dir_okay=False))
 @click.option("--out", "-o", required=True, type=click.Path(dir_okay=False),
               help="The new phrase table (gzip when it ends in .gz).")
-@options(ScoreConfig, exclude=("rejects", "vocab"))
+@options("phrase_rescore.pipeline.score:ScoreConfig", exclude=("rejects", "vocab"))
 @click.option("--rejects", type=click.Path(dir_okay=False), help="Where --on-error keep lists bad lines.")
 @click.option("--vocab", type=click.Path(exists=True, dir_okay=False),
               help="Vocabulary JSON, for a checkpoint that carries none.")
 def score_cmd(model, table, out, rejects, vocab, **kw):
     """Append log p(f|e) and the unknown-word penalty to every line of a phrase TABLE (resumable)."""
-    from phrase_rescore.pipeline.score import score_table
+    from phrase_rescore.pipeline.score import ScoreConfig, score_table
 
     cfg = ScoreConfig(rejects=rejects, vocab=vocab, **collect(ScoreConfig, kw))
     s = score_table(model, table, out, cfg)

@@ -1,12 +1,13 @@
 """Click options and workflow parameters generated from a config's declared settings (:mod:`phrase_rescore.core.config`).
 
-``@options(TrainConfig)`` gives a command one option per setting (``--max-steps`` for ``max_steps``, the
+``@options("phrase_rescore.pipeline.train:TrainConfig")`` gives a command one option per setting (``--max-steps`` for ``max_steps``, the
 setting's default and help) and ``--config FILE``, a TOML file of the same keys as the workflow section;
 :func:`collect` merges default < environment < file < command line and checks the result with the
 config's own check, so the command line and the workflow refuse a bad value in the same words.
 """
 from __future__ import annotations
 
+import importlib
 import tomllib
 from typing import Any, Callable
 
@@ -23,37 +24,62 @@ def _alias_dest(s: Setting, alias: str) -> str:
     return f"alias__{s.name}__{alias.replace('-', '_')}"
 
 
-def _option(s: Setting) -> list[Callable]:
-    """The click decorators of one setting: its option and its hidden older spellings."""
+def _options_of(s: Setting) -> list[click.Option]:
+    """The click options of one setting: its own and its hidden older spellings."""
     show = s.default is not None and s.default != {} and s.default != ()
     common = dict(help=s.help, show_default=show, envvar=s.envvar)
     if s.type is bool:
         off = s.secondary or f"no-{s.flag}"
-        deco = [click.option(f"--{s.flag}/--{off}", s.name, default=s.default, **common)]
+        out = [click.Option([f"--{s.flag}/--{off}", s.name], default=s.default, **common)]
     else:
         kind = {int: int, float: float}.get(s.type, str) if s.choices is None or s.type is int else str
         default = (",".join(str(v) for v in s.default) if s.type is tuple and s.default is not None
                    else None if s.type is dict else s.default)
         metavar = s.metavar or ("[" + "|".join(str(c) for c in s.choices) + "]" if s.choices else None)
         decls = [f"--{s.flag}"] + ([f"-{s.short}"] if s.short else [])
-        deco = [click.option(*decls, s.name, type=kind, default=default, metavar=metavar, **common)]
+        out = [click.Option(decls + [s.name], type=kind, default=default, metavar=metavar, **common)]
     for alias in s.aliases:
         kind = {int: int, float: float}.get(s.type, str)
-        deco.append(click.option(f"--{alias}", _alias_dest(s, alias), type=kind, hidden=True,
-                                 help=f"Same as --{s.flag}."))
-    return deco
+        out.append(click.Option([f"--{alias}", _alias_dest(s, alias)], type=kind, hidden=True,
+                                help=f"Same as --{s.flag}."))
+    return out
 
 
-def options(cls, exclude: tuple[str, ...] = (), config_file: bool = True) -> Callable:
-    """A decorator adding ``cls``'s settings (less ``exclude``) and ``--config FILE`` to a click command."""
+def load_class(spec: str):
+    """``"package.module:Name"`` -> the class."""
+    module, _, name = spec.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def options(config: str, exclude: tuple[str, ...] = (), config_file: bool = True) -> Callable:
+    """Give a command the settings of ``config`` (``"module:Class"``, less ``exclude``) as options, and ``--config FILE``.
+
+    The class is imported when the command parses its arguments or shows its help
+    (:class:`SettingsCommand`), so ``phrase-rescore --help`` and the Moses-side commands never load torch.
+    """
     def deco(f):
-        for s in reversed([s for s in settings(cls) if s.name not in exclude]):
-            for d in reversed(_option(s)):
-                f = d(f)
-        if config_file:
-            f = click.option("--config", "config_file", type=click.Path(dir_okay=False), help=CONFIG_HELP)(f)
+        f.__settings__ = (config, tuple(exclude), config_file)
         return f
     return deco
+
+
+class SettingsCommand(click.Command):
+    """A click command whose setting options are generated from its config class on first use (see :func:`options`)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._settings = getattr(self.callback, "__settings__", None)
+
+    def get_params(self, ctx: click.Context) -> list[click.Parameter]:
+        if self._settings is not None:
+            spec, exclude, config_file = self._settings
+            self._settings = None
+            generated = [o for s in settings(load_class(spec)) if s.name not in exclude for o in _options_of(s)]
+            if config_file:
+                generated.insert(0, click.Option(["--config", "config_file"], type=click.Path(dir_okay=False),
+                                                 help=CONFIG_HELP))
+            self.params.extend(generated)
+        return super().get_params(ctx)
 
 
 def _from_text(s: Setting, text: Any) -> Any:

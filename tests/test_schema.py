@@ -58,11 +58,13 @@ def test_each_workflow_section_holds_exactly_its_commands_options(stage):
     command, cls, stage_only = STAGES[stage]
     params = default_registry().stages[stage].params
     cmd = main.commands[command]
-    opts = {p.name: p for p in cmd.params if isinstance(p, click.Option) and not p.hidden}
+    ctx = click.Context(cmd)
+    opts = {p.name: p for p in cmd.get_params(ctx)
+            if isinstance(p, click.Option) and not p.hidden and p is not cmd.get_help_option(ctx)}
     runner_decides = {s.name for s in settings(cls) if not s.workflow}
     generated = {s.name for s in settings(cls)}
     # the command's options: the workflow's keys, what the runner decides itself, paths (artifacts), --config
-    others = set(opts) - generated - {"config_file", "help"}
+    others = set(opts) - generated - {"config_file"}
     assert all(isinstance(opts[o].type, click.Path) for o in others - NOT_SETTINGS.get(command, set())), others
     assert set(params) - stage_only == generated - runner_decides - REPLACED.get(command, set())
     for key in set(params) - stage_only:
@@ -193,3 +195,15 @@ def test_a_config_file_holds_the_workflow_section_keys(tmp_path, monkeypatch):
     Path("t.toml").write_text("resume = true\n")
     r = CliRunner().invoke(main, ["train", "pairs", "--out", "m", "--config", "t.toml"])
     assert r.exit_code == 1 and "t.toml: unknown key 'resume'" in r.output, r.output
+
+
+def test_help_and_moses_side_commands_do_not_load_torch():
+    """The options of a neural command are generated when it is used, so other commands start without torch."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from click.testing import CliRunner; from phrase_rescore.app.cli import main; "
+            "r = [CliRunner().invoke(main, a) for a in (['--help'], ['tune', '--help'], ['make-demo-data', '--help'])]; "
+            "assert all(x.exit_code == 0 for x in r), [x.output for x in r]; print('torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"

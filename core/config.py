@@ -81,6 +81,11 @@ def setting(default: Any = dataclasses.MISSING, *, help: str, type: type | None 
     return dataclasses.field(default=default, metadata={_KEY: meta})
 
 
+def setting_values(config) -> dict[str, Any]:
+    """``{name: value}`` of a config instance's settings."""
+    return {s.name: getattr(config, s.name) for s in settings(type(config))}
+
+
 def settings(cls) -> list[Setting]:
     """The declared settings of a config dataclass, in field order."""
     out = []
@@ -166,8 +171,9 @@ def check_value(s: Setting, value: Any, name: Callable[[Setting, Any], str]) -> 
     return out
 
 
-def check(cls, values: dict[str, Any], name: Callable[[Setting, Any], str] = key_name) -> dict[str, Any]:
-    """Check every setting of ``cls`` that ``values`` holds, then the class's ``check_settings``.
+def check(cls, values: dict[str, Any], name: Callable[[Setting, Any], str] = key_name,
+          combined: bool = True) -> dict[str, Any]:
+    """Check every setting of ``cls`` that ``values`` holds, then (with ``combined``) the class's ``check_settings``.
 
     :param name: names a bad value in the message: :func:`key_name` (a workflow) or :func:`flag_name`.
     :returns: the values as the settings take them.
@@ -177,14 +183,14 @@ def check(cls, values: dict[str, Any], name: Callable[[Setting, Any], str] = key
     for s in settings(cls):
         if s.name in out:
             out[s.name] = check_value(s, out[s.name], name)
-    combined = getattr(cls, "check_settings", None)
-    if combined is not None:
+    together = getattr(cls, "check_settings", None) if combined else None
+    if together is not None:
         by_name = {s.name: s for s in settings(cls)}
 
         def named(key: str, with_value: bool = True) -> str:
             shown = name(by_name[key], out[key])
             return shown if with_value else shown.split(" ")[0]
-        combined(out, named)
+        together(out, named)
     return out
 
 

@@ -32,7 +32,7 @@ import numpy as np
 import torch
 
 from phrase_rescore.core import progress
-from phrase_rescore.core.config import setting
+from phrase_rescore.core.config import check, setting, setting_values
 from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.core.fileio import sha256_file
 from phrase_rescore.core.version import code_version
@@ -115,17 +115,7 @@ class ScoreConfig:
 
     def __post_init__(self):
         self.columns = parse_columns(self.columns)
-        if self.on_error not in ON_ERROR_CHOICES:
-            raise PhraseRescoreError(f"on_error must be one of {', '.join(ON_ERROR_CHOICES)}, got {self.on_error!r}")
-        if self.matmul not in ("auto",) + MATMULS:
-            raise PhraseRescoreError(f"matmul must be one of auto, {', '.join(MATMULS)}, got {self.matmul!r}")
-        if self.precision not in PRECISIONS:
-            raise PhraseRescoreError(f"precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
-        for name in ("max_tokens", "chunk_lines"):
-            if getattr(self, name) is not None and int(getattr(self, name)) < 1:
-                raise PhraseRescoreError(f"{name} must be at least 1, got {getattr(self, name)}")
-        if not 0 <= self.compresslevel <= 9:
-            raise PhraseRescoreError(f"compresslevel must be 0-9, got {self.compresslevel}")
+        check(ScoreConfig, setting_values(self), combined=False)  # the device is resolved when scoring starts
 
     def output_identity(self) -> dict:
         """The options that change the output's bytes (a resume requires them unchanged)."""

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Sequence
 
 from phrase_rescore.core import progress
-from phrase_rescore.core.config import setting
+from phrase_rescore.core.config import check, setting, setting_values
 from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.core.fileio import atomic_open, read_text_lines, sha256_file
 
@@ -66,11 +66,7 @@ class BuildConfig:
     compresslevel: int = setting(6, at_least=0, at_most=9, help="gzip level of phrase-table.gz.")
 
     def __post_init__(self):
-        TokenizeConfig(lang=self.source_lang, case=self.case)  # validates case
-        if self.max_phrase_length < 1:
-            raise PhraseRescoreError(f"max_phrase_length must be at least 1, got {self.max_phrase_length}")
-        if self.eflomal_model not in (1, 2, 3):
-            raise PhraseRescoreError(f"eflomal_model must be 1, 2 or 3, got {self.eflomal_model}")
+        check(BuildConfig, setting_values(self))
 
 
 @dataclass

@@ -1,9 +1,11 @@
-"""Click options and workflow parameters generated from a config's declared settings (:mod:`phrase_rescore.core.config`).
+"""Click options and workflow parameters generated from a config's settings (:mod:`phrase_rescore.core.config`).
 
-``@options("phrase_rescore.pipeline.train:TrainConfig")`` gives a command one option per setting (``--max-steps`` for ``max_steps``, the
-setting's default and help) and ``--config FILE``, a TOML file of the same keys as the workflow section;
-:func:`collect` merges default < environment < file < command line and checks the result with the
-config's own check, so the command line and the workflow refuse a bad value in the same words.
+``@options("phrase_rescore.pipeline.train:TrainConfig")`` gives a command one option per setting
+(``--max-steps`` for ``max_steps``, the setting's default and help) and ``--config FILE``, a TOML file
+of the same keys as the workflow section; :func:`collect` merges default < environment < file < command
+line and checks the result with the config's own check, so the command line and the workflow refuse a
+bad value in the same words. :func:`stage_params`, :func:`stage_choices` and :func:`stage_check` give a
+workflow stage the same settings.
 """
 from __future__ import annotations
 
@@ -52,7 +54,7 @@ def load_class(spec: str):
 
 
 def options(config: str, exclude: tuple[str, ...] = (), config_file: bool = True) -> Callable:
-    """Give a command the settings of ``config`` (``"module:Class"``, less ``exclude``) as options, and ``--config FILE``.
+    """Give a command the settings of ``config`` (``"module:Class"``, less ``exclude``) as options, and ``--config``.
 
     The class is imported when the command parses its arguments or shows its help
     (:class:`SettingsCommand`), so ``phrase-rescore --help`` and the Moses-side commands never load torch.
@@ -114,13 +116,9 @@ def collect(cls, kwargs: dict, exclude: tuple[str, ...] = ()) -> dict[str, Any]:
     values: dict[str, Any] = {}
     given: set[str] = set()
     for s in chosen:
-        values[s.name] = defaults(cls)[s.name] if s.type is dict else kwargs.pop(s.name)
-        source = ctx.get_parameter_source(s.name)
-        if s.type is dict:
-            text = kwargs.pop(s.name)
-            if text is not None:
-                values[s.name] = text
-        if source == ParameterSource.COMMANDLINE:
+        value = kwargs.pop(s.name)
+        values[s.name] = s.default if s.type is dict and value is None else value  # a table has no text default
+        if ctx.get_parameter_source(s.name) == ParameterSource.COMMANDLINE:
             given.add(s.name)
         for alias in s.aliases:
             v = kwargs.pop(_alias_dest(s, alias))

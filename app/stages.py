@@ -64,7 +64,8 @@ class DemoDataConfig:
     dev: int = setting(500, at_least=1, help="Development (tuning) sentence pairs.")
     test: int = setting(500, at_least=1, help="Test sentence pairs.")
     seed: int = setting(1, at_least=0, help="Seed; the corpus is a function of it.")
-    noise: float = setting(0.04, at_least=0, at_most=1, help="Share of training pairs misaligned or loosely translated.")
+    noise: float = setting(0.04, at_least=0, at_most=1,
+                           help="Share of training pairs misaligned or loosely translated.")
 
 
 #: tokenize prepares dev and test as build-smt prepared the training corpus: the same settings

@@ -137,7 +137,8 @@ def expected(s: Setting) -> str:
         words = _range_words(s)
     else:
         words = {bool: "true or false", int: "a whole number", float: "a finite number", str: "a string",
-                 tuple: f"a list of {'finite numbers' if s.item is float else 'values'}", dict: "a table of key = value"}[s.type]
+                 tuple: f"a list of {'finite numbers' if s.item is float else 'values'}",
+                 dict: "a table of key = value"}[s.type]
     return words + (" (or leave it unset)" if s.optional else "")
 
 

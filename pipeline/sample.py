@@ -32,7 +32,8 @@ class SampleConfig:
     n: int = setting(50, at_least=1, flag="num-samples",
                      help="Phrases to draw by ancestral sampling (Table 3 uses 50).")
     beam: int = setting(5, at_least=1, help="Beam width (mode beam); also how many phrases are returned.")
-    max_len: int | None = setting(None, type=int, at_least=1, help="Most target words (default: 2 x source words + 10).")
+    max_len: int | None = setting(None, type=int, at_least=1,
+                                  help="Most target words (default: 2 x source words + 10).")
     seed: int = setting(1, at_least=0, help="Sampling seed.")
 
 

@@ -55,7 +55,8 @@ class BuildConfig:
     target_lang: str = setting("fr", help="Target language code for the tokenizer (the command: TRAIN_TGT's "
                                           "suffix when it names a language).")
     case: str = setting("lower", choices=CASES, help="Casing of the system (see tokenizer.py).")
-    escape: bool = setting(False, help="tokenizer.perl's XML escaping of & | < > ' \" [ ] (off keeps the text as given).")
+    escape: bool = setting(False, help="tokenizer.perl's XML escaping of & | < > ' \" [ ] (off keeps the text as "
+                                       "given).")
     max_sentence_length: int = setting(80, at_least=1, help="clean-corpus-n.perl's most tokens per sentence.")
     max_length_ratio: float = setting(9.0, above=0, help="clean-corpus-n.perl's largest length ratio.")
     max_phrase_length: int = setting(7, at_least=1, help="extract -max-phrase-length.")

@@ -380,22 +380,25 @@ def train_cmd(pairs_dir, out_dir, emb_dim, hidden_dim, maxout_units, rank, **kw)
 @main.command("sample")
 @click.argument("model", type=click.Path(exists=True))
 @click.argument("phrase")
-@click.option("-n", "--num-samples", default=50, show_default=True, help="Phrases to draw by ancestral sampling.")
-@click.option("--greedy", is_flag=True, help="The most probable word at each step instead of sampling.")
-@click.option("--beam", type=int, help="Beam search of this width; prints the K most probable phrases.")
-@click.option("--max-len", type=int, help="Most target words (default: 2 x source words + 10).")
-@click.option("--seed", default=1, show_default=True, help="Sampling seed.")
-@click.option("--device", default="auto", show_default=True)
-def sample_cmd(model, phrase, num_samples, greedy, beam, max_len, seed, device):
+@click.option("--greedy", is_flag=True, help="Same as --mode greedy.")
+@click.option("--device", default="auto", show_default=True, help="auto (CUDA when present), cpu, cuda or cuda:N.")
+@options("phrase_rescore.pipeline.sample:SampleConfig")
+def sample_cmd(model, phrase, greedy, device, **kw):
     """Target phrases for a tokenized source PHRASE from MODEL (a .pt or a training directory), as in Table 3."""
-    from phrase_rescore.core.config import check, flag_name
+    from click.core import ParameterSource
+
     from phrase_rescore.pipeline.sample import SampleConfig, format_table, sample_phrase
 
-    if greedy and beam is not None:
-        raise click.UsageError("choose one of --greedy and --beam")
-    mode = "greedy" if greedy else "beam" if beam is not None else "sample"
-    given = {"n": num_samples, "beam": 5 if beam is None else beam, "max_len": max_len, "seed": seed}
-    cfg = SampleConfig(mode=mode, **check(SampleConfig, given, flag_name))
+    ctx = click.get_current_context()
+    beam_given = ctx.get_parameter_source("beam") == ParameterSource.COMMANDLINE
+    mode_given = ctx.get_parameter_source("mode") == ParameterSource.COMMANDLINE
+    if greedy and (beam_given or mode_given):
+        raise click.UsageError(f"choose one of --greedy and {'--beam' if beam_given else '--mode'}")
+    values = collect(SampleConfig, kw)
+    if greedy or (beam_given and not mode_given):  # --greedy and --beam K choose the mode themselves
+        values["mode"] = "greedy" if greedy else "beam"
+    cfg = SampleConfig(**values)
+    mode = cfg.mode
     click.echo(format_table(sample_phrase(model, phrase, cfg, device=device), mode))
 
 

@@ -28,8 +28,10 @@ MODES = ("sample", "greedy", "beam")
 class SampleConfig:
     """How to generate. ``max_len`` counts words before ``<eos>``; None means 2 * source words + 10."""
 
-    mode: str = "sample"
-    n: int = setting(50, at_least=1, flag="num-samples",
+    mode: str = setting("sample", choices=MODES,
+                        help="sample: ancestral sampling (Table 3); greedy: the most probable word at each step; "
+                             "beam: beam search, the BEAM most probable phrases.")
+    n: int = setting(50, at_least=1, flag="num-samples", short="n",
                      help="Phrases to draw by ancestral sampling (Table 3 uses 50).")
     beam: int = setting(5, at_least=1, help="Beam width (mode beam); also how many phrases are returned.")
     max_len: int | None = setting(None, type=int, at_least=1,

@@ -106,6 +106,7 @@ EVALUATE = ["evaluate", "--system", "b=moses.ini", "--test-src", "dev.src", "--t
     (TRAIN + ["--device", "tpu"], "--device tpu: unknown device 'tpu'"),
     (["sample", "model.pt", "a", "--beam", "0"], "--beam 0: expected at least 1"),
     (["sample", "model.pt", "a", "-n", "0"], "--num-samples 0: expected at least 1"),
+    (["sample", "model.pt", "a", "--mode", "top-k"], "--mode top-k: expected one of 'sample', 'greedy', 'beam'"),
     (["moses-ini", "moses.ini", "--table", "table.txt", "--out", "o.ini", "--weights", "0.1,nan"],
      "--weights 0.1,nan: expected a list of finite numbers (or leave it unset)"),
     (["moses-ini", "moses.ini", "--table", "table.txt", "--out", "o.ini", "--threads", "0"],

@@ -72,6 +72,15 @@ def test_each_workflow_section_holds_exactly_its_commands_options(stage):
         assert opts[key].opts == ["--" + key.replace("_", "-")], key  # kebab-case flag == snake_case key
 
 
+def test_every_stage_has_its_commands_options():
+    """tokenize, which has no command of its own, takes build-smt's preprocessing settings and defaults."""
+    stages = default_registry().stages
+    assert set(stages) - set(STAGES) == {"tokenize"}
+    build = main.commands["build-smt"]
+    opts = {p.name: p.default for p in build.get_params(click.Context(build)) if isinstance(p, click.Option)}
+    assert stages["tokenize"].params == {k: opts[k] for k in ("source_lang", "target_lang", "case", "escape")}
+
+
 def test_every_setting_has_help():
     for _, cls, _ in STAGES.values():
         for s in settings(cls):

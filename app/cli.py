@@ -100,6 +100,8 @@ def prepare_cmd(table, out_dir, src_corpus, tgt_corpus, **kw):
     from phrase_rescore.pipeline.prepare import PrepareConfig, prepare
 
     cfg = PrepareConfig(src_corpus=src_corpus, tgt_corpus=tgt_corpus, **collect(PrepareConfig, kw))
+    if not cfg.vocab_from_corpus and src_corpus is not None:
+        raise click.UsageError("--src-corpus counts the vocabulary from the corpus: leave out --no-vocab-from-corpus")
     _check_paths({"TABLE": table, "--src-corpus": src_corpus, "--tgt-corpus": tgt_corpus}, {}, {"--out": out_dir})
     m = prepare(table, out_dir, cfg)
     click.echo(f"{m['lines']} lines ({m['rejected']} rejected), {m['unique_pairs']} unique pairs: "

@@ -125,6 +125,7 @@ EVALUATE = ["evaluate", "--system", "b=moses.ini", "--test-src", "dev.src", "--t
     (["score", "model.pt", "table.txt", "--out", "o.gz", "--matmul", "blas"],
      "--matmul blas: expected one of 'auto', 'torch', 'numpy'"),
     (["score", "model.pt", "table.txt", "--out", "o.gz", "--columns", "logprob,logprob"], "--columns logprob,logprob"),
+    (["prepare", "table.txt", "--out", "p", "--partition-bytes", "0"], "--partition-bytes 0: expected at least 1"),
     (["prepare", "table.txt", "--out", "p", "--valid-fraction", "1"], "--valid-fraction 1.0: expected at least 0 and below 1"),
     (["build-smt", "src.txt", "tgt.txt", "--out", "s", "--max-length-ratio", "nan"],
      "--max-length-ratio nan: expected a number above 0"),

@@ -73,6 +73,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
+from phrase_rescore.core.config import read_toml
 from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.core.fileio import atomic_open, sha256_file
 from phrase_rescore.core.version import code_version
@@ -232,13 +233,7 @@ def load_workflow(path: str | os.PathLike | None, registry: Registry, overrides:
     where = None if path is None else Path(path)
     if data is None:
         assert where is not None
-        try:
-            with open(where, "rb") as f:
-                data = tomllib.load(f)
-        except FileNotFoundError:
-            raise PhraseRescoreError("workflow file not found", where) from None
-        except tomllib.TOMLDecodeError as e:
-            raise PhraseRescoreError(f"not a valid TOML file: {e}", where) from None
+        data = read_toml(where, "workflow file")
     data = json.loads(json.dumps(data))  # a deep copy with plain JSON types
     for o in overrides:
         apply_set(data, o)

@@ -18,10 +18,14 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
-import tomllib
 from typing import Any, Callable
 
 from .errors import PhraseRescoreError
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10: the same parser as the tomli package
+    import tomli as tomllib
 
 _KEY = "phrase_rescore.setting"
 TYPES = (bool, int, float, str, tuple, dict)
@@ -195,18 +199,31 @@ def check(cls, values: dict[str, Any], name: Callable[[Setting, Any], str] = key
     return out
 
 
+def read_toml(path: str | os.PathLike, what: str = "file") -> dict[str, Any]:
+    """The table of a TOML file (a workflow, a ``--config`` file).
+
+    :param what: what the file is, for the message ("workflow file").
+    :raises PhraseRescoreError: the file is missing, not a file, not UTF-8 or not TOML.
+    """
+    try:
+        with open(path, "rb") as f:
+            return tomllib.load(f)
+    except FileNotFoundError:
+        raise PhraseRescoreError(f"{what} not found", path) from None
+    except IsADirectoryError:
+        raise PhraseRescoreError(f"expected a {what}, found a directory", path) from None
+    except UnicodeDecodeError as e:
+        raise PhraseRescoreError(f"not UTF-8 text (byte {e.start}): expected a TOML {what}", path) from None
+    except tomllib.TOMLDecodeError as e:
+        raise PhraseRescoreError(f"not a valid TOML file: {e}", path) from None
+
+
 def read_config_file(path: str | os.PathLike, cls, exclude: tuple[str, ...] = ()) -> dict[str, Any]:
     """The settings in a TOML file of ``key = value`` lines (the keys of the command's workflow section).
 
     :raises PhraseRescoreError: not TOML, an unknown key (listing the valid ones), a bad value.
     """
-    try:
-        with open(path, "rb") as f:
-            data = tomllib.load(f)
-    except FileNotFoundError:
-        raise PhraseRescoreError("config file not found", path) from None
-    except tomllib.TOMLDecodeError as e:
-        raise PhraseRescoreError(f"not a valid TOML file: {e}", path) from None
+    data = read_toml(path, "config file")
     valid = {s.name: s for s in settings(cls) if s.name not in exclude}
     for k in data:
         if k not in valid:

@@ -218,3 +218,26 @@ def test_help_and_moses_side_commands_do_not_load_torch():
             "assert all(x.exit_code == 0 for x in r), [x.output for x in r]; print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
+
+
+@pytest.mark.parametrize("content, fragment", [
+    (b"\xff = 1\n", "not UTF-8 text (byte 0): expected a TOML"),
+    (b"[workflow\n", "not a valid TOML file"),
+    (None, "not found"),
+])
+@pytest.mark.parametrize("what", ["workflow", "config"])
+def test_bad_toml_files_are_named_errors(tmp_path, content, fragment, what):
+    from click.testing import CliRunner
+
+    from phrase_rescore.app.cli import main
+
+    f = tmp_path / "x.toml"
+    if content is not None:
+        f.write_bytes(content)
+    table = tmp_path / "t.txt"
+    table.write_text("a ||| b ||| 0.5\n")
+    args = ["run", str(f)] if what == "workflow" else ["prepare", str(table), "--out", str(tmp_path / "p"),
+                                                        "--config", str(f)]
+    r = CliRunner().invoke(main, args)
+    assert r.exit_code == 1 and f"error: {f}: " in r.output and fragment in r.output, r.output
+    assert "Traceback" not in r.output and not (tmp_path / "p").exists()

@@ -60,7 +60,7 @@ def speed_benchmark(src_path: str, tgt_path: str, steps: int, batch_size: int = 
     out = {}
     for mode in ("random", "grouped", "random ", "grouped "):  # twice each, interleaved: fair to warm-up and load
         torch.manual_seed(seed)
-        model = Seq2Seq(Seq2SeqConfig.small(len(vocabs.source), len(vocabs.target)))
+        model = Seq2Seq(Seq2SeqConfig.preset("small", len(vocabs.source), len(vocabs.target)))
         opt = torch.optim.SGD(model.parameters(), lr=0.7)
         batches = epoch_batches(sl, tl, batch_size, seed, 0, length_grouped=mode.strip() == "grouped")[:steps]
         real = padded = 0

@@ -3,6 +3,7 @@ import numpy as np
 import pytest
 import torch
 
+from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.pipeline.model import reference as ref
 from phrase_rescore.pipeline.model.encdec import EncDecConfig, RNNEncoderDecoder, count_weight_parameters
 
@@ -124,7 +125,7 @@ def test_paper_preset_weight_count_matches_seed():
 def test_config_round_trip_and_errors():
     cfg = EncDecConfig.preset("small", 30, 40, gru="cudnn")
     assert EncDecConfig.from_dict(cfg.to_dict()) == cfg
-    with pytest.raises(ValueError, match="unknown preset"):
+    with pytest.raises(PhraseRescoreError, match="unknown model preset 'huge'; expected one of \\['paper', 'small'\\]"):
         EncDecConfig.preset("huge", 3, 3)
     with pytest.raises(ValueError, match="gru must be one of"):
         EncDecConfig(3, 3, gru="lstm")

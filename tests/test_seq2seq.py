@@ -74,11 +74,11 @@ def test_decoder_state_is_the_encoder_final_state_of_every_layer():
     h, c = m.encode(s, sm)
     assert h.shape == c.shape == (2, 2, 12)  # (L, B, H)
     assert m.cfg.state_size == 2 * 2 * 12
-    assert Seq2SeqConfig.paper(160_000, 80_000).state_size == 8000  # the paper's 8000 numbers
+    assert Seq2SeqConfig.preset("paper", 160_000, 80_000).state_size == 8000  # the paper's 8000 numbers
 
 
 def test_paper_preset_has_384m_parameters():
-    cfg = Seq2SeqConfig.paper(160_000, 80_000)
+    cfg = Seq2SeqConfig.preset("paper", 160_000, 80_000)
     with torch.device("meta"):
         n = sum(p.numel() for p in Seq2Seq(cfg).parameters())
     # 160M + 80M + 80M embeddings/softmax + 64M recurrent; torch's LSTM has two bias vectors per layer

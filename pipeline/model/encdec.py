@@ -43,7 +43,6 @@ Only ``C c`` (3H) and ``O_c c`` (2M) depend on c: compute them once per source
 """
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -51,11 +50,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .config import ModelConfig
 from .gru import RESET_FORMS, GRUCell
 
 
 @dataclass
-class EncDecConfig:
+class EncDecConfig(ModelConfig):
     """All sizes and options of the encoder-decoder. Defaults are the paper's (appendix A)."""
 
     src_vocab_size: int                 # 15,000 words + eos in the paper (+ unk here)
@@ -84,25 +84,6 @@ class EncDecConfig:
                      "maxout_pieces", "rank"):
             if int(getattr(self, name)) < 1:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
-
-    @classmethod
-    def preset(cls, name: str, src_vocab_size: int, tgt_vocab_size: int, **overrides) -> "EncDecConfig":
-        """The ``paper`` or ``small`` sizes for the given vocabularies; keyword overrides win."""
-        if name not in cls.PRESETS:
-            raise ValueError(f"unknown preset {name!r}; choose one of {sorted(cls.PRESETS)}")
-        return cls(src_vocab_size=src_vocab_size, tgt_vocab_size=tgt_vocab_size,
-                   **{**cls.PRESETS[name], **overrides})
-
-    def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict) -> "EncDecConfig":
-        names = {f.name for f in dataclasses.fields(cls)}
-        unknown = set(d) - names
-        if unknown:
-            raise ValueError(f"unknown EncDecConfig keys {sorted(unknown)}")
-        return cls(**d)
 
 
 def _normal(*shape, std):

@@ -17,21 +17,23 @@ True on real tokens (the trailing ``<eos>`` included) and False on padding, whic
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass
 
 import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence
 
+from .config import ModelConfig
+
 EOS_ID = 0  # phrase_rescore.pipeline.vocab.EOS; also the decoder's first input (the paper's pseudocode, Sec. 3.2)
 
 
 @dataclass
-class Seq2SeqConfig:
+class Seq2SeqConfig(ModelConfig):
     """Hyper-parameters that rebuild a :class:`Seq2Seq` (saved with every checkpoint).
 
-    :param src_vocab: source vocabulary size (``<eos>``=0, ``<unk>``=1 included).
-    :param tgt_vocab: target vocabulary size.
+    :param src_vocab_size: source vocabulary size (``<eos>``=0, ``<unk>``=1 included).
+    :param tgt_vocab_size: target vocabulary size.
     :param emb_dim: word embedding size (paper: 1000).
     :param hidden_dim: LSTM cells per layer (paper: 1000).
     :param num_layers: LSTM layers in the encoder and, separately, in the decoder (paper: 4).
@@ -39,43 +41,21 @@ class Seq2SeqConfig:
     :param init_range: parameters start uniform in [-init_range, init_range] (paper: 0.08).
     """
 
-    src_vocab: int
-    tgt_vocab: int
+    src_vocab_size: int
+    tgt_vocab_size: int
     emb_dim: int = 1000
     hidden_dim: int = 1000
     num_layers: int = 4
     reverse: bool = True
     init_range: float = 0.08
 
-    @classmethod
-    def paper(cls, src_vocab: int, tgt_vocab: int, **kw) -> "Seq2SeqConfig":
-        """The paper's model: 4 layers of 1000 cells, 1000-dim embeddings (384M with its vocabularies)."""
-        return cls(src_vocab, tgt_vocab, **{"emb_dim": 1000, "hidden_dim": 1000, "num_layers": 4, **kw})
-
-    @classmethod
-    def small(cls, src_vocab: int, tgt_vocab: int, **kw) -> "Seq2SeqConfig":
-        """A CPU-sized preset: 2 layers of 256 cells, 128-dim embeddings."""
-        return cls(src_vocab, tgt_vocab, **{"emb_dim": 128, "hidden_dim": 256, "num_layers": 2, **kw})
-
-    @classmethod
-    def preset(cls, name: str, src_vocab: int, tgt_vocab: int, **kw) -> "Seq2SeqConfig":
-        """``paper`` or ``small`` by name; keyword arguments override the preset."""
-        presets = {"paper": cls.paper, "small": cls.small}
-        if name not in presets:
-            from phrase_rescore.core.errors import PhraseRescoreError
-
-            raise PhraseRescoreError(f"unknown model preset {name!r}; expected one of {sorted(presets)}")
-        return presets[name](src_vocab, tgt_vocab, **kw)
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict) -> "Seq2SeqConfig":
-        unknown = set(d) - {f.name for f in fields(cls)}
-        if unknown:
-            raise ValueError(f"unknown Seq2SeqConfig keys {sorted(unknown)}")
-        return cls(**d)
+    PRESETS = {
+        # Sec. 3.4: 4 layers of 1000 cells, 1000-dim embeddings (384M weights with its vocabularies).
+        "paper": dict(emb_dim=1000, hidden_dim=1000, num_layers=4),
+        # A CPU-sized model: 2 layers of 256 cells, 128-dim embeddings.
+        "small": dict(emb_dim=128, hidden_dim=256, num_layers=2),
+    }
+    RENAMED = {"src_vocab": "src_vocab_size", "tgt_vocab": "tgt_vocab_size"}  # the keys of earlier checkpoints
 
     @property
     def state_size(self) -> int:
@@ -107,7 +87,7 @@ class Encoder(nn.Module):
     def __init__(self, cfg: Seq2SeqConfig):
         super().__init__()
         self.cfg = cfg
-        self.embed = nn.Embedding(cfg.src_vocab, cfg.emb_dim)
+        self.embed = nn.Embedding(cfg.src_vocab_size, cfg.emb_dim)
         self.lstm = nn.LSTM(cfg.emb_dim, cfg.hidden_dim, cfg.num_layers, batch_first=True)
 
     def forward(self, src: torch.Tensor, src_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -129,9 +109,9 @@ class Decoder(nn.Module):
     def __init__(self, cfg: Seq2SeqConfig):
         super().__init__()
         self.cfg = cfg
-        self.embed = nn.Embedding(cfg.tgt_vocab, cfg.emb_dim)
+        self.embed = nn.Embedding(cfg.tgt_vocab_size, cfg.emb_dim)
         self.lstm = nn.LSTM(cfg.emb_dim, cfg.hidden_dim, cfg.num_layers, batch_first=True)
-        self.out = nn.Linear(cfg.hidden_dim, cfg.tgt_vocab)  # z = W_out h_top + b (Sec. 2)
+        self.out = nn.Linear(cfg.hidden_dim, cfg.tgt_vocab_size)  # z = W_out h_top + b (Sec. 2)
 
     def forward(self, prev: torch.Tensor, state: tuple[torch.Tensor, torch.Tensor]):
         """Run the decoder over (B, T) previous-word ids from ``state``.

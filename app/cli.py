@@ -301,7 +301,7 @@ def train_seq2seq_cmd(src, tgt, out_dir, valid_src, valid_tgt, vocab, **kw):
     s = train(TrainSeq2SeqConfig(src=src, tgt=tgt, out_dir=out_dir, valid_src=valid_src, valid_tgt=valid_tgt,
                                  vocab=vocab, **values))
     click.echo(f"{s.steps} steps, {s.epochs:g} epochs in {s.seconds:.1f}s ({s.target_tokens_per_s:.0f} target tokens/s); "
-               f"validation perplexity {s.last_valid_ppl:.3f} (best {s.best_valid_ppl:.3f}); {s.out_dir}/model.pt")
+               f"validation perplexity {s.last_valid_ppl:.3f} (best {s.best_valid_ppl:.3f}); {s.model}")
 
 
 @main.command("translate")
@@ -374,9 +374,9 @@ def train_cmd(pairs_dir, out_dir, emb_dim, hidden_dim, maxout_units, rank, **kw)
     cfg = TrainConfig(**collect(TrainConfig, kw))
     _check_paths({"PAIRS_DIR": pairs_dir}, {}, {"--out": out_dir})
     s = train(pairs_dir, out_dir, cfg)
-    click.echo(f"{s['steps']} steps ({s['stop_reason']}), {s['pairs_per_s']:.0f} pairs/s on {s['device']}; validation "
-               f"perplexity {s['last_valid_ppl']:.3f}, best {s['best_valid_ppl']:.3f} (unigram "
-               f"{s['unigram_valid_ppl']:.3f}) -> {s['model']}")
+    click.echo(f"{s.steps} steps ({s.stop_reason}), {s.pairs_per_s:.0f} pairs/s on {s.device}; validation "
+               f"perplexity {s.last_valid_ppl:.3f}, best {s.best_valid_ppl:.3f} (unigram "
+               f"{s.unigram_valid_ppl:.3f}) -> {s.model}")
 
 
 @main.command("sample")

@@ -178,10 +178,9 @@ def run_train(ctx: StageContext) -> dict:
     out = ctx.output("model").parent
     resume = ctx.resume and (out / "last.pt").exists()
     s = train(ctx.input("pairs"), out, _config(TrainConfig, ctx.params, resume=resume))
-    if Path(s["model"]).resolve() != ctx.output("model").resolve():
-        raise PhraseRescoreError(f"training wrote its model to {s['model']}, expected {ctx.output('model')}")
-    return {k: s.get(k) for k in ("steps", "stop_reason", "best_valid_ppl", "unigram_valid_ppl", "pairs_per_s",
-                                  "device")}
+    if Path(s.model).resolve() != ctx.output("model").resolve():
+        raise PhraseRescoreError(f"training wrote its model to {s.model}, expected {ctx.output('model')}")
+    return {k: v for k, v in dataclasses.asdict(s).items() if k != "history"}  # the log is in train_log.csv
 
 
 def run_score(ctx: StageContext) -> dict:

@@ -16,7 +16,7 @@ import csv
 import dataclasses
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -36,6 +36,29 @@ from .vocab import Vocabularies
 
 LOG_COLUMNS = ["step", "pairs_seen", "elapsed_s", "train_loss", "train_ppl", "valid_ppl", "best_valid_ppl", "lr"]
 
+
+
+@dataclass
+class TrainSummary:
+    """What a training run of either model reports; ``dataclasses.asdict`` of it is JSON-able.
+
+    Perplexities are per target token on the validation pairs; the rates count this call's steps only.
+    """
+
+    steps: int                  # optimizer steps in all, those of a resumed run included
+    stop_reason: str            # "max_steps", "time_budget", "patience" or (Seq2Seq) "epochs"
+    best_valid_ppl: float
+    last_valid_ppl: float
+    pairs_per_s: float          # training pairs per second of the training loop (validation included)
+    seconds: float              # wall time of this call
+    out_dir: str
+    model: str                  # the best checkpoint: out_dir/model.pt
+    device: str
+    history: list = field(default_factory=list)  # one dict per validation (the training log's rows)
+    unigram_valid_ppl: float | None = None       # encoder-decoder: a unigram model's validation perplexity
+    epochs: float | None = None                  # Seq2Seq: epochs trained in all
+    target_tokens_per_s: float | None = None     # Seq2Seq: target tokens per second of training
+    resumed_from: float | None = None            # Seq2Seq: the epoch (with its fraction) a resume started at
 
 @dataclass
 class TrainConfig:
@@ -144,14 +167,15 @@ def _write_log(path: Path, rows: list[dict]) -> None:
         w.writerows(rows)
 
 
-def train(pairs_dir, out_dir, config: TrainConfig = TrainConfig()) -> dict:
+def train(pairs_dir, out_dir, config: TrainConfig = TrainConfig()) -> TrainSummary:
     """Train on ``pairs_dir`` (written by ``prepare``) into ``out_dir``.
 
-    :returns: a summary: steps, stop reason, best/last validation perplexity, the unigram baseline,
-        pairs/s and the model path.
+    :returns: steps, stop reason, best/last validation perplexity, the unigram baseline, pairs/s, the
+        model path and the log's rows.
     :raises PhraseRescoreError: missing inputs, a run already in ``out_dir`` without ``resume``, a
         resume with different settings or data, a NaN/inf loss (``last.pt`` is left as it was).
     """
+    t_start = time.monotonic()
     paths = pairs_paths(pairs_dir)
     for role in ("train", "valid", "vocab"):
         if not paths[role].exists():
@@ -301,11 +325,12 @@ def train(pairs_dir, out_dir, config: TrainConfig = TrainConfig()) -> dict:
         torch.set_flush_denormal(False)
     wall = time.monotonic() - run_start
     steps_here = state["step"] - start_step
-    return {"out_dir": str(out), "model": str(best_path), "steps": state["step"], "stop_reason": stop,
-            "pairs_seen": state["pairs_seen"], "best_valid_ppl": state["best_valid_ppl"],
-            "last_valid_ppl": last_valid, "unigram_valid_ppl": unigram,
-            "pairs_per_s": (steps_here * config.batch_size / wall) if wall > 0 and steps_here else 0.0,
-            "device": str(device)}
+    pairs_per_s = steps_here * config.batch_size / wall if wall > 0 and steps_here else 0.0
+    return TrainSummary(steps=state["step"], stop_reason=stop, best_valid_ppl=state["best_valid_ppl"],
+                        last_valid_ppl=last_valid, pairs_per_s=pairs_per_s, seconds=time.monotonic() - t_start,
+                        out_dir=str(out),
+                        model=str(best_path), device=str(device), history=[dict(r) for r in state["log"]],
+                        unigram_valid_ppl=unigram)
 
 
 def _saved_step(path: Path):

@@ -24,7 +24,7 @@ import json
 import math
 import os
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
@@ -40,6 +40,7 @@ from .device import check_device, resolve_device
 from .model.checkpoint import BEST, LAST, OLD_BEST, SEQ2SEQ, load_checkpoint, save_checkpoint
 from .model.seq2seq import Seq2Seq, Seq2SeqConfig
 from .sentences import encode_eos, read_parallel
+from .train import TrainSummary
 from .vocab import Vocabularies, build_vocab
 
 
@@ -181,19 +182,6 @@ def evaluate_perplexity(model: Seq2Seq, src: list[np.ndarray], tgt: list[np.ndar
     return math.exp(nll / n_tok)
 
 
-@dataclass
-class TrainSummary:
-    steps: int
-    epochs: float
-    best_valid_ppl: float
-    last_valid_ppl: float
-    seconds: float
-    target_tokens_per_s: float
-    out_dir: str
-    resumed_from: float | None = None
-    history: list = field(default_factory=list)
-
-
 def _vocabularies(cfg: TrainSeq2SeqConfig, src, tgt) -> Vocabularies:
     if cfg.vocab:
         return Vocabularies.load(cfg.vocab)
@@ -275,7 +263,7 @@ def train(cfg: TrainSeq2SeqConfig) -> TrainSummary:
         save_checkpoint(path, model, vocabs, st)
 
     model.train()
-    tokens_seen, t_train = 0, 0.0
+    tokens_seen, pairs_here, t_train, run_start = 0, 0, 0.0, time.perf_counter()
     last_ppl = state["history"][-1]["valid_ppl"] if state["history"] else float("nan")
     n_epochs = math.ceil(cfg.epochs)
     try:
@@ -304,6 +292,7 @@ def train(cfg: TrainSeq2SeqConfig) -> TrainSummary:
                     t_train += time.perf_counter() - t0
                     n_tok = int(tm.sum())
                     tokens_seen += n_tok
+                    pairs_here += len(idx)
                     state["step"] += 1
                     loss_v = float(loss.detach())
                     pb.set_postfix(loss=f"{loss_v:.3f}", ppl=f"{math.exp(loss_v * len(idx) / n_tok):.2f}",
@@ -327,6 +316,9 @@ def train(cfg: TrainSeq2SeqConfig) -> TrainSummary:
             save(last_path, state["epoch"], state["batch"], n_b)
     finally:
         log.close()
-    done = min(cfg.epochs, float(n_epochs))
-    return TrainSummary(state["step"], done, state["best_valid_ppl"], last_ppl, time.perf_counter() - t_start,
-                        tokens_seen / t_train if t_train else 0.0, os.fspath(out), resumed_from, state["history"])
+    wall = time.perf_counter() - run_start
+    return TrainSummary(steps=state["step"], stop_reason="epochs", best_valid_ppl=state["best_valid_ppl"],
+                        last_valid_ppl=last_ppl, pairs_per_s=pairs_here / wall if wall > 0 and pairs_here else 0.0,
+                        seconds=time.perf_counter() - t_start, out_dir=os.fspath(out), model=os.fspath(best_path),
+                        device=str(device), history=state["history"], epochs=min(cfg.epochs, float(n_epochs)),
+                        target_tokens_per_s=tokens_seen / t_train if t_train else 0.0, resumed_from=resumed_from)

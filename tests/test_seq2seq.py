@@ -110,7 +110,9 @@ VOCABS = Vocabularies(Vocab(["<eos>", "<unk>", "a", "b", "c", "d", "e"]), Vocab(
 
 def _earlier_layout(m: Seq2Seq, train_state=None) -> dict:
     """A Seq2Seq checkpoint as this version wrote it before both models shared one layout."""
-    return {"format": "phrase-rescore-seq2seq", "version": 1, "config": m.cfg.to_dict(),
+    earlier_name = {"src_vocab_size": "src_vocab", "tgt_vocab_size": "tgt_vocab"}
+    config = {earlier_name.get(k, k): v for k, v in m.cfg.to_dict().items()}
+    return {"format": "phrase-rescore-seq2seq", "version": 1, "config": config,
             "weights": {k: v.detach().cpu() for k, v in m.state_dict().items()}, "vocab": VOCABS.to_json(),
             "train_state": train_state or {}}
 

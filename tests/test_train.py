@@ -49,9 +49,9 @@ def cfg(**kw):
 
 def test_training_drives_valid_perplexity_far_below_unigram(pairs_dir, tmp_path):
     s = train(pairs_dir, tmp_path / "m", cfg(max_steps=600, valid_every=200))
-    assert s["steps"] == 600 and s["stop_reason"] == "max_steps"
-    assert s["unigram_valid_ppl"] > 15                       # 30 target words, near-uniform
-    assert s["best_valid_ppl"] < 0.5 * s["unigram_valid_ppl"], s
+    assert s.steps == 600 and s.stop_reason == "max_steps"
+    assert s.unigram_valid_ppl > 15                       # 30 target words, near-uniform
+    assert s.best_valid_ppl < 0.5 * s.unigram_valid_ppl, s
     with open(tmp_path / "m" / "train_log.csv") as f:
         rows = list(csv.DictReader(f))
     assert list(rows[0]) == LOG_COLUMNS and [int(r["step"]) for r in rows] == [200, 400, 600]
@@ -70,9 +70,9 @@ def _weights(path):
 def test_resume_equals_uninterrupted_run(pairs_dir, tmp_path):
     whole = train(pairs_dir, tmp_path / "whole", cfg(max_steps=30))
     first = train(pairs_dir, tmp_path / "split", cfg(max_steps=13))  # stops between validations
-    assert first["steps"] == 13
+    assert first.steps == 13
     second = train(pairs_dir, tmp_path / "split", cfg(max_steps=30, resume=True))
-    assert second["steps"] == whole["steps"] == 30
+    assert second.steps == whole.steps == 30
     a, b = _weights(tmp_path / "whole" / "last.pt"), _weights(tmp_path / "split" / "last.pt")
     assert a["state_dict"].keys() == b["state_dict"].keys()
     for k in a["state_dict"]:
@@ -86,11 +86,11 @@ def test_resume_equals_uninterrupted_run(pairs_dir, tmp_path):
 
 def test_stop_by_time_budget_and_patience(pairs_dir, tmp_path):
     s = train(pairs_dir, tmp_path / "t", cfg(max_steps=10_000, time_budget_s=0.0))
-    assert s["stop_reason"] == "time_budget" and s["steps"] == 0
+    assert s.stop_reason == "time_budget" and s.steps == 0
     assert (tmp_path / "t" / "model.pt").exists() and (tmp_path / "t" / "last.pt").exists()
     # lr 0: the weights never move, so no validation after the first improves on it
     s = train(pairs_dir, tmp_path / "p", cfg(max_steps=10_000, lr=0.0, patience=2, valid_every=5))
-    assert s["stop_reason"] == "patience" and s["steps"] == 15
+    assert s.stop_reason == "patience" and s.steps == 15
 
 
 def test_nan_loss_stops_and_keeps_last_good_checkpoint(pairs_dir, tmp_path, monkeypatch):
@@ -244,7 +244,7 @@ def test_without_validation_pairs_the_model_is_the_latest(tmp_path):
     make_learnable_table(tmp_path / "t.txt", n_pairs=100)
     prepare(tmp_path / "t.txt", tmp_path / "pairs", PrepareConfig(vocab_size=100, valid_fraction=0.0))
     s = train(tmp_path / "pairs", tmp_path / "m", cfg(max_steps=30, valid_every=10, patience=1))
-    assert s["steps"] == 30 and s["stop_reason"] == "max_steps"
+    assert s.steps == 30 and s.stop_reason == "max_steps"
     best, last = _weights(tmp_path / "m" / "model.pt"), _weights(tmp_path / "m" / "last.pt")
     assert all(torch.equal(best["state_dict"][k], last["state_dict"][k]) for k in best["state_dict"])
 
@@ -260,7 +260,7 @@ def test_resume_rewrites_a_log_that_a_kill_left_behind_last_pt(pairs_dir, tmp_pa
     log = tmp_path / "m" / "train_log.csv"
     log.write_text("".join(log.read_text().splitlines(keepends=True)[:-1]))   # killed before the log's rewrite
     s = train(pairs_dir, tmp_path / "m", cfg(max_steps=20, resume=True))
-    assert s["steps"] == 20
+    assert s.steps == 20
     assert _log_rows(log) == _log_rows(tmp_path / "whole" / "train_log.csv")
 
 

@@ -17,6 +17,7 @@ from click.testing import CliRunner
 
 from phrase_rescore.app.cli import main as cli
 from phrase_rescore.core.errors import PhraseRescoreError
+from phrase_rescore.core.version import code_version
 from _tables import write_table
 from phrase_rescore.pipeline.model.checkpoint import save_checkpoint
 from phrase_rescore.pipeline.model.encdec import EncDecConfig, RNNEncoderDecoder
@@ -157,9 +158,12 @@ def test_resume_after_kill_is_byte_identical(tmp_path, model_path):
     cfg = dict(chunk_lines=40, threads=1)
     out = tmp_path / "new.gz"
     manifest = tmp_path / "new.gz.partial.json"
-    code = "import sys; from phrase_rescore.app.cli import main; sys.exit(main())"
-    proc = subprocess.Popen([sys.executable, "-c", code, "--quiet", "score", str(path), str(table), "--out", str(out),
-                             "--chunk-lines", "40", "--threads", "1"],
+    # the killed run takes this process's code version (part of the partial output's identity), so that
+    # the source being edited while the test runs cannot make the resume below start afresh
+    code = ("import sys, phrase_rescore.core.version as v; version = sys.argv.pop(1); v.code_version = lambda: version; "
+            "from phrase_rescore.app.cli import main; sys.exit(main())")
+    proc = subprocess.Popen([sys.executable, "-c", code, code_version(), "--quiet", "score", str(path), str(table),
+                             "--out", str(out), "--chunk-lines", "40", "--threads", "1"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     done = 0
     deadline = time.time() + 120

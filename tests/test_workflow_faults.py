@@ -5,8 +5,10 @@ The four toy stages write as real ones do: ``gen`` atomically, ``square`` line b
 The run is killed in a subprocess, either at a seeded step (``os._exit`` inside a stage, or in the
 runner's progress callback between stages) or by SIGKILL after a seeded delay.
 
-Run as a script (``python test_workflow_faults.py WORKDIR KILL_AT``) it runs the workflow in WORKDIR
-and exits with status 77 at step KILL_AT (0: never).
+Run as a script (``python test_workflow_faults.py WORKDIR KILL_AT VERSION``) it runs the workflow in
+WORKDIR as code version VERSION and exits with status 77 at step KILL_AT (0: never). The killed run takes
+the test's code version, so that the source being edited while the test runs cannot make its rerun refuse
+to resume ("tool version changed"): the rerun must resume because the attempt matches, not by luck.
 """
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ import sys
 import time
 from pathlib import Path
 
+import phrase_rescore.app.workflow as workflow
 from phrase_rescore.core.fileio import atomic_open
 from phrase_rescore.app.workflow import ATTEMPT, MANIFEST, Registry, StageDef, load_workflow, run_workflow
 
@@ -130,8 +133,8 @@ def run(work: Path, kill_at: int = 0) -> list:
 def run_subprocess(work: Path, kill_at: int = 0) -> subprocess.Popen:
     root = os.fspath(Path(__file__).resolve().parent.parent)  # the package, installed or not
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
-    return subprocess.Popen([sys.executable, __file__, os.fspath(work), str(kill_at)], stdout=subprocess.DEVNULL,
-                            env=env)
+    return subprocess.Popen([sys.executable, __file__, os.fspath(work), str(kill_at), workflow.code_version()],
+                            stdout=subprocess.DEVNULL, env=env)
 
 
 def state(work: Path) -> dict:
@@ -159,16 +162,18 @@ def test_killed_runs_rerun_to_the_same_outputs(tmp_path):
     rng = random.Random(20261201)
     first, last = SPANS["sums"]
     # anywhere in the run, and at least one point inside the resumable stage after its first chunk
-    kill_points = sorted(set(rng.sample(range(1, total_steps + 1), 6)) | {rng.randrange(first + 2, last)})
-    resumed = 0
-    for k in kill_points:
+    anywhere = rng.sample(range(1, total_steps + 1), 6)
+    inside = rng.randrange(first + 2, last)
+    resumed = set()
+    for k in sorted(set(anywhere) | {inside}):
         work = tmp_path / f"step-{k}"
         assert run_subprocess(work, k).wait() == KILLED
         results = run(work)
         assert state(work) == reference, f"killed at step {k}"
-        resumed += any(r.name == "sums" and r.status == "ran" and r.summary["resumed_from"] > 0 for r in results)
+        if any(r.name == "sums" and r.status == "ran" and r.summary["resumed_from"] > 0 for r in results):
+            resumed.add(k)
         assert {r.status for r in run(work)} == {"skipped"}
-    assert resumed >= 1  # some kill points fall inside the resumable stage and it continued there
+    assert inside in resumed  # killed inside the resumable stage after a chunk: it continued there
     # killed twice: the second kill lands in the rerun of the first
     for k1, k2 in ((rng.randrange(1, total_steps), rng.randrange(1, 12)) for _ in range(2)):
         work = tmp_path / f"twice-{k1}-{k2}"
@@ -195,4 +200,5 @@ def test_sigkilled_runs_rerun_to_the_same_outputs(tmp_path):
 
 
 if __name__ == "__main__":
+    workflow.code_version = lambda: sys.argv[3]  # the version of the code the test process runs
     run(Path(sys.argv[1]), int(sys.argv[2]))

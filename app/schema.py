@@ -10,13 +10,13 @@ workflow stage the same settings.
 from __future__ import annotations
 
 import importlib
-import tomllib
 from typing import Any, Callable
 
 import click
 from click.core import ParameterSource
 
-from phrase_rescore.core.config import Setting, check, defaults, flag_name, read_config_file, settings
+from phrase_rescore.core.config import (Setting, check, defaults, flag_name, parse_value, read_config_file,
+                                         settings)
 
 CONFIG_HELP = ("A TOML file of option values, key = value with the names in snake_case (as in a workflow section); "
                "options given on the command line override it.")
@@ -97,10 +97,7 @@ def _from_text(s: Setting, text: Any) -> Any:
                 return text
         return tuple(items)
     if s.type is dict:
-        try:
-            return tomllib.loads(f"v = {text}")["v"]
-        except tomllib.TOMLDecodeError:
-            return text
+        return parse_value(text)
     return text
 
 

@@ -64,16 +64,11 @@ import hashlib
 import json
 import os
 import time
-
-try:
-    import tomllib
-except ModuleNotFoundError:  # Python 3.10: the same parser as the tomli package
-    import tomli as tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
-from phrase_rescore.core.config import read_toml
+from phrase_rescore.core.config import parse_value, read_toml
 from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.core.fileio import atomic_open, sha256_file
 from phrase_rescore.core.version import code_version
@@ -198,14 +193,6 @@ class StageResult:
 
 # ----------------------------------------------------------------------------- parsing
 
-def _parse_value(text: str) -> Any:
-    """A --set value: a TOML value when it parses as one (3, 0.5, true, "x", [1, 2]), else the raw string."""
-    try:
-        return tomllib.loads(f"v = {text}")["v"]
-    except tomllib.TOMLDecodeError:
-        return text
-
-
 def _valid(items: Iterable[str]) -> str:
     return ", ".join(sorted(set(items)))
 
@@ -219,7 +206,7 @@ def apply_set(data: dict, assignment: str) -> None:
     data.setdefault(section, {})
     if not isinstance(data[section], dict):
         raise PhraseRescoreError(f"--set {assignment!r}: [{section}] is not a table")
-    data[section][name] = _parse_value(value.strip())
+    data[section][name] = parse_value(value.strip())
 
 
 def load_workflow(path: str | os.PathLike | None, registry: Registry, overrides: Iterable[str] = (),

@@ -199,6 +199,15 @@ def check(cls, values: dict[str, Any], name: Callable[[Setting, Any], str] = key
     return out
 
 
+def parse_value(text: str) -> Any:
+    """A value typed on a command line: a TOML value when it parses as one (3, 0.5, true, "x", [1, 2],
+    {a = 1}), else the text itself."""
+    try:
+        return tomllib.loads(f"v = {text}")["v"]
+    except tomllib.TOMLDecodeError:
+        return text
+
+
 def read_toml(path: str | os.PathLike, what: str = "file") -> dict[str, Any]:
     """The table of a TOML file (a workflow, a ``--config`` file).
 

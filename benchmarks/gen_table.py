@@ -1,6 +1,6 @@
 """Generate a synthetic Moses phrase table with the shape of a real one, for benchmarks.
 
-The shape follows the foundation issue's measurements of a real Moses table (a 29k-sentence corpus:
+The shape follows measurements of a real Moses table (a 29k-sentence corpus:
 818,142 lines, 662,056 distinct sources): about 1.24 targets per source with a power-law tail that
 reaches a few hundred, phrases of 1-7 words with means near 4.3 (source) and 4.6 (target), four scores,
 an alignment field, a counts field and Moses's trailing ``||| |||``, lines sorted in byte order as

@@ -68,8 +68,16 @@ def _check_paths(inputs: dict, outputs: dict, out_dirs: dict | None = None) -> N
             claim_output_dir(folder, option, command)
 
 
+def _print_version(ctx, _param, value):
+    """``--version``: the code version, hashed only when asked for (not at every start)."""
+    if value and not ctx.resilient_parsing:
+        click.echo(f"phrase-rescore, version {code_version()}")
+        ctx.exit()
+
+
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(code_version(), prog_name="phrase-rescore")
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_print_version,
+              help="Show the version (package version + source hash) and exit.")
 @click.option("--quiet", is_flag=True, help="No progress bars.")
 @click.pass_context
 def main(ctx, quiet):

@@ -64,3 +64,13 @@ def test_manifests_record_the_code_version_and_a_new_one_reruns_every_stage(tmp_
     assert CALLS == ["make", "double", "squares", "sum"]
     assert {r.reason for r in res} == {"tool version changed"}
     assert json.loads((work / "sum" / ATTEMPT).read_text())["tool_version"] == phrase_rescore.__version__ + "+000000000000"
+
+
+def test_cli_version_is_the_code_version():
+    from click.testing import CliRunner
+
+    from phrase_rescore.app.cli import main
+    from phrase_rescore.core.version import code_version
+
+    r = CliRunner().invoke(main, ["--version"])
+    assert r.exit_code == 0 and r.output == f"phrase-rescore, version {code_version()}\n"

@@ -1,0 +1,114 @@
+"""Running under ``torchrun``: one process per device, ``torch.distributed`` between them.
+
+torchrun (directly, or started by Slurm's ``srun`` with a c10d rendezvous) sets ``RANK``,
+``WORLD_SIZE``, ``LOCAL_RANK``, ``MASTER_ADDR`` and ``MASTER_PORT``; :func:`setup` reads them. With
+``WORLD_SIZE`` unset or 1 it describes the single process and makes no process group. Each rank
+works on ``cuda:LOCAL_RANK`` with the NCCL backend when the device is CUDA, on the CPU with gloo
+otherwise. All ranks must see the same files (a shared filesystem between nodes).
+"""
+from __future__ import annotations
+
+import atexit
+import os
+from dataclasses import dataclass
+
+import torch
+
+from phrase_rescore.core.errors import PhraseRescoreError
+
+from .device import resolve_device
+
+
+def env_world_size() -> int:
+    """``WORLD_SIZE`` as torchrun sets it; 1 outside torchrun."""
+    try:
+        return max(1, int(os.environ.get("WORLD_SIZE", "1")))
+    except ValueError:
+        raise PhraseRescoreError(f"WORLD_SIZE={os.environ['WORLD_SIZE']!r} is not a number") from None
+
+
+@dataclass(frozen=True)
+class Dist:
+    """This process's place in the job: ``rank`` of ``world_size``, its ``device``."""
+
+    rank: int = 0
+    world_size: int = 1
+    local_rank: int = 0
+    device: torch.device = torch.device("cpu")
+
+    @property
+    def enabled(self) -> bool:
+        """More than one process: collectives are real."""
+        return self.world_size > 1
+
+    @property
+    def is_main(self) -> bool:
+        """Rank 0: the one that writes shared outputs and shows progress."""
+        return self.rank == 0
+
+    def barrier(self) -> None:
+        if self.enabled:
+            torch.distributed.barrier(**({"device_ids": [self.device.index]} if self.device.type == "cuda" else {}))
+
+    def all_reduce_sum(self, values) -> list[float]:
+        """The element-wise sum over ranks of a list of numbers, in float64 (identical on every rank)."""
+        if not self.enabled:
+            return [float(v) for v in values]
+        t = torch.tensor([float(v) for v in values], dtype=torch.float64, device=self.device)
+        torch.distributed.all_reduce(t)
+        return t.tolist()
+
+    def broadcast(self, values) -> list[float]:
+        """Rank 0's list of numbers (float64), on every rank: for decisions all ranks must take alike."""
+        if not self.enabled:
+            return [float(v) for v in values]
+        t = torch.tensor([float(v) for v in values], dtype=torch.float64, device=self.device)
+        torch.distributed.broadcast(t, src=0)
+        return t.tolist()
+
+    def broadcast_object(self, obj):
+        """Rank 0's picklable ``obj`` on every rank."""
+        if not self.enabled:
+            return obj
+        box = [obj]
+        torch.distributed.broadcast_object_list(box, src=0, device=self.device)
+        return box[0]
+
+
+def setup(device: str | None = "auto") -> Dist:
+    """Join the torchrun job (once per process) and choose this rank's device.
+
+    ``device`` is the command's ``--device``: ``auto`` or ``cuda`` become ``cuda:LOCAL_RANK`` under
+    torchrun (``auto`` falls back to the CPU without CUDA); an explicit ``cuda:N`` is refused there,
+    since every rank would use the same GPU.
+    """
+    world = env_world_size()
+    if world == 1:
+        return Dist(device=resolve_device(device))
+    rank, local_rank = int(os.environ.get("RANK", "0")), int(os.environ.get("LOCAL_RANK", "0"))
+    name = device or "auto"
+    if name.startswith("cuda:"):
+        raise PhraseRescoreError(f"--device {name}: under torchrun each rank uses cuda:LOCAL_RANK; "
+                                 "pass --device cuda (or auto)")
+    if name == "auto":
+        name = "cuda" if torch.cuda.is_available() else "cpu"
+    dev = resolve_device(name)
+    if dev.type == "cuda":
+        if local_rank >= torch.cuda.device_count():
+            raise PhraseRescoreError(f"LOCAL_RANK {local_rank} but this node has {torch.cuda.device_count()} "
+                                     "CUDA device(s): start at most one process per GPU")
+        dev = torch.device("cuda", local_rank)
+        torch.cuda.set_device(dev)
+    if not torch.distributed.is_initialized():
+        backend = "nccl" if dev.type == "cuda" else "gloo"
+        torch.distributed.init_process_group(backend=backend, **({"device_id": dev} if dev.type == "cuda" else {}))
+        atexit.register(_shutdown)
+    if torch.distributed.get_world_size() != world:
+        raise PhraseRescoreError(f"the process group has {torch.distributed.get_world_size()} ranks, "
+                                 f"WORLD_SIZE says {world}")
+    return Dist(rank=rank, world_size=world, local_rank=local_rank, device=dev)
+
+
+def _shutdown() -> None:
+    if torch.distributed.is_initialized():
+        torch.distributed.destroy_process_group()

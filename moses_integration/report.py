@@ -1,7 +1,8 @@
 """``phrase-rescore evaluate``: decode dev/test with each configuration, score with sacrebleu, and write Table 1.
 
 For every configuration (the first is the baseline) and split, the tokenized source is decoded with the
-chosen backend, the output is detokenized (sacremoses, the target language's rules) and scored against
+chosen backend, the output is detruecased when the system is truecased (as Moses's ``detruecase.perl``),
+detokenized (sacremoses, the target language's rules) and scored against
 the raw references with sacrebleu's BLEU and chrF (default settings, so the numbers and signatures are
 the ones ``sacrebleu`` prints). Each configuration is compared with the baseline by sacrebleu's own
 paired bootstrap resampling (``sacrebleu.significance.PairedTest``, ``test_type="bs"``, the same seed
@@ -27,6 +28,7 @@ from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.core.fileio import atomic_open, read_text_lines, sha256_file
 
 from .backend import BACKENDS, Backend, get_backend
+from .embedded.detruecase import detruecase_lines
 from .embedded.tokenizer import CASES
 
 METRICS = ("BLEU", "chrF2")
@@ -53,6 +55,8 @@ class EvaluateConfig:
     :ivar dev_src, dev_ref: the same for the dev set (optional; Table 1 has a dev column).
     :ivar target_lang: target language for sacremoses detokenization; None (or "none") to score the output as it is.
     :ivar case: ``"lower"`` lowercases the references as the system's output is (case-insensitive scores).
+        ``"truecase"`` detruecases the output first (Moses's ``detruecase.perl``), so cased BLEU sees the
+        sentence-initial capitals the references have.
     """
 
     systems: list[SystemSpec]
@@ -70,7 +74,8 @@ class EvaluateConfig:
                                            "output as it is).")
     case: str = setting("none", choices=CASES,
                         help="lower: the system is lowercased, so the references are lowercased too and BLEU and chrF "
-                             "are case-insensitive (as sacrebleu -lc); the report says so.")
+                             "are case-insensitive (as sacrebleu -lc); the report says so. truecase: the output is "
+                             "detruecased (as detruecase.perl) before it is detokenized.")
     bootstrap_samples: int = setting(DEFAULT_BOOTSTRAP, at_least=1, aliases=("bootstrap",),
                                      help="Paired bootstrap resamples (sacrebleu --paired-bs-n).")
     seed: int = setting(DEFAULT_SEED, at_least=1, help="Bootstrap seed (sacrebleu's default).")
@@ -242,7 +247,10 @@ def evaluate(cfg: EvaluateConfig) -> pd.DataFrame:
         named = []
         for s in cfg.systems:
             out = decode_split(backend, s, Path(src), work / f"{split}.{_safe(s.name)}.tok", cfg.threads)
-            hyps = detokenize_lines(read_text_lines(out), detok_lang)
+            hyps = read_text_lines(out)
+            if cfg.case == "truecase":  # Moses's recipe: detruecase.perl, then detokenizer.perl
+                hyps = detruecase_lines(hyps)
+            hyps = detokenize_lines(hyps, detok_lang)
             with atomic_open(work / f"{split}.{_safe(s.name)}.detok", "wb") as f:
                 f.write("".join(h + "\n" for h in hyps).encode("utf-8"))
             named.append((s.name, hyps))

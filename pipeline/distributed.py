@@ -9,6 +9,7 @@ otherwise. All ranks must see the same files (a shared filesystem between nodes)
 from __future__ import annotations
 
 import atexit
+import datetime
 import os
 from dataclasses import dataclass
 
@@ -17,6 +18,10 @@ import torch
 from phrase_rescore.core.errors import PhraseRescoreError
 
 from .device import resolve_device
+
+#: how long a collective waits for the slowest rank (torch's default is 30 minutes): a relaunched job's
+#: rank whose share was already done waits at the end while the others finish theirs, maybe for days
+TIMEOUT = datetime.timedelta(days=30)
 
 
 def env_world_size() -> int:
@@ -74,6 +79,28 @@ class Dist:
         torch.distributed.broadcast_object_list(box, src=0, device=self.device)
         return box[0]
 
+    def all_gather_object(self, obj) -> list:
+        """Every rank's picklable ``obj``, in rank order, on every rank."""
+        if not self.enabled:
+            return [obj]
+        out = [None] * self.world_size
+        torch.distributed.all_gather_object(out, obj)
+        return out
+
+
+def rank_threads() -> int:
+    """CPU threads for one rank: the cores this process may use, shared by the ranks of its node
+    (``LOCAL_WORLD_SIZE``, set by torchrun), at least 1."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cores = os.cpu_count() or 1
+    try:
+        local = max(1, int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
+    except ValueError:
+        local = 1
+    return max(1, cores // local)
+
 
 def setup(device: str | None = "auto") -> Dist:
     """Join the torchrun job (once per process) and choose this rank's device.
@@ -101,7 +128,8 @@ def setup(device: str | None = "auto") -> Dist:
         torch.cuda.set_device(dev)
     if not torch.distributed.is_initialized():
         backend = "nccl" if dev.type == "cuda" else "gloo"
-        torch.distributed.init_process_group(backend=backend, **({"device_id": dev} if dev.type == "cuda" else {}))
+        torch.distributed.init_process_group(backend=backend, timeout=TIMEOUT,
+                                             **({"device_id": dev} if dev.type == "cuda" else {}))
         atexit.register(_shutdown)
     if torch.distributed.get_world_size() != world:
         raise PhraseRescoreError(f"the process group has {torch.distributed.get_world_size()} ranks, "

@@ -7,7 +7,8 @@ The command line is the one the Moses manual gives::
         [--return-best-dev] [--predictable-seeds]
 
 ``--threads`` is mert-moses.pl's own (threads of the ``mert`` optimizer); decoder threads go in
-``--decoder-flags "-threads N"``, as with mert-moses.pl itself. It runs as a subprocess with an argument
+``--decoder-flags "-threads N"``, as with mert-moses.pl itself: ``threads`` above 1 is passed there too
+unless the decoder flags already name ``-threads``. It runs as a subprocess with an argument
 list (no shell) from the working directory; its output is streamed to the user and kept in
 ``WORK/mert-moses.log``. mert-moses.pl leaves the tuned configuration in ``mert-work/moses.ini``; it is
 checked (parsed, features and weights agree) and copied to the requested output.
@@ -51,7 +52,8 @@ class MosesTuneConfig:
     out: Path | None = None
     nbest: int = setting(100, at_least=1, help="n-best list size per iteration.")
     max_iterations: int = setting(25, at_least=1, aliases=("maximum-iterations",), help="Most MERT iterations.")
-    threads: int = setting(1, at_least=1, help="moses: mert-moses.pl --threads (the optimizer); embedded: decoder "
+    threads: int = setting(1, at_least=1, help="moses: mert-moses.pl --threads (the optimizer) and the decoder's "
+                                              "-threads (unless --decoder-flags sets it); embedded: decoder "
                                               "processes.")
     decoder_flags: str = setting("", help="moses: passed as mert-moses.pl --decoder-flags, e.g. '-threads 8'.")
     batch_mira: bool = setting(False, help="moses: tune with batch MIRA instead of MERT.")
@@ -74,6 +76,19 @@ class MosesTuneResult:
         return f"tuned moses.ini: {self.tuned_ini} (mert-moses.pl log: {self.log})"
 
 
+#: the Moses decoder's names of its -threads option (moses/Parameter.cpp: "threads", abbreviated "th")
+DECODER_THREAD_FLAGS = ("-threads", "-th", "--threads", "--th")
+
+
+def decoder_flags(flags: str, threads: int) -> str:
+    """``flags`` with ``-threads T`` appended when ``threads > 1`` and the flags do not set the decoder's
+    threads themselves, so that a workflow's ``threads`` reaches the decoder mert-moses.pl runs."""
+    flags = flags.strip()
+    if int(threads) > 1 and not any(t in DECODER_THREAD_FLAGS for t in flags.split()):
+        flags = f"{flags} -threads {int(threads)}".strip()
+    return flags
+
+
 def mert_moses_argv(cfg: MosesTuneConfig, install: MosesInstall) -> list[str]:
     """The exact argv of the mert-moses.pl run for ``cfg`` (paths absolute, since it changes directory)."""
     work = Path(cfg.workdir).resolve() / MERT_WORK
@@ -83,8 +98,9 @@ def mert_moses_argv(cfg: MosesTuneConfig, install: MosesInstall) -> list[str]:
             f"--mertdir={install.bin_dir}", f"--working-dir={work}",
             f"--nbest={int(cfg.nbest)}", f"--maximum-iterations={int(cfg.max_iterations)}",
             f"--threads={int(cfg.threads)}"]
-    if cfg.decoder_flags.strip():
-        argv.append(f"--decoder-flags={cfg.decoder_flags.strip()}")
+    flags = decoder_flags(cfg.decoder_flags, cfg.threads)
+    if flags:
+        argv.append(f"--decoder-flags={flags}")
     for flag, on in (("--batch-mira", cfg.batch_mira), ("--return-best-dev", cfg.return_best_dev),
                      ("--predictable-seeds", cfg.predictable_seeds)):
         if on:

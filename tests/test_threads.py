@@ -1,0 +1,46 @@
+"""A workflow's ``threads`` reaches the Moses decoder: mert-moses.pl's decoder and evaluate's."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from phrase_rescore.app.stages import default_registry
+from phrase_rescore.app.workflow import load_workflow
+from phrase_rescore.moses_integration.backend import MosesBackend
+from phrase_rescore.moses_integration.moses_install import MosesInstall
+from phrase_rescore.moses_integration.tune_moses import MosesTuneConfig, decoder_flags, mert_moses_argv
+
+WORKFLOWS = Path(__file__).parent.parent / "workflows"
+INSTALL = MosesInstall(root=Path("/m"), moses=Path("/m/bin/moses"),
+                       mert_moses=Path("/m/scripts/training/mert-moses.pl"), bin_dir=Path("/m/bin"))
+
+
+def _tune_cfg(params: dict) -> MosesTuneConfig:
+    keep = {"nbest", "max_iterations", "threads", "decoder_flags", "batch_mira", "return_best_dev",
+            "predictable_seeds"}
+    return MosesTuneConfig(ini=Path("/w/moses.ini"), dev_src=Path("/d/dev.en"), dev_ref=Path("/d/dev.fr"),
+                           workdir=Path("/w"), **{k: v for k, v in params.items() if k in keep})
+
+
+@pytest.mark.parametrize("flags, threads, want", [
+    ("", 4, "-threads 4"),
+    ("-s 500", 3, "-s 500 -threads 3"),
+    (" -threads 8 -s 500 ", 4, "-threads 8 -s 500"),    # the user's own setting wins
+    ("-th 2", 4, "-th 2"),                              # Moses's abbreviation of -threads
+    ("", 1, ""),                                        # one thread: Moses's default, nothing to add
+])
+def test_decoder_flags_carry_the_threads(flags, threads, want):
+    assert decoder_flags(flags, threads) == want
+
+
+def test_a_workflows_common_threads_reach_mert_moses_decoder_and_evaluate():
+    wf = load_workflow(WORKFLOWS / "rescore-existing.toml", default_registry(), overrides=["common.threads=3"])
+    argv = mert_moses_argv(_tune_cfg(wf.params["tune-baseline"]), INSTALL)
+    assert "--threads=3" in argv and "--decoder-flags=-threads 3" in argv
+    assert MosesBackend(INSTALL).argv("x.ini", threads=wf.params["evaluate"]["threads"])[3:5] == ["-threads", "3"]
+    # decoder flags given in [tune] are kept as they are when they set the threads
+    wf = load_workflow(WORKFLOWS / "rescore-existing.toml", default_registry(),
+                       overrides=["common.threads=3", "tune.decoder_flags='-threads 6'"])
+    argv = mert_moses_argv(_tune_cfg(wf.params["tune-rnn"]), INSTALL)
+    assert [a for a in argv if a.startswith("--decoder-flags")] == ["--decoder-flags=-threads 6"]

@@ -97,27 +97,44 @@ class PhraseTableReader:
     :param rejects_path: with ``on_error="keep"``, where to list rejected lines as
         ``line<TAB>reason<TAB>original bytes``; written atomically when the reader is exhausted.
     :param allow_negative: accept negative scores (a table of log-probabilities, not one for Moses).
+    :param span: ``(start, stop, lines_before)``: read only the lines in bytes ``[start, stop)`` of the
+        (uncompressed) table, which must begin and end at line starts, numbering them after
+        ``lines_before`` lines (for one range of a table cut into several; a gzip table is decompressed
+        up to ``start``). An empty span yields nothing and is not refused as an empty table.
+    :param num_scores: the score count every line must have (the table's first good line's, for a
+        span that does not start the table) [that of the first good line read].
     """
 
     def __init__(self, path: str | os.PathLike, on_error: str = "raise", rejects_path=None,
-                 allow_negative: bool = False):
+                 allow_negative: bool = False, span: tuple[int, int, int] | None = None,
+                 num_scores: int | None = None):
         if on_error not in ON_ERROR_CHOICES:
             raise PhraseRescoreError(f"on_error must be one of {', '.join(ON_ERROR_CHOICES)}, got {on_error!r}")
         self.path = os.fspath(path)
         self.on_error = on_error
         self.rejects_path = rejects_path
         self.allow_negative = allow_negative
+        self.span = span
+        self.num_scores = num_scores
         self.stats = ReadStats()
 
     def __iter__(self) -> Iterator[PhraseEntry]:
         rejects: list[bytes] = []
         keep = self.on_error == "keep"
         stats = self.stats
-        expected = None  # score count of the first good line
-        line_no = 0
+        expected = self.num_scores  # score count of the first good line
+        stats.num_scores = expected
+        line_no = 0 if self.span is None else self.span[2]
+        left = None if self.span is None else self.span[1] - self.span[0]   # bytes of the span still to read
         with open_binary_read(self.path) as f:
             try:
+                if self.span is not None and self.span[0]:
+                    f.seek(self.span[0])
                 for raw in f:
+                    if left is not None:
+                        if left <= 0:
+                            break
+                        left -= len(raw)
                     line_no += 1
                     newline = raw.endswith(b"\n")
                     if newline:
@@ -141,7 +158,7 @@ class PhraseTableReader:
                     yield entry
             except GZIP_READ_ERRORS as e:
                 raise gzip_read_error(e, self.path, line_no) from None
-        if line_no == 0:
+        if line_no == 0 and self.span is None:
             raise PhraseRescoreError(EMPTY_TABLE, self.path)
         if keep and self.rejects_path is not None:
             with atomic_open(self.rejects_path, "wb") as out:
@@ -214,13 +231,14 @@ def score_problem(token: str, allow_negative: bool = False) -> str | None:
     return None
 
 
-def read_phrase_table(path, on_error: str = "raise", rejects_path=None,
-                      allow_negative: bool = False) -> PhraseTableReader:
+def read_phrase_table(path, on_error: str = "raise", rejects_path=None, allow_negative: bool = False,
+                      span: tuple[int, int, int] | None = None, num_scores: int | None = None) -> PhraseTableReader:
     """Open a phrase table for streaming; iterate the result for :class:`PhraseEntry` records.
 
-    The returned reader's ``stats`` (:class:`ReadStats`) count lines and rejects as it advances.
+    The returned reader's ``stats`` (:class:`ReadStats`) count lines and rejects as it advances;
+    ``span`` and ``num_scores``: see :class:`PhraseTableReader`.
     """
-    return PhraseTableReader(path, on_error, rejects_path, allow_negative)
+    return PhraseTableReader(path, on_error, rejects_path, allow_negative, span, num_scores)
 
 
 def num_scores(path) -> int:

@@ -71,6 +71,17 @@ class Dist:
         torch.distributed.broadcast(t, src=0)
         return t.tolist()
 
+    def data_parallel(self, model: torch.nn.Module, method: str = "forward"):
+        """``model.<method>`` as a callable whose backward averages the gradients over the ranks
+        (DistributedDataParallel's all-reduce, overlapped with the backward pass); with one process,
+        the method itself. DDP broadcasts rank 0's weights once, here, so all ranks start alike."""
+        if not self.enabled:
+            return getattr(model, method)
+        from torch.nn.parallel import DistributedDataParallel
+
+        return DistributedDataParallel(_Method(model, method),
+                                       device_ids=[self.device.index] if self.device.type == "cuda" else None)
+
     def broadcast_object(self, obj):
         """Rank 0's picklable ``obj`` on every rank."""
         if not self.enabled:
@@ -86,6 +97,17 @@ class Dist:
         out = [None] * self.world_size
         torch.distributed.all_gather_object(out, obj)
         return out
+
+
+class _Method(torch.nn.Module):
+    """A module whose forward is ``module.<method>``: DDP hooks only ``forward``."""
+
+    def __init__(self, module: torch.nn.Module, method: str):
+        super().__init__()
+        self.module, self.method = module, method
+
+    def forward(self, *args, **kwargs):
+        return getattr(self.module, self.method)(*args, **kwargs)
 
 
 def rank_threads() -> int:

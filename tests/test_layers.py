@@ -3,7 +3,8 @@ imports itself through others, torch stays on the neural side, and nothing impor
 
 Layers, bottom up: ``core`` (imports nothing of the project); ``moses_integration`` (the Moses side) and
 ``data`` (the demo corpus), each on the core only; ``pipeline`` (the neural side) on the core and the Moses
-side; ``app`` (CLI, workflow runner, stages) on everything, and imported by nothing else.
+side; ``plots`` (pictures and the report page, from logs and arrays) on the core only; ``app`` (CLI, workflow
+runner, stages) on everything, and imported by nothing else.
 """
 from __future__ import annotations
 
@@ -22,9 +23,10 @@ MAY_IMPORT = {
     "moses_integration": {"core"},
     "data": {"core"},
     "pipeline": {"core", "moses_integration"},
-    "app": {"core", "moses_integration", "data", "pipeline"},
+    "plots": {"core"},
+    "app": {"core", "moses_integration", "data", "pipeline", "plots"},
 }
-NO_TORCH = ("core", "moses_integration", "data")     # not even through another module of the project
+NO_TORCH = ("core", "moses_integration", "data", "plots")     # not even through another module of the project
 TORCH = "torch"
 
 
@@ -192,6 +194,9 @@ BAD_IMPORTS = [
     ("phrase_rescore.pipeline.sentences", "from phrase_rescore.data import lexicon",
      "the pipeline layer may not import phrase_rescore.data.lexicon"),
     ("phrase_rescore", "from .core import errors", "the root package imports phrase_rescore.core"),
+    ("phrase_rescore.plots.curves", "from phrase_rescore.moses_integration import nbest",
+     "the plots layer may not import phrase_rescore.moses_integration.nbest"),
+    ("phrase_rescore.plots.render", "import torch", "plots.render: imports torch"),
 ]
 
 

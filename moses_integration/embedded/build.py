@@ -1,11 +1,15 @@
 """``build_smt``: a Moses-compatible phrase-based system from a parallel corpus, without Moses.
 
 Phases (each timed, with progress bars): read -> tokenize -> clean -> case -> align (eflomal, both
-directions) -> symmetrize (grow-diag-final-and) -> lexical tables -> extract -> score -> LM -> moses.ini.
+directions) -> symmetrize (grow-diag-final-and) -> lexical tables -> extract -> score -> reordering ->
+LM -> moses.ini.
 
 Output directory layout (Moses's ``train-model.perl`` names where there is one)::
 
     OUT/phrase-table.gz                  the phrase table (4 scores, alignment, counts), sorted, gzip
+    OUT/reordering-table.wbe-msd-bidirectional-fe.gz
+                                         the lexicalized reordering table (6 scores), reordering
+                                         "msd-bidirectional-fe" only (train-model.perl's name for it)
     OUT/lm.arpa                          the target-side interpolated modified Kneser-Ney LM
     OUT/lm.binary                        KenLM binary form, only when ``build_binary`` is found (PATH, $MOSES_HOME/bin)
     OUT/moses.ini                        train-model.perl step 9's layout, ABSOLUTE paths (as it writes them)
@@ -40,10 +44,18 @@ from .align import EflomalConfig, align_eflomal, format_pharaoh, grow_diag_final
 from .clean import CleanConfig, clean_pairs
 from .extract import count_phrase_pairs
 from .lm import LMConfig, build_binary, train_lm
-from .phrase_scoring import lexical_tables, score_phrase_table
+from .phrase_scoring import lexical_tables, score_phrase_table, score_reordering_table
 from .tokenizer import CASES, TokenizeConfig, Tokenizer
 
 FORMAT_VERSION = 1
+
+#: build-smt's reordering models: train-model.perl's ``-reordering`` values
+REORDERINGS = ("distance", "msd-bidirectional-fe")
+#: the reordering table of "msd-bidirectional-fe": word-based, msd, both directions, conditioned on f and e
+LR_CONFIG = "wbe-msd-bidirectional-fe"
+LR_TABLE = f"reordering-table.{LR_CONFIG}.gz"
+#: train-model.perl's -reordering-smooth default (constant smoothing, lexical-reordering-score)
+LR_SMOOTHING = 0.5
 
 
 @dataclass
@@ -62,6 +74,10 @@ class BuildConfig:
     max_phrase_length: int = setting(7, at_least=1, help="extract -max-phrase-length.")
     lm_order: int = setting(5, at_least=1, help="Order of the KN language model.")
     distortion_limit: int = setting(6, at_least=0, help="The moses.ini's distortion-limit (train-model.perl's 6).")
+    reordering: str = setting("distance", choices=REORDERINGS,
+                              help="train-model.perl's -reordering: 'distance' (the Distortion feature "
+                                   "alone) or 'msd-bidirectional-fe' (also a lexicalized reordering table "
+                                   "and the LexicalReordering feature, 6 weights).")
     eflomal_model: int = setting(3, choices=(1, 2, 3), help="1 IBM1, 2 HMM, 3 HMM+fertility.")
     eflomal_samplers: int = setting(3, at_least=1, help="eflomal's independent samplers.")
     compresslevel: int = setting(6, at_least=0, at_most=9, help="gzip level of phrase-table.gz.")
@@ -79,6 +95,7 @@ class BuildResult:
     lm: str
     moses_ini: str
     manifest: str
+    reordering_table: str | None = None
     stats: dict = field(default_factory=dict)
     timings: dict = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
@@ -90,6 +107,8 @@ class BuildResult:
         lines = [self.stats.get("clean_summary", ""),
                  f"phrase table: {pt.get('lines', 0)} pairs, {pt.get('distinct_sources', 0)} sources, "
                  f"{pt.get('mean_targets_per_source', 0):.2f} targets/source -> {self.phrase_table}",
+                 f"reordering table: {self.stats.get('reordering_table', {}).get('lines', 0)} pairs -> "
+                 f"{self.reordering_table}" if self.reordering_table else "",
                  f"LM: order {lm.get('order')}, n-grams {lm.get('ngrams')} -> {self.lm}",
                  f"moses.ini -> {self.moses_ini}",
                  "time: " + ", ".join(f"{k} {v:.1f}s" for k, v in self.timings.items())]
@@ -97,9 +116,16 @@ class BuildResult:
 
 
 def moses_ini_text(phrase_table: str, lm_path: str, lm_order: int, distortion_limit: int = 6,
-                   num_features: int = 4) -> str:
+                   num_features: int = 4, reordering_table: str | None = None) -> str:
     """moses.ini exactly as train-model.perl's create_ini writes it for a phrase-based model with
-    distance reordering and one KenLM LM, with Moses's default initial weights."""
+    distance reordering and one KenLM LM, with Moses's default initial weights; with
+    ``reordering_table``, as it writes it for ``-reordering msd-bidirectional-fe`` (the
+    LexicalReordering feature after the phrase table, six weights of 0.3 before Distortion0's)."""
+    lr_feature = lr_weight = ""
+    if reordering_table is not None:
+        lr_feature = (f"LexicalReordering name=LexicalReordering0 num-features=6 type={LR_CONFIG}-allff "
+                      f"input-factor=0 output-factor=0 path={reordering_table}\n")
+        lr_weight = "LexicalReordering0=" + " 0.3" * 6 + "\n"
     return (
         "#########################\n"
         "### MOSES CONFIG FILE ###\n"
@@ -123,6 +149,7 @@ def moses_ini_text(phrase_table: str, lm_path: str, lm_order: int, distortion_li
         "PhrasePenalty\n"
         f"PhraseDictionaryMemory name=TranslationModel0 num-features={num_features} path={phrase_table} "
         "input-factor=0 output-factor=0\n"
+        + lr_feature +
         "Distortion\n"
         f"KENLM name=LM0 factor=0 path={lm_path} order={lm_order}\n"
         "\n"
@@ -134,6 +161,7 @@ def moses_ini_text(phrase_table: str, lm_path: str, lm_order: int, distortion_li
         "WordPenalty0= -1\n"
         "PhrasePenalty0= 0.2\n"
         "TranslationModel0=" + " 0.2" * num_features + "\n"
+        + lr_weight +
         "Distortion0= 0.3\n"
         "LM0= 0.5\n"
     )
@@ -165,6 +193,20 @@ def _own_peak_rss_mb() -> float:
 def _peak_rss_mb() -> dict:
     children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     return {"self_mb": _own_peak_rss_mb(), "children_mb": round(children, 1)}
+
+
+def _drop_stale_reordering_table(out: Path, keep: bool) -> None:
+    """A distance-only rebuild removes the reordering table an earlier build of this folder wrote (the
+    manifest lists it), so the folder holds one system; a file build-smt did not write is left alone."""
+    stale = out / LR_TABLE
+    if keep or not stale.is_file():
+        return
+    try:
+        written = json.loads((out / "manifest.json").read_text(encoding="utf-8")).get("outputs_sha256", {})
+    except (OSError, ValueError, AttributeError):
+        return
+    if isinstance(written, dict) and LR_TABLE in written:
+        stale.unlink()
 
 
 def build_smt(src_path: str | os.PathLike, tgt_path: str | os.PathLike, out_dir: str | os.PathLike,
@@ -262,15 +304,25 @@ def build_smt(src_path: str | os.PathLike, tgt_path: str | os.PathLike, out_dir:
     lap("lexical")
 
     # extract + score
-    counts = count_phrase_pairs(src_c, tgt_c, sym, max_len=config.max_phrase_length)
+    lexicalized = config.reordering != "distance"
+    counts = count_phrase_pairs(src_c, tgt_c, sym, max_len=config.max_phrase_length, orientation=lexicalized)
     stats["extracted_instances"] = int(counts["count"].sum())
     stats["distinct_triples"] = len(counts)
     lap("extract")
     pt_path = out / "phrase-table.gz"
     pt_stats = score_phrase_table(counts, lex, pt_path, compresslevel=config.compresslevel)
-    del counts, lex
+    del lex
     stats["phrase_table"] = pt_stats.to_dict()
     lap("score")
+    lr_path = None
+    _drop_stale_reordering_table(out, keep=lexicalized)
+    if lexicalized:  # train-model.perl step 7: lexical-reordering-score on extract.o
+        lr_path = out / LR_TABLE
+        stats["reordering_table"] = {"lines": score_reordering_table(counts, lr_path, smoothing=LR_SMOOTHING,
+                                                                     compresslevel=config.compresslevel),
+                                     "type": f"{LR_CONFIG}-allff", "smoothing": LR_SMOOTHING}
+        lap("reordering")
+    del counts
 
     # language model
     lm_path = out / "lm.arpa"
@@ -289,7 +341,8 @@ def build_smt(src_path: str | os.PathLike, tgt_path: str | os.PathLike, out_dir:
     # moses.ini + manifest
     ini_path = out / "moses.ini"
     with atomic_open(ini_path, "w") as f:
-        f.write(moses_ini_text(str(pt_path), str(lm_path), lm_stats.order, config.distortion_limit))
+        f.write(moses_ini_text(str(pt_path), str(lm_path), lm_stats.order, config.distortion_limit,
+                               reordering_table=None if lr_path is None else str(lr_path)))
     notes.append("eflomal has no seed option: re-running the alignment can give slightly different tables")
     stats["peak_rss"] = _peak_rss_mb()
     lap("ini")
@@ -309,4 +362,6 @@ def build_smt(src_path: str | os.PathLike, tgt_path: str | os.PathLike, out_dir:
         json.dump(manifest, f, indent=2, default=str)
         f.write("\n")
     return BuildResult(out_dir=str(out), phrase_table=str(pt_path), lm=str(lm_path), moses_ini=str(ini_path),
-                       manifest=str(out / "manifest.json"), stats=stats, timings=timings, notes=notes)
+                       manifest=str(out / "manifest.json"),
+                       reordering_table=None if lr_path is None else str(lr_path),
+                       stats=stats, timings=timings, notes=notes)

@@ -7,6 +7,18 @@ its source span over unaligned source words at either edge (still at most ``max_
 Unaligned target words at the edges are covered because every target span is tried, and unaligned
 words inside a span simply come along.
 
+With ``orientation`` (Moses's ``extract ... orientation --model wbe-msd``, which train-model.perl runs
+for ``-reordering msd-bidirectional-fe``), every instance also gets its word-based orientations
+(``getOrientWordModel`` with ``REO_MSD`` in ``extract-main.cpp``), against the previous phrase (backward)
+and the next one (forward), from the alignment points at the phrase's corners:
+
+- backward: ``mono`` when (start_f-1, start_e-1) is aligned and (end_f+1, start_e-1) is not, ``swap``
+  when the reverse holds, ``other`` otherwise;
+- forward: ``mono`` when (end_f+1, end_e+1) is aligned and (start_f-1, end_e+1) is not, ``swap`` when
+  the reverse holds, ``other`` otherwise;
+- the point (-1, -1) before the sentence and (n_src, n_tgt) after it count as aligned (``isAligned``),
+  so a phrase starting both sentences is backward ``mono`` and one ending both is forward ``mono``.
+
 Extracted instances are counted with pandas group-bys per chunk of sentences, so memory is bounded by
 the number of distinct (source, target, alignment) triples rather than by the corpus size.
 """
@@ -14,6 +26,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
+import numpy as np
 import pandas as pd
 
 from phrase_rescore.core import progress
@@ -21,6 +34,12 @@ from phrase_rescore.core import progress
 Span = tuple[int, int, int, int]  # (start source, end source, start target, end target), inclusive
 
 COLUMNS = ["src", "tgt", "align"]
+
+#: word-based msd orientations, in the order lexical-reordering-score writes their probabilities
+MONO, SWAP, OTHER = 0, 1, 2
+ORIENTATIONS = ("mono", "swap", "other")
+#: the counts of each orientation, backward (against the previous phrase) then forward (the next one)
+ORIENTATION_COLUMNS = ["prev_mono", "prev_swap", "prev_other", "next_mono", "next_swap", "next_other"]
 
 
 def extract_spans(n_src: int, n_tgt: int, points: Sequence[tuple[int, int]], max_len: int = 7) -> list[Span]:
@@ -68,6 +87,41 @@ def extract_spans(n_src: int, n_tgt: int, points: Sequence[tuple[int, int]], max
     return spans
 
 
+def _msd(left: bool, right: bool) -> int:
+    """``getOrientWordModel`` for ``REO_MSD``: a corner aligned on one side only is mono or swap."""
+    if left and not right:
+        return MONO
+    if right and not left:
+        return SWAP
+    return OTHER
+
+
+def span_orientations(n_src: int, n_tgt: int, points: Sequence[tuple[int, int]],
+                      spans: Sequence[Span]) -> list[tuple[int, int]]:
+    """(backward, forward) word-based msd orientation of each span, as Moses's ``extract --model wbe-msd``.
+
+    :param points: alignment points (source position, target position).
+    :param spans: (start_f, end_f, start_e, end_e) inclusive, e.g. from :func:`extract_spans`.
+    :returns: one (backward, forward) pair of :data:`MONO` / :data:`SWAP` / :data:`OTHER` per span.
+    """
+    aligned = set(points)
+
+    def is_aligned(f: int, e: int) -> bool:  # extract-main.cpp isAligned
+        if f == -1 and e == -1:
+            return True
+        if f <= -1 or e <= -1:
+            return False
+        if f == n_src and e == n_tgt:
+            return True
+        if f >= n_src or e >= n_tgt:
+            return False
+        return (f, e) in aligned
+
+    return [(_msd(is_aligned(sf - 1, se - 1), is_aligned(ef + 1, se - 1)),
+             _msd(is_aligned(ef + 1, ee + 1), is_aligned(sf - 1, ee + 1)))
+            for sf, ef, se, ee in spans]
+
+
 def phrase_alignment(points_by_t: Sequence[Sequence[int]], span: Span) -> str:
     """The within-phrase alignment as the phrase table writes it: ``s-t`` ordered by target, then source."""
     start_f, _, start_e, end_e = span
@@ -76,8 +130,12 @@ def phrase_alignment(points_by_t: Sequence[Sequence[int]], span: Span) -> str:
 
 
 def extract_sentence(src: Sequence[str], tgt: Sequence[str], points: Sequence[tuple[int, int]],
-                     max_len: int = 7) -> list[tuple[str, str, str]]:
-    """Phrase pairs of one sentence pair as (source phrase, target phrase, alignment) strings."""
+                     max_len: int = 7, orientations: list | None = None) -> list[tuple[str, str, str]]:
+    """Phrase pairs of one sentence pair as (source phrase, target phrase, alignment) strings.
+
+    :param orientations: when given, a list the (backward, forward) orientation of each returned pair
+        is appended to, in the same order (:func:`span_orientations`).
+    """
     by_t: list[list[int]] = [[] for _ in range(len(tgt))]
     for s, t in points:
         by_t[t].append(s)
@@ -88,7 +146,10 @@ def extract_sentence(src: Sequence[str], tgt: Sequence[str], points: Sequence[tu
     src_str: dict[tuple[int, int], str] = {}
     tgt_str: dict[tuple[int, int], str] = {}
     align_str: dict[tuple[int, int, int], str] = {}
-    for span in extract_spans(len(src), len(tgt), points, max_len):
+    spans = extract_spans(len(src), len(tgt), points, max_len)
+    if orientations is not None:
+        orientations.extend(span_orientations(len(src), len(tgt), points, spans))
+    for span in spans:
         sf, ef, se, ee = span
         sp = src_str.get((sf, ef))
         if sp is None:
@@ -105,31 +166,55 @@ def extract_sentence(src: Sequence[str], tgt: Sequence[str], points: Sequence[tu
 
 def count_phrase_pairs(src: Sequence[Sequence[str]], tgt: Sequence[Sequence[str]],
                        alignments: Sequence[Sequence[tuple[int, int]]], max_len: int = 7,
-                       chunk_size: int = 5000) -> pd.DataFrame:
+                       chunk_size: int = 5000, orientation: bool = False) -> pd.DataFrame:
     """Extract from a whole corpus and count each distinct (src, tgt, align) triple.
 
-    :returns: a DataFrame with columns ``src``, ``tgt``, ``align`` (str) and ``count`` (int64).
+    :param orientation: also count each triple's word-based msd orientations (Moses's extract.o).
+    :returns: a DataFrame with columns ``src``, ``tgt``, ``align`` (str) and ``count`` (int64); with
+        ``orientation`` also the six :data:`ORIENTATION_COLUMNS` (int64), the backward and forward
+        mono / swap / other counts of the triple's instances.
     """
     parts: list[pd.DataFrame] = []
     pending_rows = 0
     with progress.bar(total=len(src), desc="extract", unit="sent") as bar:
         for lo in range(0, len(src), chunk_size):
             rows: list[tuple[str, str, str]] = []
+            orients: list[tuple[int, int]] | None = [] if orientation else None
             hi = min(lo + chunk_size, len(src))
             for k in range(lo, hi):
-                rows.extend(extract_sentence(src[k], tgt[k], alignments[k], max_len))
-            parts.append(_count(pd.DataFrame(rows, columns=COLUMNS)))
+                rows.extend(extract_sentence(src[k], tgt[k], alignments[k], max_len, orients))
+            df = pd.DataFrame(rows, columns=COLUMNS)
+            if orients is not None:
+                df = _with_orientation_counts(df, orients)
+            parts.append(_count(df))
             pending_rows += len(parts[-1])
             bar.update(hi - lo)
             if len(parts) > 1 and pending_rows > 2_000_000:  # merge partial counts to bound memory
                 parts = [_merge(parts)]
                 pending_rows = len(parts[0])
     if not parts:
-        return pd.DataFrame({c: pd.Series([], dtype="str") for c in COLUMNS} | {"count": pd.Series([], dtype="int64")})
+        counts = ["count"] + (ORIENTATION_COLUMNS if orientation else [])
+        return pd.DataFrame({c: pd.Series([], dtype="str") for c in COLUMNS}
+                            | {c: pd.Series([], dtype="int64") for c in counts})
     return _merge(parts)
 
 
+def _with_orientation_counts(df: pd.DataFrame, orients: list[tuple[int, int]]) -> pd.DataFrame:
+    """Add one-hot orientation columns (one row per extracted instance) and a ``count`` of 1."""
+    o = np.array(orients, dtype=np.int64).reshape(-1, 2)
+    hot = np.zeros((len(o), 6), dtype=np.int64)
+    rows = np.arange(len(o))
+    hot[rows, o[:, 0]] = 1
+    hot[rows, 3 + o[:, 1]] = 1
+    df["count"] = np.ones(len(o), dtype=np.int64)
+    for j, name in enumerate(ORIENTATION_COLUMNS):
+        df[name] = hot[:, j]
+    return df
+
+
 def _count(df: pd.DataFrame) -> pd.DataFrame:
+    if "count" in df.columns:  # instances with orientation columns: sum them per triple
+        return df.groupby(COLUMNS, sort=False, observed=True).sum().reset_index()
     return df.groupby(COLUMNS, sort=False, observed=True).size().rename("count").reset_index()
 
 
@@ -137,4 +222,5 @@ def _merge(parts: list[pd.DataFrame]) -> pd.DataFrame:
     if len(parts) == 1:
         return parts[0]
     df = pd.concat(parts, ignore_index=True)
-    return df.groupby(COLUMNS, sort=False, observed=True)["count"].sum().reset_index()
+    summed = [c for c in df.columns if c not in COLUMNS]
+    return df.groupby(COLUMNS, sort=False, observed=True)[summed].sum().reset_index()

@@ -362,3 +362,69 @@ def score_phrase_table(counts: pd.DataFrame, lex: LexicalTables, path: str | os.
         mean_targets_per_source=(n / n_src) if n_src else 0.0,
         mean_source_length=(src_len_total / n) if n else 0.0,
         mean_target_length=(tgt_len_total / n) if n else 0.0)
+
+
+# ----------------------------------------------------------------------------------------------
+# Lexicalized reordering table
+
+
+def score_reordering_table(counts: pd.DataFrame, path: str | os.PathLike, smoothing: float = 0.5,
+                           chunk_size: int = 100_000, compresslevel: int = 6) -> int:
+    """Write the ``wbe-msd-bidirectional-fe`` reordering table as Moses's ``lexical-reordering-score``.
+
+    Per distinct phrase pair (s, t), with c_o the number of its instances of orientation o (summed over
+    the pair's alignments) and the constant smoothing ``createConstSmoothing(0.5)`` train-model.perl
+    uses by default (``-reordering-smooth 0.5``, no ``--SmoothWithCounts``), each direction is::
+
+        p(o | s, t) = (c_o + smoothing) / sum_o' (c_o' + smoothing)    o in mono, swap, other
+
+    in double precision, summed in that order (``Model::score_fe`` in ``reordering_classes.cpp``). Each
+    line is ``s ||| t ||| `` and the six values, backward then forward, printed as the C++ ostream
+    prints a double (six significant digits, :func:`format_moses_float`) and separated by single
+    spaces, as the ``lexical-reordering-score`` of Moses's ``OutputFileStream`` version writes them
+    (older versions wrote ``"%f "``); lines in the phrase table's order (the scorer reads extract.o
+    after an LC_ALL=C sort, which orders the pairs as the phrase table).
+
+    :param counts: columns src, tgt, align and the six ``extract.ORIENTATION_COLUMNS`` (from
+        :func:`.extract.count_phrase_pairs` with ``orientation=True``).
+    :returns: the number of lines written.
+    """
+    from .extract import ORIENTATION_COLUMNS
+
+    s_code, s_uniq = pd.factorize(counts["src"])
+    t_code, t_uniq = pd.factorize(counts["tgt"])
+    pair = s_code.astype(np.int64) * max(len(t_uniq), 1) + t_code
+    pair_code, pair_uniq = pd.factorize(pair)
+    n = len(pair_uniq)
+    orient = counts[ORIENTATION_COLUMNS].to_numpy(np.int64)
+    totals = np.stack([np.bincount(pair_code, weights=orient[:, j], minlength=n) for j in range(6)], axis=1) \
+        if n else np.zeros((0, 6))
+    totals = totals.astype(np.int64)
+    ps, pt = pair_uniq // max(len(t_uniq), 1), pair_uniq % max(len(t_uniq), 1)
+    src_arr, tgt_arr = _arrow_strings(pd.Series(s_uniq)), _arrow_strings(pd.Series(t_uniq))
+    order = np.lexsort((_byte_rank(tgt_arr, " |||")[pt], _byte_rank(src_arr, " |||")[ps])) if n else \
+        np.zeros(0, dtype=np.int64)
+    ps, pt, totals = ps[order], pt[order], totals[order]
+
+    # few distinct count triples: format each one once
+    texts = []
+    for d in (0, 3):
+        triples, inverse = np.unique(totals[:, d:d + 3], axis=0, return_inverse=True)
+        strings = []
+        for c in triples.tolist():
+            x = [float(v) + smoothing for v in c]
+            total = x[0] + x[1] + x[2]
+            strings.append(" ".join(format_moses_float(v / total) for v in x))
+        texts.append(np.asarray(strings, dtype=object)[inverse.reshape(-1)] if len(strings) else
+                     np.zeros(0, dtype=object))
+    backward, forward = texts
+    with atomic_open(path, "wb", compresslevel=compresslevel) as out, \
+            progress.bar(total=n, desc="reordering", unit="pair") as bar:
+        for lo in range(0, n, chunk_size):
+            hi = min(lo + chunk_size, n)
+            s_chunk = src_arr.take(pa.array(ps[lo:hi])).to_pylist()
+            t_chunk = tgt_arr.take(pa.array(pt[lo:hi])).to_pylist()
+            out.write("".join(f"{s} ||| {t} ||| {b} {f}\n" for s, t, b, f in zip(
+                s_chunk, t_chunk, backward[lo:hi].tolist(), forward[lo:hi].tolist())).encode("utf-8"))
+            bar.update(hi - lo)
+    return n

@@ -137,6 +137,21 @@ def make_demo_data_cmd(out_dir, **kw):
                + ", ".join(f"{k} {v}" for k, v in noise.items()) + f") -> {out_dir}")
 
 
+@main.command("make-split")
+@click.argument("src", type=click.Path(exists=True, dir_okay=False))
+@click.argument("ref", type=click.Path(exists=True, dir_okay=False))
+@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Directory to write.")
+@options("phrase_rescore.data.split:SplitConfig")
+def make_split_cmd(src, ref, out_dir, **kw):
+    """Split one held-out parallel set (SRC, REF; plain or gzip) into dev and test halves."""
+    from phrase_rescore.data.split import SplitConfig, split_heldout
+
+    cfg = SplitConfig(**collect(SplitConfig, kw))
+    _check_paths({"SRC": src, "REF": ref}, {}, {"--out": out_dir})
+    res = split_heldout(src, ref, out_dir, cfg)
+    click.echo(f"{res['dev']} dev / {res['test']} test pairs ({cfg.mode}) -> {out_dir}")
+
+
 @main.command("run")
 @click.argument("workflow_file", type=click.Path(dir_okay=False))
 @click.option("--workdir", type=click.Path(file_okay=False),

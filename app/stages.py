@@ -5,6 +5,7 @@ Artifacts (what the stages pass to each other; any of them can instead be given 
 =================  =========================================================================
 train_src/tgt      raw training corpus (source = the phrase table's first field, e.g. English)
 dev_src, dev_ref   raw dev set; test_src, test_ref: raw test set (references stay raw for BLEU)
+heldout_src/ref    one raw held-out set that ``split`` divides into dev and test
 phrase_table       the Moses phrase table to rescore; ``lm``: its ARPA LM; ``moses_ini``: its moses.ini
 train_src_tok/tgt  the tokenized, cleaned training corpus (counts the vocabulary when present)
 smt_model          build-smt's model directory (truecase models, alignments, lexical tables)
@@ -19,9 +20,9 @@ report_md/csv      the Table-1 report: dev and test BLEU per configuration, Δ, 
 
 A stage's parameters, defaults, valid values and checks are the settings of its library config dataclass
 (:mod:`phrase_rescore.core.config`), from which the matching ``phrase-rescore`` command's options are
-generated too: ``[demo-data]``, ``[build-smt]``, ``[prepare]``, ``[train]``, ``[score]``, ``[tune]`` and
-``[evaluate]`` take exactly the options of ``make-demo-data``, ``build-smt``, ``prepare``, ``train``,
-``score``, ``tune`` and ``evaluate`` that a workflow does not decide itself (the paths, which are artifacts;
+generated too: ``[demo-data]``, ``[split]``, ``[build-smt]``, ``[prepare]``, ``[train]``, ``[score]``,
+``[tune]`` and ``[evaluate]`` take exactly the options of ``make-demo-data``, ``make-split``, ``build-smt``,
+``prepare``, ``train``, ``score``, ``tune`` and ``evaluate`` that a workflow does not decide itself (the paths, which are artifacts;
 ``train --resume``, ``score --columns``/``--raw-logprob``/``--restart``); ``[moses-ini]`` takes
 ``moses-ini``'s options with ``rnn_weight`` and ``wp_weight`` for ``--weights``, since its two stages add
 one column and two.
@@ -99,6 +100,20 @@ def run_demo_data(ctx: StageContext) -> dict:
     paths = generate(ctx.dir / "corpus", n_train=p["train"], n_dev=p["dev"], n_test=p["test"], seed=p["seed"],
                      noise_rate=p["noise"])
     return json.loads(paths["manifest"].read_text(encoding="utf-8"))["noise_counts"]
+
+
+# ----------------------------------------------------------------------------- split
+
+SPLIT_FILES = {"dev_src": "split/dev.src", "dev_ref": "split/dev.ref", "test_src": "split/test.src",
+               "test_ref": "split/test.ref"}
+
+
+def run_split(ctx: StageContext) -> dict:
+    from phrase_rescore.data.split import SplitConfig, split_heldout
+
+    res = split_heldout(ctx.input("heldout_src"), ctx.input("heldout_ref"), ctx.dir / "split",
+                        _config(SplitConfig, ctx.params))
+    return {"dev": res["dev"], "test": res["test"], "mode": ctx.params["mode"]}
 
 
 # ----------------------------------------------------------------------------- build-smt and tokenize
@@ -317,6 +332,7 @@ def run_evaluate(ctx: StageContext) -> dict:
 
 def default_registry() -> Registry:
     """Every real stage, in pipeline order."""
+    from phrase_rescore.data.split import SplitConfig
     from phrase_rescore.moses_integration.embedded.build import BuildConfig
     from phrase_rescore.moses_integration.report import EvaluateConfig
     from phrase_rescore.moses_integration.tuning import TuneConfig
@@ -328,6 +344,9 @@ def default_registry() -> Registry:
     reg.add(StageDef("demo-data", "demo-data", run_demo_data,
                      stage_params(DemoDataConfig), produces=DEMO_FILES, doc="generate the English-French demo corpus",
                      check=stage_check(DemoDataConfig)))
+    reg.add(StageDef("split", "split", run_split, stage_params(SplitConfig), consumes=("heldout_src", "heldout_ref"),
+                     produces=SPLIT_FILES, doc="split one held-out set into dev and test halves",
+                     choices=stage_choices(SplitConfig), check=stage_check(SplitConfig)))
     reg.add(StageDef("build-smt", "build-smt", run_build_smt, stage_params(BuildConfig),
                      consumes=("train_src", "train_tgt"),
                      produces={"phrase_table": "smt/phrase-table.gz", "lm": "smt/lm.arpa", "moses_ini": "smt/moses.ini",

@@ -13,6 +13,7 @@ from phrase_rescore.app.stages import DemoDataConfig, default_registry
 from phrase_rescore.app.workflow import load_workflow
 from phrase_rescore.core.config import settings
 from phrase_rescore.core.errors import PhraseRescoreError
+from phrase_rescore.data.split import SplitConfig
 from phrase_rescore.moses_integration.embedded.build import BuildConfig
 from phrase_rescore.moses_integration.report import EvaluateConfig
 from phrase_rescore.moses_integration.rewrite import RewriteConfig
@@ -24,6 +25,7 @@ from phrase_rescore.pipeline.train import TrainConfig
 #: stage -> (its command, the config both are generated from, workflow keys that are no option of the command)
 STAGES = {
     "demo-data": ("make-demo-data", DemoDataConfig, set()),
+    "split": ("make-split", SplitConfig, set()),
     "build-smt": ("build-smt", BuildConfig, set()),
     "prepare": ("prepare", PrepareConfig, set()),
     "train": ("train", TrainConfig, set()),

@@ -1,0 +1,63 @@
+"""Split one held-out parallel set into a dev (tuning) half and a test half, deterministically.
+
+A corpus that comes with a single validation set (Multi30k has train and val only) needs two disjoint
+sets: one for MERT, one for the BLEU it reports. ``alternate`` (the default) sends lines 1, 3, 5, ...
+to dev and 2, 4, 6, ... to test, so both halves draw from the whole file whatever order it was written
+in; ``halves`` sends the first ceil(n/2) lines to dev and the rest to test. Line i of the source stays
+paired with line i of the reference; the lines are copied as they are (the inputs may be gzip; a last line
+without a newline gets one).
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from phrase_rescore.core.config import setting
+from phrase_rescore.core.errors import PhraseRescoreError
+from phrase_rescore.core.fileio import atomic_open, read_lines
+
+MODES = ("alternate", "halves")
+#: the files written into the output folder
+FILES = {"dev_src": "dev.src", "dev_ref": "dev.ref", "test_src": "test.src", "test_ref": "test.ref"}
+
+
+@dataclass
+class SplitConfig:
+    """Options of ``make-split`` and ``[split]``."""
+
+    mode: str = setting("alternate", choices=MODES,
+                        help="alternate: odd lines to dev, even lines to test; halves: the first half to dev "
+                             "(ceil(n/2) lines), the second to test.")
+
+
+def split_heldout(src: str | os.PathLike, ref: str | os.PathLike, out_dir: str | os.PathLike,
+                  config: SplitConfig = SplitConfig()) -> dict:
+    """Write ``out_dir/{dev,test}.{src,ref}`` from the parallel files ``src`` and ``ref``.
+
+    :returns: ``{"dev": lines, "test": lines, "paths": {artifact: path}}``.
+    :raises PhraseRescoreError: the files differ in length, or hold fewer than two lines.
+    """
+    src_lines = [t + (e or "\n") for _, t, e in read_lines(src)]
+    ref_lines = [t + (e or "\n") for _, t, e in read_lines(ref)]
+    if len(src_lines) != len(ref_lines):
+        raise PhraseRescoreError(f"has {len(ref_lines)} lines but the source {src} has {len(src_lines)}; "
+                                 "expected one reference line per source line", ref)
+    n = len(src_lines)
+    if n < 2:
+        raise PhraseRescoreError(f"has {n} line(s); expected at least 2 to split into dev and test", src)
+    if config.mode == "alternate":
+        dev, test = list(range(0, n, 2)), list(range(1, n, 2))
+    else:
+        half = (n + 1) // 2
+        dev, test = list(range(half)), list(range(half, n))
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = {}
+    for art, name in FILES.items():
+        lines = src_lines if art.endswith("src") else ref_lines
+        idx = dev if art.startswith("dev") else test
+        paths[art] = out / name
+        with atomic_open(paths[art], "w") as f:
+            f.writelines(lines[i] for i in idx)
+    return {"dev": len(dev), "test": len(test), "paths": paths}

@@ -24,7 +24,7 @@ class _Group(click.Group):
     command_class = SettingsCommand  # options generated from a config's settings, on first use
 
     ORDER = ("run", "make-demo-data", "build-smt", "prepare", "train", "sample", "score", "moses-ini", "tune",
-             "evaluate", "train-seq2seq", "translate", "rescore-nbest")
+             "evaluate", "decode", "train-seq2seq", "translate", "rescore-nbest")
 
     def format_commands(self, ctx, formatter):
         """List every command with its whole one-line description (click cuts them at 45 characters)."""
@@ -268,6 +268,22 @@ def evaluate_cmd(systems, models, test_src, test_ref, dev_src, dev_ref, workdir,
                                  dev_ref=Path(dev_ref) if dev_ref else None, **values))
     click.echo(Path(df.attrs["markdown"]).read_text(encoding="utf-8"))
     click.echo(f"wrote {df.attrs['markdown']} and {df.attrs['csv']}")
+
+
+@main.command("decode", add_help_option=False,
+              context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.argument("argv", nargs=-1, type=click.UNPROCESSED)
+def decode_cmd(argv):
+    """Translate stdin to stdout with the embedded decoder, as `moses -f INI` does, with its options (-h lists them)."""
+    import io
+
+    from .decode_cli import run_decode
+
+    out = io.TextIOWrapper(sys.stdout.buffer, encoding="utf-8", newline="\n", write_through=True)
+    try:
+        run_decode(argv, sys.stdin.buffer, out)
+    finally:
+        out.detach()
 
 
 # --- embedded SMT toolkit: build-smt ------------------------------------------------------------------

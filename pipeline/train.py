@@ -9,6 +9,16 @@ Outputs in ``out_dir``: ``model.pt`` (best validation perplexity so far), ``last
 state, with everything needed to resume exactly), ``train_log.csv`` (one row per validation).
 A resumed run continues with the same sampler position, optimizer state and RNG state, so it
 produces the same weights as a run that never stopped.
+
+Under ``torchrun`` (``WORLD_SIZE`` > 1) the run is data-parallel (DistributedDataParallel): every rank
+draws the same global batch of ``batch_size`` from the same seeded sampler and takes its own contiguous
+slice of it (``numpy.array_split``: equal slices when the world size divides the batch, which it must
+not exceed). Rank r's loss is its slice's summed -log p times N/B, so DDP's average of the ranks'
+gradients is the gradient of equation (4) over the whole batch: the single-process trajectory, up to
+float rounding. Clipping sees that averaged (global) gradient, so Adadelta takes the same step on every
+rank. Validation is split across the ranks and summed; the time budget is rank 0's clock; rank 0 alone
+writes the checkpoints and the log while the others wait. ``last.pt`` records the world size, and a
+resume under another one is refused.
 """
 from __future__ import annotations
 
@@ -27,7 +37,9 @@ from phrase_rescore.core.config import setting
 from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.core.fileio import atomic_open
 
-from .device import check_device, resolve_device
+from .device import check_device
+from .distributed import Dist
+from .distributed import setup as setup_distributed
 from .model.checkpoint import BEST, ENCDEC, LAST, read_checkpoint, save_checkpoint
 from .model.encdec import EncDecConfig, RNNEncoderDecoder
 from .model.gru import RESET_FORMS
@@ -131,8 +143,10 @@ def default_init_std(preset: str) -> float:
 
 @torch.inference_mode()
 def validation_perplexity(model: RNNEncoderDecoder, pairs: PairSet, device, max_pairs: int | None = None,
-             batch_tokens: int = 16_384) -> dict:
+             batch_tokens: int = 16_384, dist: Dist | None = None) -> dict:
     """Perplexity per target token (eos included) over the first ``max_pairs`` pairs.
+
+    With ``dist`` of several ranks, each scores every N-th batch and the sums are all-reduced.
 
     :returns: {"nll": summed -log p, "tokens": target tokens, "pairs": pairs, "ppl": exp(nll/tokens)}.
     """
@@ -142,10 +156,16 @@ def validation_perplexity(model: RNNEncoderDecoder, pairs: PairSet, device, max_
     was_training = model.training
     model.eval()
     nll, tokens = 0.0, 0
-    for idx in length_batches(pairs.lengths()[:n], batch_tokens):
+    batches = length_batches(pairs.lengths()[:n], batch_tokens)
+    if dist is not None and dist.enabled:
+        batches = batches[dist.rank::dist.world_size]
+    for idx in batches:
         s, sm, t, tm = pairs.batch(idx, device=device)
         nll -= float(model.log_prob(s, sm, t, tm).double().sum())
         tokens += int(tm.sum())
+    if dist is not None and dist.enabled:
+        nll, tokens = dist.all_reduce_sum([nll, tokens])
+        tokens = int(tokens)
     model.train(was_training)
     return {"nll": nll, "tokens": tokens, "pairs": n, "ppl": math.exp(nll / tokens)}
 
@@ -190,7 +210,13 @@ def train(pairs_dir, out_dir, config: TrainConfig = TrainConfig()) -> TrainSumma
     if not config.resume and last_path.exists():
         raise PhraseRescoreError("this directory already holds a training run; pass --resume to continue it "
                                  "or choose another --out", out)
-    device = resolve_device(config.device)
+    dist = setup_distributed(config.device)
+    device = dist.device
+    if dist.world_size > config.batch_size:
+        raise PhraseRescoreError(f"{dist.world_size} processes (WORLD_SIZE) for a batch of {config.batch_size} "
+                                 "pairs: each rank needs at least one pair; start fewer processes or raise --batch-size")
+    if not dist.is_main:
+        progress.set_quiet(True)        # one progress bar: rank 0's
     vocabs = Vocabularies.load(paths["vocab"])
     train_set, valid_set = load_pairs(paths["train"]), load_pairs(paths["valid"])
     if len(train_set) == 0:
@@ -220,6 +246,12 @@ def train(pairs_dir, out_dir, config: TrainConfig = TrainConfig()) -> TrainSumma
         if changed:
             raise PhraseRescoreError("cannot resume with different settings: " + ", ".join(
                 f"{k} was {old.get(k)!r}, now {getattr(config, k)!r}" for k in changed), last_path)
+        saved_world = ts.get("world_size", 1)
+        if saved_world != dist.world_size:
+            raise PhraseRescoreError(
+                f"cannot resume: last.pt was saved by a run of {saved_world} process(es), this one has "
+                f"{dist.world_size} (WORLD_SIZE); relaunch with {saved_world} in all (torchrun --nnodes x "
+                "--nproc-per-node), or train into another --out", last_path)
         if ts["data_sha256"] != data_hash:
             raise PhraseRescoreError("cannot resume: train.parquet changed since this run started", paths["train"])
         for name, digest in (ts.get("pairs_sha256") or {}).items():
@@ -236,12 +268,16 @@ def train(pairs_dir, out_dir, config: TrainConfig = TrainConfig()) -> TrainSumma
         torch.set_rng_state(ts["torch_rng"])
         state = {k: ts[k] for k in state}
         state["log"] = [dict(r) for r in ts["log"]]
-        _write_log(log_path, state["log"])   # a kill between last.pt and the log leaves the log behind
+        if dist.is_main:
+            _write_log(log_path, state["log"])   # a kill between last.pt and the log leaves the log behind
+
+    log_prob = dist.data_parallel(model, "log_prob")    # gradients averaged over the ranks in backward
 
     def train_state() -> dict:
         return {"config": config.to_dict(), "data_sha256": data_hash, "pairs_sha256": data_hashes,
                 "optimizer": optimizer.state_dict(),
-                "sampler": sampler.state_dict(), "torch_rng": torch.get_rng_state(), **state}
+                "sampler": sampler.state_dict(), "torch_rng": torch.get_rng_state(),
+                "world_size": dist.world_size, **state}
 
     unigram = unigram_perplexity(train_set, valid_set, len(vocabs.target), config.valid_max_pairs)
     params = [p for p in model.parameters()]
@@ -257,16 +293,19 @@ def train(pairs_dir, out_dir, config: TrainConfig = TrainConfig()) -> TrainSumma
 
     def validate_and_save(on_schedule: bool) -> None:
         nonlocal window_loss, window_pairs, window_tokens, last_valid
-        ev = validation_perplexity(model, valid_set, device, config.valid_max_pairs, config.valid_batch_tokens)
+        ev = validation_perplexity(model, valid_set, device, config.valid_max_pairs, config.valid_batch_tokens,
+                                   dist)
         last_valid = ev["ppl"]
         improved = ev["pairs"] > 0 and ev["ppl"] < state["best_valid_ppl"]
         if improved:
             state["best_valid_ppl"] = ev["ppl"]
-            save_checkpoint(best_path, model, vocabs, None)
+            if dist.is_main:
+                save_checkpoint(best_path, model, vocabs, None)
             if on_schedule:
                 state["bad_evals"] = 0
         elif ev["pairs"] == 0:  # no held-out pairs: the model is the latest weights; patience never runs out
-            save_checkpoint(best_path, model, vocabs, None)
+            if dist.is_main:
+                save_checkpoint(best_path, model, vocabs, None)
         elif on_schedule:
             state["bad_evals"] += 1
         train_loss = window_loss / window_pairs if window_pairs else math.nan      # per pair, eq (4)
@@ -276,27 +315,37 @@ def train(pairs_dir, out_dir, config: TrainConfig = TrainConfig()) -> TrainSumma
                              "train_ppl": train_ppl, "valid_ppl": ev["ppl"],
                              "best_valid_ppl": state["best_valid_ppl"], "lr": config.lr})
         window_loss, window_pairs, window_tokens = 0.0, 0, 0
-        save_checkpoint(last_path, model, vocabs, train_state())
-        _write_log(log_path, state["log"])
+        if dist.is_main:
+            save_checkpoint(last_path, model, vocabs, train_state())
+            _write_log(log_path, state["log"])
+        dist.barrier()                  # no rank runs ahead of the checkpoint
         bar.set_postfix(loss=f"{train_loss:.3f}", valid_ppl=f"{ev['ppl']:.2f}", refresh=False)
 
     try:
         while True:
             if state["step"] >= config.max_steps:
                 stop = "max_steps"
-            elif config.time_budget_s is not None and state["elapsed_s"] >= config.time_budget_s:
-                stop = "time_budget"
+            elif config.time_budget_s is not None and dist.broadcast([state["elapsed_s"]])[0] >= config.time_budget_s:
+                stop = "time_budget"    # rank 0's clock decides for all
             elif config.patience is not None and state["bad_evals"] >= config.patience:
                 stop = "patience"
             if stop:
                 break
             t0 = time.monotonic()
-            idx = next(sampler)
-            s, sm, t, tm = train_set.batch(idx, device=device)                 # (B, S), (B, T)
-            loss = -model.log_prob(s, sm, t, tm).mean()                        # eq (4)
-            if not torch.isfinite(loss):
+            idx = next(sampler)                                                # the global batch
+            mine = np.array_split(idx, dist.world_size)[dist.rank] if dist.enabled else idx
+            s, sm, t, tm = train_set.batch(mine, device=device)                # (b, S), (b, T)
+            if dist.enabled:    # this slice's share of eq (4); DDP averages the N ranks' gradients
+                lp_sum = -log_prob(s, sm, t, tm).sum()
+                loss = lp_sum * (dist.world_size / len(idx))
+                loss_sum, n_tokens = dist.all_reduce_sum([lp_sum.item(), tm.sum().item()])
+                loss_value, n_tokens = loss_sum / len(idx), int(n_tokens)
+            else:
+                loss = -log_prob(s, sm, t, tm).mean()                          # eq (4)
+                loss_value, n_tokens = loss.item(), int(tm.sum())
+            if not math.isfinite(loss_value):
                 raise PhraseRescoreError(
-                    f"training loss became {loss.item()} at step {state['step'] + 1}; stopped. The last good "
+                    f"training loss became {loss_value} at step {state['step'] + 1}; stopped. The last good "
                     f"checkpoint is kept in {last_path} (step {_saved_step(last_path)}); try a lower --lr or "
                     "--clip-norm", out)
             optimizer.zero_grad(set_to_none=True)
@@ -309,9 +358,9 @@ def train(pairs_dir, out_dir, config: TrainConfig = TrainConfig()) -> TrainSumma
             optimizer.step()
             state["step"] += 1
             state["pairs_seen"] += len(idx)
-            window_loss += loss.item() * len(idx)
+            window_loss += loss_value * len(idx)
             window_pairs += len(idx)
-            window_tokens += int(tm.sum())
+            window_tokens += n_tokens
             state["elapsed_s"] += time.monotonic() - t0
             bar.update(1)
             if state["step"] % 20 == 0:

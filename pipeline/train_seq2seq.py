@@ -16,6 +16,13 @@
   resumed run continues with exactly the batches an uninterrupted one would have drawn. It also stores the
   settings and the sha256 of every input file: a ``last.pt`` of other settings or other data is refused,
   and the log is rewritten from the checkpoint's history (a killed run may have logged past its last save).
+* Data-parallel under ``torchrun`` (``WORLD_SIZE`` > 1), with DistributedDataParallel: every rank builds the
+  same batches from (seed, epoch) and takes its contiguous slice of each (``numpy.array_split``); rank r's
+  loss is its slice's summed -log p times N / (batch sentences), so DDP's average of the ranks' gradients is
+  the gradient of the whole batch's mean, clipped as one, and SGD takes the single-process step on every rank
+  (up to float rounding). A rank whose slice is empty (a last batch smaller than N) passes one sentence with
+  weight 0. Validation is split across ranks and summed; rank 0 alone writes files. A resume must use the
+  world size ``last.pt`` was saved with.
 """
 from __future__ import annotations
 
@@ -33,10 +40,12 @@ import torch
 from phrase_rescore.core.config import setting
 from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.core.fileio import atomic_open, sha256_file
-from phrase_rescore.core.progress import bar
+from phrase_rescore.core.progress import bar, set_quiet
 
 from .batching import length_batches, pad_batch
-from .device import check_device, resolve_device
+from .device import check_device
+from .distributed import Dist
+from .distributed import setup as setup_distributed
 from .model.checkpoint import BEST, LAST, OLD_BEST, SEQ2SEQ, load_checkpoint, save_checkpoint
 from .model.seq2seq import Seq2Seq, Seq2SeqConfig
 from .sentences import encode_eos, read_parallel
@@ -164,20 +173,28 @@ def _encode_pairs(vocabs: Vocabularies, src, tgt):
 
 
 @torch.no_grad()
-def evaluate_perplexity(model: Seq2Seq, src: list[np.ndarray], tgt: list[np.ndarray], batch_size: int = 128) -> float:
-    """exp(total -log p(target token) / target tokens), ``<eos>`` tokens counted, teacher-forced."""
+def evaluate_perplexity(model: Seq2Seq, src: list[np.ndarray], tgt: list[np.ndarray], batch_size: int = 128,
+                        dist: Dist | None = None) -> float:
+    """exp(total -log p(target token) / target tokens), ``<eos>`` tokens counted, teacher-forced.
+
+    With ``dist`` of several ranks, each scores every N-th batch and the sums are all-reduced."""
     if not src:
         return float("nan")
     was_training = model.training
     model.eval()
     nll, n_tok = 0.0, 0
     order = np.argsort([len(x) + len(y) for x, y in zip(src, tgt)], kind="stable")
-    for i in range(0, len(order), batch_size):
+    starts = range(0, len(order), batch_size)
+    if dist is not None and dist.enabled:
+        starts = starts[dist.rank::dist.world_size]
+    for i in starts:
         idx = order[i:i + batch_size]
         s, sm = pad_batch([src[j] for j in idx], device=model.device)
         t, tm = pad_batch([tgt[j] for j in idx], device=model.device)
         nll -= float(model(s, sm, t, tm).sum())
         n_tok += int(tm.sum())
+    if dist is not None and dist.enabled:
+        nll, n_tok = dist.all_reduce_sum([nll, n_tok])
     model.train(was_training)
     return math.exp(nll / n_tok)
 
@@ -207,7 +224,10 @@ def train(cfg: TrainSeq2SeqConfig) -> TrainSummary:
             raise PhraseRescoreError(f"{name} must be positive, got {v}")
     out = Path(cfg.out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    device = resolve_device(cfg.device)
+    dist = setup_distributed(cfg.device)
+    device = dist.device
+    if not dist.is_main:
+        set_quiet(True)                 # one progress bar: rank 0's
 
     src, tgt = read_parallel(cfg.src, cfg.tgt)
     if cfg.valid_src or cfg.valid_tgt:
@@ -238,15 +258,22 @@ def train(cfg: TrainSeq2SeqConfig) -> TrainSummary:
             raise PhraseRescoreError(f"cannot resume: the checkpoint's model {model.cfg} differs from the "
                                      f"requested one (use another --out-dir or --no-resume)", last_path)
         _check_resumable(cfg, ck.train_state, hashes, last_path)
+        saved_world = ck.train_state.get("world_size", 1)
+        if saved_world != dist.world_size:
+            raise PhraseRescoreError(
+                f"cannot resume: last.pt was saved by a run of {saved_world} process(es), this one has "
+                f"{dist.world_size} (WORLD_SIZE); relaunch with {saved_world} in all (torchrun --nnodes x "
+                "--nproc-per-node), or use another --out-dir or --no-resume", last_path)
         state.update(ck.train_state)
         resumed_from = state["epoch"] + state.get("progress_in_epoch", 0.0)
-        if (out / OLD_BEST).exists() and not best_path.exists():  # a run of the earlier layout: same file, new name
+        if dist.is_main and (out / OLD_BEST).exists() and not best_path.exists():  # the earlier layout's name
             os.replace(out / OLD_BEST, best_path)
     else:
         vocabs = _vocabularies(cfg, src, tgt)
         torch.manual_seed(cfg.seed)
         model = Seq2Seq(_model_config(cfg, vocabs)).to(device)  # uniform init inside, seeded here
-    vocabs.save(out / "vocab.json")
+    if dist.is_main:
+        vocabs.save(out / "vocab.json")
     tr_src, tr_tgt = _encode_pairs(vocabs, src, tgt)
     va_src, va_tgt = _encode_pairs(vocabs, vsrc, vtgt)
     src_len = np.array([len(x) for x in tr_src])
@@ -254,13 +281,18 @@ def train(cfg: TrainSeq2SeqConfig) -> TrainSummary:
 
     opt = torch.optim.SGD(model.parameters(), lr=cfg.lr, momentum=0.0)  # plain SGD: no state to save
     params = [p for p in model.parameters()]
-    _write_log(out / "train_log.jsonl", state["history"])
-    log = open(out / "train_log.jsonl", "a", encoding="utf-8")
+    forward = dist.data_parallel(model)                 # gradients averaged over the ranks in backward
+    log = None
+    if dist.is_main:
+        _write_log(out / "train_log.jsonl", state["history"])
+        log = open(out / "train_log.jsonl", "a", encoding="utf-8")
 
     def save(path, epoch, batch, n_batches):
-        st = dict(state, epoch=epoch, batch=batch, progress_in_epoch=batch / n_batches, train_config=cfg.to_dict(),
-                  data_sha256=hashes)
-        save_checkpoint(path, model, vocabs, st)
+        if dist.is_main:
+            st = dict(state, epoch=epoch, batch=batch, progress_in_epoch=batch / n_batches,
+                      train_config=cfg.to_dict(), data_sha256=hashes, world_size=dist.world_size)
+            save_checkpoint(path, model, vocabs, st)
+        dist.barrier()                  # no rank runs ahead of the checkpoint
 
     model.train()
     tokens_seen, pairs_here, t_train, run_start = 0, 0, 0.0, time.perf_counter()
@@ -282,29 +314,41 @@ def train(cfg: TrainSeq2SeqConfig) -> TrainSummary:
                         g["lr"] = lr
                     idx = batches[b]
                     t0 = time.perf_counter()
-                    s, sm = pad_batch([tr_src[i] for i in idx], device=device)  # (B, S)
-                    t, tm = pad_batch([tr_tgt[i] for i in idx], device=device)  # (B, T)
-                    loss = -model(s, sm, t, tm).sum() / len(idx)  # -log p(T|S), averaged over sentences
+                    mine = np.array_split(idx, dist.world_size)[dist.rank] if dist.enabled else idx
+                    weight = 1.0
+                    if len(mine) == 0:      # fewer sentences than ranks: one sentence, weight 0
+                        mine, weight = idx[:1], 0.0
+                    s, sm = pad_batch([tr_src[i] for i in mine], device=device)  # (b, S)
+                    t, tm = pad_batch([tr_tgt[i] for i in mine], device=device)  # (b, T)
+                    if dist.enabled:    # this slice's share; DDP averages the N ranks' gradients
+                        nll = -forward(s, sm, t, tm).sum() * weight
+                        loss = nll * (dist.world_size / len(idx))
+                        nll_sum, n_tok = dist.all_reduce_sum([nll.item(), tm.sum().item() * weight])
+                        loss_v, n_tok = nll_sum / len(idx), int(n_tok)
+                    else:
+                        loss = -forward(s, sm, t, tm).sum() / len(idx)  # -log p(T|S), averaged over sentences
                     opt.zero_grad(set_to_none=True)
                     loss.backward()
                     gnorm = float(torch.nn.utils.clip_grad_norm_(params, cfg.clip_norm))
                     opt.step()
                     t_train += time.perf_counter() - t0
-                    n_tok = int(tm.sum())
+                    if not dist.enabled:
+                        n_tok = int(tm.sum())
+                        loss_v = float(loss.detach())
                     tokens_seen += n_tok
                     pairs_here += len(idx)
                     state["step"] += 1
-                    loss_v = float(loss.detach())
                     pb.set_postfix(loss=f"{loss_v:.3f}", ppl=f"{math.exp(loss_v * len(idx) / n_tok):.2f}",
                                    lr=f"{lr:.3g}", gnorm=f"{gnorm:.2f}", refresh=False)
                     pb.update(1)
                     if b + 1 in valid_at:
-                        last_ppl = evaluate_perplexity(model, va_src, va_tgt)
+                        last_ppl = evaluate_perplexity(model, va_src, va_tgt, dist=dist)
                         rec = {"epoch": round(epoch + (b + 1) / n_b, 4), "step": state["step"], "lr": lr,
                                "train_loss": loss_v, "valid_ppl": last_ppl}
                         state["history"].append(rec)
-                        log.write(json.dumps(rec) + "\n")
-                        log.flush()
+                        if log is not None:
+                            log.write(json.dumps(rec) + "\n")
+                            log.flush()
                         if last_ppl < state["best_valid_ppl"] or not math.isfinite(state["best_valid_ppl"]):
                             state["best_valid_ppl"] = last_ppl
                             save(best_path, epoch, b + 1, n_b)
@@ -315,7 +359,8 @@ def train(cfg: TrainSeq2SeqConfig) -> TrainSummary:
             state["epoch"], state["batch"] = (epoch + 1, 0) if stop_at == n_b else (epoch, stop_at)
             save(last_path, state["epoch"], state["batch"], n_b)
     finally:
-        log.close()
+        if log is not None:
+            log.close()
     wall = time.perf_counter() - run_start
     return TrainSummary(steps=state["step"], stop_reason="epochs", best_valid_ppl=state["best_valid_ppl"],
                         last_valid_ppl=last_ppl, pairs_per_s=pairs_here / wall if wall > 0 and pairs_here else 0.0,

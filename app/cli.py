@@ -24,7 +24,7 @@ class _Group(click.Group):
     command_class = SettingsCommand  # options generated from a config's settings, on first use
 
     ORDER = ("run", "make-demo-data", "build-smt", "prepare", "train", "sample", "score", "moses-ini", "tune",
-             "evaluate", "decode", "train-seq2seq", "translate", "rescore-nbest")
+             "evaluate", "decode", "train-seq2seq", "translate", "train-cslm", "rescore-nbest")
 
     def format_commands(self, ctx, formatter):
         """List every command with its whole one-line description (click cuts them at 45 characters)."""
@@ -359,6 +359,27 @@ def translate_cmd(source, models, output, scores, **kw):
     s = translate_file(TranslateConfig(list(models), source, output, scores=scores, **values))
     click.echo(f"translated {s.sentences} sentences with {s.models} model(s) in {s.seconds:.1f}s "
                f"({s.unk_source_tokens} unknown source tokens): {s.output}")
+
+
+@main.command("train-cslm")
+@click.argument("corpus", type=click.Path(exists=True, dir_okay=False))
+@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False),
+              help="OUT: model.pt (best), last.pt, train_log.csv, summary.json.")
+@click.option("--valid", type=click.Path(exists=True, dir_okay=False),
+              help="Held-out tokenized text (default: hold out --valid-size sentences of CORPUS).")
+@click.option("--lm", type=click.Path(exists=True, dir_okay=False),
+              help="An ARPA n-gram LM whose perplexity on the same held-out text is reported beside the CSLM's.")
+@options("phrase_rescore.pipeline.train_cslm:TrainCSLMConfig")
+def train_cslm_cmd(corpus, out_dir, valid, lm, **kw):
+    """Train the target-language CSLM (Schwenk's feedforward LM, Cho et al. section 5) on a tokenized CORPUS."""
+    from phrase_rescore.pipeline.train_cslm import TrainCSLMConfig, train_cslm
+
+    cfg = TrainCSLMConfig(**collect(TrainCSLMConfig, kw))
+    _check_paths({"CORPUS": corpus, "--valid": valid, "--lm": lm}, {}, {"--out": out_dir})
+    s = train_cslm(corpus, out_dir, cfg, valid=valid, lm=lm)
+    ngram = "" if s.ngram_valid_ppl is None else f", the n-gram LM's {s.ngram_valid_ppl:.3f}"
+    click.echo(f"{s.steps} steps ({s.stop_reason}), {s.events_per_s:.0f} words/s on {s.device}; validation "
+               f"perplexity {s.best_valid_ppl:.3f} on {s.valid_tokens} tokens{ngram} -> {s.model}")
 
 
 @main.command("rescore-nbest")

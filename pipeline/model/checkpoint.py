@@ -3,16 +3,18 @@
 A checkpoint rebuilds its own model (nanoGPT's ``model_args``): a plain dict of tensors, numbers,
 strings and lists, saved with ``torch.save`` through a temporary file renamed into place, loaded with
 ``torch.load(weights_only=True)`` (no pickled classes). The RNN Encoder-Decoder and Seq2Seq share the
-layout; ``format`` says which model the file holds (:data:`ENCDEC`, :data:`SEQ2SEQ`).
+layout, and so does the target-language CSLM; ``format`` says which model the file holds (:data:`ENCDEC`,
+:data:`SEQ2SEQ`, :data:`CSLM_KIND`).
 
 ==============  =====================================================================
 key             value
 ==============  =====================================================================
-format          ``"phrase-rescore-encdec"`` or ``"phrase-rescore-seq2seq"``
+format          ``"phrase-rescore-encdec"``, ``"phrase-rescore-seq2seq"`` or ``"phrase-rescore-cslm"``
 version         :data:`VERSION`
-config          the model config's ``to_dict()`` (:class:`EncDecConfig`, :class:`Seq2SeqConfig`)
+config          the model config's ``to_dict()`` (:class:`EncDecConfig`, :class:`Seq2SeqConfig`, :class:`CSLMConfig`)
 state_dict      the model's parameters (CPU tensors)
-vocab_json      :meth:`phrase_rescore.pipeline.vocab.Vocabularies.to_json` text, or None
+vocab_json      :meth:`phrase_rescore.pipeline.vocab.Vocabularies.to_json` text (a CSLM:
+                :meth:`CSLMVocab.to_json`), or None
 train_state     the trainer's state for an exact resume (optimizer, sampler, step, ...), or None
 ==============  =====================================================================
 
@@ -36,6 +38,7 @@ from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.core.fileio import atomic_path
 
 from ..vocab import Vocabularies
+from .cslm import CSLM, CSLMConfig, CSLMVocab
 from .encdec import EncDecConfig, RNNEncoderDecoder
 from .seq2seq import Seq2Seq, Seq2SeqConfig
 
@@ -60,15 +63,16 @@ class ModelKind:
 
 ENCDEC = ModelKind("encdec", "phrase-rescore-encdec", "an encoder-decoder", RNNEncoderDecoder, EncDecConfig)
 SEQ2SEQ = ModelKind("seq2seq", "phrase-rescore-seq2seq", "a Seq2Seq", Seq2Seq, Seq2SeqConfig)
-KINDS = {k.format: k for k in (ENCDEC, SEQ2SEQ)}
+CSLM_KIND = ModelKind("cslm", "phrase-rescore-cslm", "a CSLM", CSLM, CSLMConfig)   # vocab_json: CSLMVocab's
+KINDS = {k.format: k for k in (ENCDEC, SEQ2SEQ, CSLM_KIND)}
 
 
 @dataclass
 class Checkpoint:
     """A loaded checkpoint: the model (in eval mode), its vocabularies and its training state."""
 
-    model: RNNEncoderDecoder | Seq2Seq
-    vocabs: Vocabularies | None
+    model: RNNEncoderDecoder | Seq2Seq | CSLM
+    vocabs: Vocabularies | CSLMVocab | None
     train_state: dict | None
     path: Path
     kind: ModelKind
@@ -82,7 +86,8 @@ def model_kind(model: torch.nn.Module) -> ModelKind:
     raise TypeError(f"no checkpoint format for a {type(model).__name__}")
 
 
-def save_checkpoint(path: str | os.PathLike, model: RNNEncoderDecoder | Seq2Seq, vocabs: Vocabularies | None,
+def save_checkpoint(path: str | os.PathLike, model: RNNEncoderDecoder | Seq2Seq | CSLM,
+                    vocabs: Vocabularies | CSLMVocab | None,
                     train_state: dict | None = None) -> None:
     """Write ``model`` (+ vocabulary, + training state) to ``path`` atomically."""
     ckpt = {
@@ -192,7 +197,11 @@ def load_checkpoint(path: str | os.PathLike, device="cpu", kind: ModelKind | Non
     check_finite_weights(ckpt["state_dict"], p)
     model.to(device).eval()
     vocabs = None
-    if ckpt.get("vocab_json"):
+    if ckpt.get("vocab_json") and kind is CSLM_KIND:
+        vocabs = CSLMVocab.from_json(ckpt["vocab_json"], f"{p} (vocabulary)")
+        if len(vocabs) != cfg.vocab_size:
+            raise PhraseRescoreError(f"vocabulary size {len(vocabs)} differs from the model's {cfg.vocab_size}", p)
+    elif ckpt.get("vocab_json"):
         vocabs = Vocabularies.from_json(ckpt["vocab_json"], f"{p} (vocabulary)")
         if (len(vocabs.source), len(vocabs.target)) != model.vocab_sizes:
             raise PhraseRescoreError(f"vocabulary sizes {len(vocabs.source)}/{len(vocabs.target)} differ from the "

@@ -1,0 +1,293 @@
+"""``phrase-rescore train-cslm``: fit the target-language CSLM (:mod:`phrase_rescore.pipeline.model.cslm`)
+to a tokenized corpus, and compare its held-out perplexity with the n-gram LM's.
+
+Every word of every sentence and its final ``</s>`` is one training event (the previous n-1 words, padded
+with ``<s>``, predict it); the loss is the mean cross-entropy of the network's class (a word of the
+shortlist, ``</s>`` or the ``<unk>`` class) over a minibatch of events. Schwenk trained his CSLMs with
+stochastic back-propagation; this trainer uses Adam (lr 1e-3), which reaches a given perplexity in far
+fewer updates on a CPU, and dropout for small corpora. The events of each epoch are a permutation that
+is a function of (seed, epoch).
+
+Outputs in ``out_dir``: ``model.pt`` (the lowest validation perplexity), ``last.pt`` (the latest state:
+weights, Adam's state, the epoch and batch position, the torch RNG state, the log), ``train_log.csv``
+(step, training loss, validation perplexity) and ``summary.json``. ``--resume`` continues from
+``last.pt`` with the same batches, optimizer state and dropout masks as a run that never stopped.
+
+Perplexity (the CSLM's and, with ``--lm``, the n-gram LM's through KenLM) is per token of the held-out
+text, ``</s>`` counted and ``<s>`` not, as KenLM's ``query`` counts; the CSLM's includes log q of the
+words outside its shortlist, so both are perplexities of the same words.
+"""
+from __future__ import annotations
+
+import collections
+import csv
+import dataclasses
+import json
+import math
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from phrase_rescore.core import progress
+from phrase_rescore.core.config import setting
+from phrase_rescore.core.errors import PhraseRescoreError
+from phrase_rescore.core.fileio import atomic_open, read_sentences, sha256_file
+
+from .device import check_device, resolve_device
+from .model.checkpoint import BEST, CSLM_KIND, LAST, read_checkpoint, save_checkpoint
+from .model.cslm import CSLM, CSLMConfig, CSLMVocab, corpus_events
+
+LOG_COLUMNS = ["step", "epoch", "elapsed_s", "train_loss", "valid_ppl", "best_valid_ppl"]
+
+
+@dataclass
+class TrainCSLMConfig:
+    """Options of ``phrase-rescore train-cslm`` and the workflow's ``[train-cslm]``."""
+
+    preset: str = setting("small", choices=tuple(CSLMConfig.PRESETS),
+                          help="Model sizes. paper: embeddings 512, rectifier layers 1,536 and 1,024 (Cho et al. "
+                               "section 5); small: 64, 256, 128.")
+    emb_dim: int | None = setting(None, type=int, at_least=1, help="Override the preset's embedding size.")
+    hidden1: int | None = setting(None, type=int, at_least=1, help="Override the preset's first layer.")
+    hidden2: int | None = setting(None, type=int, at_least=1, help="Override the preset's second layer.")
+    order: int = setting(7, at_least=2, help="n: the previous n-1 words are the context (the paper: 7).")
+    shortlist: int = setting(8192, at_least=1, help="Most frequent words the softmax names; the rest share <unk>.")
+    dropout: float = setting(0.2, at_least=0, below=1, help="Dropout on embeddings and hidden layers in training.")
+    batch_size: int = setting(256, at_least=1, help="Events (words) per update.")
+    lr: float = setting(1e-3, above=0, help="Adam's learning rate.")
+    max_steps: int = setting(100_000, at_least=1, help="Stop after this many updates.")
+    time_budget_s: float | None = setting(None, above=0, type=float,
+                                          help="Stop after this many seconds of training (this and earlier runs).")
+    patience: int | None = setting(5, at_least=0, optional=True,
+                                   help="Stop after this many validations without improvement (0: never).")
+    valid_every: int = setting(500, at_least=1, help="Updates between validations and checkpoints.")
+    valid_size: int = setting(1000, at_least=1, help="Sentences held out of the corpus when no --valid is given.")
+    seed: int = setting(1, at_least=0, help="Initial weights, batch order and dropout.")
+    device: str = setting("auto", help="auto (CUDA when present), cpu, cuda or cuda:N.")
+    resume: bool = setting(False, workflow=False, help="Continue exactly from OUT/last.pt.")
+
+    TRAJECTORY = ("preset", "emb_dim", "hidden1", "hidden2", "order", "shortlist", "dropout", "batch_size", "lr",
+                  "valid_every", "valid_size", "seed")
+
+    def __post_init__(self):
+        if self.patience == 0:
+            self.patience = None
+
+    @staticmethod
+    def check_settings(values: dict, name) -> None:
+        """The device exists."""
+        check_device(values, name)
+
+    def model_config(self, vocab_size: int) -> CSLMConfig:
+        over = {k: getattr(self, k) for k in ("emb_dim", "hidden1", "hidden2") if getattr(self, k) is not None}
+        return CSLMConfig.preset(self.preset, vocab_size, order=self.order, dropout=self.dropout, **over)
+
+
+@dataclass
+class CSLMSummary:
+    """What ``train-cslm`` reports (``summary.json``); perplexities per held-out token, ``</s>`` counted."""
+
+    steps: int
+    stop_reason: str
+    best_valid_ppl: float
+    last_valid_ppl: float
+    ngram_valid_ppl: float | None
+    valid_sentences: int
+    valid_tokens: int
+    valid_source: str           # the --valid file, or "held out of the corpus"
+    shortlist: int
+    oos_types: int
+    events_per_s: float
+    seconds: float
+    out_dir: str
+    model: str
+    device: str
+    lm: str | None = None
+    history: list = dataclasses.field(default_factory=list)
+
+
+def _split(sentences: list[list[str]], valid_size: int, seed: int) -> tuple[list, list]:
+    k = min(valid_size, len(sentences) // 10)
+    held = set(np.random.default_rng([seed, 10 ** 6]).permutation(len(sentences))[:k].tolist())
+    return ([s for i, s in enumerate(sentences) if i not in held], [s for i, s in enumerate(sentences) if i in held])
+
+
+@torch.no_grad()
+def cslm_perplexity(model: CSLM, ctx: np.ndarray, tgt: np.ndarray, extra: np.ndarray, batch: int = 2048) -> float:
+    """exp(-mean log p(w|h)) over events: the network's class log-probability plus log q (outside the shortlist)."""
+    if len(tgt) == 0:
+        return float("nan")
+    was = model.training
+    model.eval()
+    total = float(extra.sum())
+    for i in range(0, len(tgt), batch):
+        c = torch.from_numpy(ctx[i:i + batch]).to(model.device)
+        t = torch.from_numpy(tgt[i:i + batch]).to(model.device)
+        total += float(model(c).gather(1, t[:, None]).double().sum())
+    model.train(was)
+    return math.exp(-total / len(tgt))
+
+
+def ngram_perplexity(arpa: str | os.PathLike, sentences) -> float:
+    """The n-gram LM's perplexity (KenLM, ``</s>`` counted, ``<s>`` not) of tokenized sentences."""
+    from phrase_rescore.moses_integration.embedded.lm import load_lm, perplexity
+
+    return perplexity(load_lm(arpa), sentences)
+
+
+def _write_log(path: Path, rows: list[dict]) -> None:
+    with atomic_open(path, "w") as f:
+        w = csv.DictWriter(f, fieldnames=LOG_COLUMNS, lineterminator="\n")
+        w.writeheader()
+        w.writerows(rows)
+
+
+def train_cslm(corpus: str | os.PathLike, out_dir: str | os.PathLike, config: TrainCSLMConfig = TrainCSLMConfig(),
+               valid: str | os.PathLike | None = None, lm: str | os.PathLike | None = None) -> CSLMSummary:
+    """Train (or, with ``config.resume``, continue) the CSLM on the tokenized ``corpus``.
+
+    :param valid: held-out tokenized text; without it ``valid_size`` sentences of the corpus are held out.
+    :param lm: an ARPA (or KenLM binary) n-gram LM whose perplexity on the same held-out text is reported.
+    """
+    t_start = time.monotonic()
+    out = Path(out_dir)
+    last_path, best_path, log_path = out / LAST, out / BEST, out / "train_log.csv"
+    if config.resume and not last_path.exists():
+        raise PhraseRescoreError("nothing to resume: no last.pt here", out)
+    if not config.resume and last_path.exists():
+        raise PhraseRescoreError("this directory already holds a training run; pass --resume to continue it "
+                                 "or choose another --out", out)
+    device = resolve_device(config.device)
+    sentences = read_sentences(corpus)
+    if valid is not None:
+        train_sents, valid_sents = sentences, read_sentences(valid)
+    else:
+        train_sents, valid_sents = _split(sentences, config.valid_size, config.seed)
+    train_sents = [s for s in train_sents if s] or train_sents
+    if not any(train_sents):
+        raise PhraseRescoreError("no training sentences (the corpus is empty)", corpus)
+    hashes = {"corpus": sha256_file(corpus), "valid": sha256_file(valid) if valid is not None else None}
+    counts = collections.Counter(w for s in train_sents for w in s)
+    vocab = CSLMVocab.build(counts, config.shortlist)
+    try:
+        mcfg = config.model_config(len(vocab))
+    except ValueError as e:
+        raise PhraseRescoreError(f"bad model settings: {e}") from None
+    ctx, tgt, _ = corpus_events(vocab, train_sents, mcfg.context)
+    vctx, vtgt, vextra = corpus_events(vocab, valid_sents, mcfg.context)
+    ngram_ppl = ngram_perplexity(lm, valid_sents) if lm is not None and len(vtgt) else None
+
+    torch.manual_seed(config.seed)
+    model = CSLM(mcfg).to(device)
+    model.train()
+    opt = torch.optim.Adam(model.parameters(), lr=config.lr)
+    state = {"step": 0, "epoch": 0, "batch": 0, "elapsed_s": 0.0, "best_valid_ppl": math.inf, "bad_evals": 0,
+             "log": []}
+    if config.resume:
+        ck = read_checkpoint(last_path, device, CSLM_KIND)
+        ts = ck.get("train_state") or {}
+        if not ts:
+            raise PhraseRescoreError("last.pt holds no training state", last_path)
+        changed = [k for k in TrainCSLMConfig.TRAJECTORY if ts["config"].get(k) != getattr(config, k)]
+        if changed:
+            raise PhraseRescoreError("cannot resume with different settings: " + ", ".join(
+                f"{k} was {ts['config'].get(k)!r}, now {getattr(config, k)!r}" for k in changed), last_path)
+        if ts["data_sha256"] != hashes:
+            raise PhraseRescoreError("cannot resume: the corpus or the validation text changed since this run "
+                                     "started", last_path)
+        model.load_state_dict(ck["state_dict"])
+        opt.load_state_dict(ts["optimizer"])
+        torch.set_rng_state(ts["torch_rng"])
+        state = {k: ts[k] for k in state}
+        state["log"] = [dict(r) for r in ts["log"]]
+        _write_log(log_path, state["log"])
+    out.mkdir(parents=True, exist_ok=True)
+
+    def train_state() -> dict:
+        return {"config": dataclasses.asdict(config), "data_sha256": hashes, "optimizer": opt.state_dict(),
+                "torch_rng": torch.get_rng_state(), **state}
+
+    n = len(tgt)
+    n_batches = math.ceil(n / config.batch_size)
+    window_loss, window_n, last_valid, stop = 0.0, 0, math.nan, None
+    start_step, run_start = state["step"], time.monotonic()
+    pb = progress.bar(total=config.max_steps, desc="train-cslm", unit="step", initial=state["step"])
+
+    def validate_and_save(on_schedule: bool) -> None:
+        nonlocal window_loss, window_n, last_valid
+        last_valid = cslm_perplexity(model, vctx, vtgt, vextra)
+        if not len(vtgt) or last_valid < state["best_valid_ppl"]:
+            state["best_valid_ppl"] = last_valid if len(vtgt) else state["best_valid_ppl"]
+            save_checkpoint(best_path, model, vocab, None)
+            state["bad_evals"] = 0 if on_schedule else state["bad_evals"]
+        elif on_schedule:
+            state["bad_evals"] += 1
+        state["log"].append({"step": state["step"], "epoch": round(state["epoch"] + state["batch"] / n_batches, 4),
+                             "elapsed_s": round(state["elapsed_s"], 3),
+                             "train_loss": window_loss / window_n if window_n else math.nan,
+                             "valid_ppl": last_valid, "best_valid_ppl": state["best_valid_ppl"]})
+        window_loss, window_n = 0.0, 0
+        save_checkpoint(last_path, model, vocab, train_state())
+        _write_log(log_path, state["log"])
+        pb.set_postfix(valid_ppl=f"{last_valid:.2f}", refresh=False)
+
+    perm = None
+    try:
+        while True:
+            if state["step"] >= config.max_steps:
+                stop = "max_steps"
+            elif config.time_budget_s is not None and state["elapsed_s"] >= config.time_budget_s:
+                stop = "time_budget"
+            elif config.patience is not None and state["bad_evals"] >= config.patience:
+                stop = "patience"
+            if stop:
+                break
+            t0 = time.monotonic()
+            if perm is None or state["batch"] == 0:
+                perm = np.random.default_rng([config.seed, state["epoch"]]).permutation(n)
+            idx = perm[state["batch"] * config.batch_size:(state["batch"] + 1) * config.batch_size]
+            c = torch.from_numpy(ctx[idx]).to(device)
+            t = torch.from_numpy(tgt[idx]).to(device)
+            loss = torch.nn.functional.nll_loss(model(c), t)
+            if not torch.isfinite(loss):
+                raise PhraseRescoreError(f"training loss became {loss.item()} at step {state['step'] + 1}; stopped "
+                                         "(try a lower --lr)", out)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            state["step"] += 1
+            state["batch"] += 1
+            if state["batch"] == n_batches:
+                state["epoch"], state["batch"] = state["epoch"] + 1, 0
+            window_loss += loss.item() * len(idx)
+            window_n += len(idx)
+            state["elapsed_s"] += time.monotonic() - t0
+            pb.update(1)
+            if state["step"] % 50 == 0:
+                pb.set_postfix(loss=f"{window_loss / window_n:.3f}", valid_ppl=f"{last_valid:.2f}", refresh=False)
+            if state["step"] % config.valid_every == 0:
+                validate_and_save(on_schedule=True)
+        if not state["log"] or state["log"][-1]["step"] != state["step"]:
+            validate_and_save(on_schedule=False)
+    finally:
+        pb.close()
+    wall = time.monotonic() - run_start
+    steps_here = state["step"] - start_step
+    summary = CSLMSummary(
+        steps=state["step"], stop_reason=stop, best_valid_ppl=state["best_valid_ppl"], last_valid_ppl=last_valid,
+        ngram_valid_ppl=ngram_ppl, valid_sentences=len(valid_sents), valid_tokens=int(len(vtgt)),
+        valid_source=os.fspath(valid) if valid is not None else "held out of the corpus",
+        shortlist=len(vocab) - 3, oos_types=len(vocab.oos_words),
+        events_per_s=steps_here * config.batch_size / wall if wall > 0 and steps_here else 0.0,
+        seconds=time.monotonic() - t_start, out_dir=os.fspath(out), model=os.fspath(best_path), device=str(device),
+        lm=None if lm is None else os.fspath(lm), history=[dict(r) for r in state["log"]])
+    with atomic_open(out / "summary.json", "w") as f:
+        json.dump({k: v for k, v in dataclasses.asdict(summary).items() if k not in ("history", "seconds",
+                                                                                    "events_per_s")},
+                  f, indent=2, sort_keys=True)
+        f.write("\n")
+    return summary

@@ -243,11 +243,11 @@ def test_nbest_equals_exhaustive_enumeration(system, sentence):
 def test_refuses_unsupported_feature(system, tmp_path):
     text = open(system(6)).read().replace(
         "Distortion\n", "Distortion\nLexicalReordering name=LexicalReordering0 num-features=6 "
-        "type=wbe-msd-bidirectional-fe-allff input-factor=0 output-factor=0 path=x\n")
+        "type=hier-mslr-bidirectional-fe-allff input-factor=0 output-factor=0 path=x\n")
     text = text.replace("LM0= 0.5\n", "LM0= 0.5\nLexicalReordering0= 1 1 1 1 1 1\n")
     p = tmp_path / "bad.ini"
     p.write_text(text)
-    with pytest.raises(PhraseRescoreError, match="LexicalReordering"):
+    with pytest.raises(PhraseRescoreError, match="LexicalReordering0: type=hier-mslr.*hierarchical"):
         Decoder.from_ini(p, progress=False)
 
 

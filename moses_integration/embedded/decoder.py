@@ -36,7 +36,7 @@ from phrase_rescore.core.progress import bar
 from ..moses_values import format_moses_float
 from .features import UNKNOWN_SCORE, DecoderSpec, load_decoder_spec
 from .search import Hypothesis, SearchParams, kbest_paths, path_of, search
-from .translation_options import LanguageModel, OptionTable, PhraseTable, source_phrases
+from .translation_options import LanguageModel, OptionTable, PhraseTable, ReorderingTable, source_phrases
 
 
 @dataclass
@@ -121,6 +121,7 @@ class Decoder:
         keep = None if sentences is None else source_phrases(sentences, self.config.max_phrase_length)
         self.lm = LanguageModel(spec.lm_path)
         self.table = PhraseTable(spec, keep, progress=progress)
+        self.reordering = None if spec.reordering is None else ReorderingTable(spec.reordering, keep, progress)
         self.set_weights(spec.weights)
 
     @classmethod
@@ -138,7 +139,7 @@ class Decoder:
         w = np.asarray(weights, dtype=np.float64)
         if w.shape != (self.spec.dim,):
             raise PhraseRescoreError(f"expected {self.spec.dim} weights, got {w.shape}")
-        self.options = OptionTable(self.table, self.lm, self.spec, w, self.config.table_limit)
+        self.options = OptionTable(self.table, self.lm, self.spec, w, self.config.table_limit, self.reordering)
         self.params = SearchParams(self.config.stack_size, self.config.beam_threshold,
                                    self.config.distortion_limit, self.config.max_phrase_length)
 
@@ -146,8 +147,13 @@ class Decoder:
         """The feature vector of a path, computed step by step as Moses accumulates it."""
         ix = self.options.index
         h = np.zeros(self.spec.dim)
+        lr = self.spec.reordering
+        prev = None
         for s in steps:
             o = s.opt
+            if lr is not None:
+                self._add_reordering(h[ix.reordering], lr, prev, o)
+                prev = o
             if o.unknown:
                 if ix.unknown is not None:
                     h[ix.unknown] += UNKNOWN_SCORE
@@ -161,6 +167,22 @@ class Decoder:
             if ix.phrase_penalty is not None:
                 h[ix.phrase_penalty] += 1
         return h
+
+    @staticmethod
+    def _add_reordering(h: np.ndarray, lr, prev, o) -> None:
+        """Add the LexicalReordering values of placing ``o`` after ``prev`` (None: ``o`` is the first
+        phrase) to ``h`` (the model's components): ``o``'s backward score, ``prev``'s forward score."""
+        if prev is None:
+            if lr.backward:
+                ori = lr.first_orientation(o.start)
+                h[ori] += o.lr.values[ori]
+            return
+        ori = lr.orientation(prev.start, prev.end, o.start, o.end)
+        if lr.backward:
+            h[ori] += o.lr.values[ori]
+        if lr.forward:
+            f = lr.forward_offset + ori
+            h[f] += prev.lr.values[f]
 
     def translate(self, words: Sequence[str], nbest: int = 0) -> Translation:
         """Translate one tokenized sentence; ``nbest`` > 0 also returns up to that many candidates."""

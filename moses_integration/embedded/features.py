@@ -1,8 +1,9 @@
 """The feature functions of the embedded decoder, valued exactly as Moses values them.
 
-A system is the moses.ini subset that ``build-smt`` writes: one ``PhraseDictionaryMemory`` (any
-``num-features``), one ``KENLM``, ``Distortion``, ``WordPenalty``, ``PhrasePenalty`` and
-``UnknownWordPenalty``. Anything else is refused, naming the feature.
+A system is the moses.ini subset that ``build-smt`` and ``train-model.perl`` write: one
+``PhraseDictionaryMemory`` (any ``num-features``), one ``KENLM``, ``Distortion``, ``WordPenalty``,
+``PhrasePenalty``, ``UnknownWordPenalty`` and optionally one ``LexicalReordering``. Anything else is refused,
+naming the feature.
 
 Feature values (Moses sources in brackets):
 
@@ -16,9 +17,30 @@ Feature values (Moses sources in brackets):
 * ``UnknownWordPenalty0``: ``FloorScore(TransformScore(0)) = -100`` per source word with no
   one-word translation, copied through unchanged. The feature is not tuneable in Moses
   (``m_tuneable = false``), so it is not printed in n-best lists and MERT leaves its weight alone.
+* ``LexicalReordering0`` (``moses/FF/LexicalReordering/``): phrase-based orientation models. The type
+  string (``LRModel.cpp``) names the orientation classes (``msd``: monotone, swap, discontinuous;
+  ``monotonicity``: monotone, non-monotone), the direction (``backward``, ``forward``, ``bidirectional``)
+  and the conditioning (``fe``: the table is keyed by source and target phrase). ``wbe`` (word-based
+  extraction) and ``phrase`` only say how the table was extracted: at decoding time Moses uses the
+  phrase-based state for both (``m_phraseBased = true``). ``allff`` keeps one feature per orientation
+  and direction, which is also the default (``collapseff``, one feature per direction, is refused), so
+  ``wbe-msd-bidirectional-fe-allff`` and ``msd-bidirectional-fe`` are the same six features: backward
+  M, S, D, then forward M, S, D, in the table's column order. Orientation of phrase ``cur`` after
+  ``prev`` (``LRModel::GetOrientation``, no coverage involved): M when ``cur.start == prev.end + 1``,
+  S when ``prev.start == cur.end + 1``, else D (monotonicity: M, else NM); the first phrase is M when it
+  starts at 0, else D (NM). The backward score of each new phrase is the table value of *its* pair
+  for that orientation; the forward score of the previous phrase is the value of the *previous*
+  pair for the same orientation, added when the next phrase is placed (``PhraseBasedReorderingState::
+  Expand``, ``LRState::CopyScores``). The first phrase has no forward score and nothing is scored at the
+  end of the sentence, so the last phrase's forward score is never added. A pair that is not in the
+  table (unknown words included) adds 0, or the ``default-scores=`` value when the line gives one
+  (``TransformScore`` of it, no floor). Table values are ``FloorScore(TransformScore(p))`` like the
+  phrase table's (``LexicalReorderingTableMemory::LoadFromFile``). Recombination state
+  (``PhraseBasedReorderingState::operator==``): the previous phrase's source range, and for the forward
+  direction also the previous pair's forward scores (``ComparePrevScores``: equal values, or both missing).
 
-The n-best feature order is Moses's ``OutputAllFeatureScores``: stateful features (Distortion, KENLM) in
-[feature] order, then stateless ones (WordPenalty, PhrasePenalty, the phrase table) in [feature] order.
+The n-best feature order is Moses's ``OutputAllFeatureScores``: stateful features (LexicalReordering,
+Distortion, KENLM) in [feature] order, then stateless ones (WordPenalty, PhrasePenalty, the phrase table) in [feature] order.
 """
 from __future__ import annotations
 
@@ -36,7 +58,7 @@ from ..moses_values import LOWEST_SCORE, format_moses_float
 LN10 = math.log(10.0)           # TransformLMScore multiplies by 2.30258509299405
 UNKNOWN_SCORE = LOWEST_SCORE    # FloorScore(TransformScore(0))
 
-STATEFUL = ("Distortion", "KENLM")
+STATEFUL = ("Distortion", "KENLM", "LexicalReordering")
 STATELESS = ("UnknownWordPenalty", "WordPenalty", "PhrasePenalty", "PhraseDictionaryMemory")
 REQUIRED = ("KENLM", "PhraseDictionaryMemory")
 
@@ -50,6 +72,125 @@ class FeatureSpec:
     size: int               # number of dense components
     tuneable: bool          # printed in n-best lists and tuned by MERT
     offset: int = 0         # first index in the full feature vector
+
+
+#: LexicalReordering type-string parts the decoder refuses, with why (``LRModel::LRModel``).
+_LR_REFUSED = {
+    "hier": "hierarchical reordering (HReordering*State) is not implemented",
+    "mslr": "the mslr orientation classes are not implemented",
+    "leftright": "the leftright orientation classes are not implemented",
+    "f": "conditioning on the source phrase alone (f) is not implemented; use fe",
+    "collapseff": "collapsed scores (collapseff) are not implemented; use allff",
+}
+#: LexicalReordering line arguments the decoder reads (the others are refused, as Moses refuses unknown ones).
+_LR_ARGS = ("name", "num-features", "type", "path", "input-factor", "output-factor", "default-scores",
+            "tuneable", "verbosity")
+
+
+@dataclass
+class ReorderingModel:
+    """A ``LexicalReordering`` feature: phrase-based orientation scores from a reordering table.
+
+    Its ``size`` components are the backward classes then the forward classes (one block when the model
+    has one direction); ``classes`` is 3 for msd (M, S, D) and 2 for monotonicity (M, NM). Table column
+    ``offset + orientation`` is feature component ``offset + orientation`` (``LRState::CopyScores``).
+    """
+
+    name: str
+    type: str
+    path: str
+    classes: int
+    backward: bool
+    forward: bool
+    msd: bool
+    default_scores: tuple[float, ...] | None = None   # TransformScore(v), used for pairs not in the table
+
+    @property
+    def size(self) -> int:
+        return self.classes * (int(self.backward) + int(self.forward))
+
+    @property
+    def forward_offset(self) -> int:
+        """First component of the forward block (0 for a forward-only model)."""
+        return self.classes if self.backward else 0
+
+    def first_orientation(self, start: int) -> int:
+        """Orientation of the sentence's first phrase (``LRModel::GetOrientation(cur)``): M at 0, else D / NM."""
+        if start == 0:
+            return 0
+        return 2 if self.msd else 1
+
+    def orientation(self, prev_start: int, prev_end: int, start: int, end: int) -> int:
+        """Orientation of phrase ``[start, end]`` after ``[prev_start, prev_end]``
+        (``LRModel::GetOrientation(prev, cur)``): M (0), S / NM (1), D (2)."""
+        if start == prev_end + 1:
+            return 0
+        if not self.msd:
+            return 1
+        if prev_start == end + 1:
+            return 1
+        return 2
+
+
+def parse_reordering(f, ini_path: str) -> ReorderingModel:
+    """A ``LexicalReordering`` feature line as :class:`ReorderingModel`; refuses what is not implemented,
+    by name."""
+    where = (ini_path, f.line_no or None)
+    for k, _ in f.args:
+        if k not in _LR_ARGS:
+            raise PhraseRescoreError(f"{f.name}: argument {k}= is not supported by the embedded decoder "
+                                     f"(it reads {', '.join(_LR_ARGS)})", *where)
+    type_ = f.get("type")
+    if not type_:
+        raise PhraseRescoreError(f"{f.name}: expected type=... (e.g. wbe-msd-bidirectional-fe-allff)", *where)
+    model = None
+    direction = "backward"
+    condition = None
+    for part in type_.split("-"):
+        if part in _LR_REFUSED:
+            raise PhraseRescoreError(f"{f.name}: type={type_}: {_LR_REFUSED[part]} in the embedded decoder; "
+                                     f"use --backend moses for this system", *where)
+        if part in ("phrase", "wbe"):
+            continue
+        if part in ("msd", "monotonicity"):
+            model = part
+        elif part in ("unidirectional", "backward"):
+            direction = "backward"
+        elif part in ("forward", "bidirectional"):
+            direction = part
+        elif part == "fe":
+            condition = part
+        elif part == "allff":
+            continue
+        else:
+            raise PhraseRescoreError(f"{f.name}: type={type_}: unknown part {part!r} (expected e.g. "
+                                     f"wbe-msd-bidirectional-fe-allff)", *where)
+    if model is None:
+        raise PhraseRescoreError(f"{f.name}: type={type_} names no orientation model (msd or monotonicity)",
+                                 *where)
+    if condition is None:
+        raise PhraseRescoreError(f"{f.name}: type={type_} names no conditioning (expected fe)", *where)
+    for key in ("input-factor", "output-factor"):
+        if f.get(key, "0") != "0":
+            raise PhraseRescoreError(f"{f.name}: factored models are not supported ({key}={f.get(key)})", *where)
+    lr = ReorderingModel(f.name, type_, f.get("path", ""), 3 if model == "msd" else 2,
+                         direction in ("backward", "bidirectional"), direction in ("forward", "bidirectional"),
+                         model == "msd")
+    n = f.get("num-features")
+    if n is not None and n != str(lr.size):
+        raise PhraseRescoreError(f"{f.name}: type={type_} has {lr.size} features, but num-features={n}", *where)
+    ds = f.get("default-scores")
+    if ds is not None:
+        try:
+            vals = [float(x) for x in ds.split(",")]
+        except ValueError:
+            raise PhraseRescoreError(f"{f.name}: default-scores={ds}: expected {lr.size} comma-separated "
+                                     f"probabilities", *where) from None
+        if len(vals) != lr.size or any(not v > 0 for v in vals):
+            raise PhraseRescoreError(f"{f.name}: default-scores={ds}: expected {lr.size} comma-separated "
+                                     f"probabilities > 0", *where)
+        lr.default_scores = tuple(math.log(v) for v in vals)
+    return lr
 
 
 @dataclass
@@ -69,6 +210,7 @@ class DecoderSpec:
     lm_path: str
     distortion_limit: int
     ini_options: dict[str, str] = field(default_factory=dict)  # other one-value sections, e.g. "stack"
+    reordering: ReorderingModel | None = None                    # the LexicalReordering feature, if any
 
     @property
     def dim(self) -> int:
@@ -121,7 +263,7 @@ def load_decoder_spec(ini_path: str | os.PathLike, ini: MosesIni | None = None) 
     ini.check_weights_match()
     weights = ini.weights
     stateful, stateless, untuneable = [], [], []
-    pt = lm = None
+    pt = lm = lr = None
     seen: dict[str, int] = {}
     for f in ini.features:
         if f.type not in STATEFUL + STATELESS:
@@ -149,6 +291,9 @@ def load_decoder_spec(ini_path: str | os.PathLike, ini: MosesIni | None = None) 
                                          ini_path, f.line_no or None)
             size = 1
             lm = f
+        elif f.type == "LexicalReordering":
+            lr = parse_reordering(f, ini_path)
+            size = lr.size
         else:
             size = 1
         tuneable = f.type != "UnknownWordPenalty" and f.get("tuneable", "true").lower() != "false"
@@ -181,7 +326,13 @@ def load_decoder_spec(ini_path: str | os.PathLike, ini: MosesIni | None = None) 
         w.extend(vals)
     pt_path = _resolve(pt.get("path", ""), ini_path)
     lm_path = _resolve(lm.get("path", ""), ini_path)
-    for what, p, feat in (("phrase table", pt_path, pt), ("language model", lm_path, lm)):
+    checks = [("phrase table", pt_path, pt), ("language model", lm_path, lm)]
+    if lr is not None:
+        lr.path = _resolve(lr.path, ini_path)
+        if not os.path.exists(lr.path) and os.path.exists(lr.path + ".gz"):
+            lr.path += ".gz"   # LexicalReorderingTableMemory::LoadFromFile tries PATH, then PATH.gz
+        checks.append(("reordering table", lr.path, ini.feature(lr.name)))
+    for what, p, feat in checks:
         if not p or not os.path.exists(p):
             raise PhraseRescoreError(f"{feat.name}: {what} file {p!r} not found", ini_path, feat.line_no or None)
     dl = ini.get_value("distortion-limit")
@@ -200,4 +351,4 @@ def load_decoder_spec(ini_path: str | os.PathLike, ini: MosesIni | None = None) 
         if v is not None:
             opts[sec] = v
     return DecoderSpec(ini_path, features, np.asarray(w, dtype=np.float64), pt_path, pt.num_features,
-                      table_limit, lm_path, distortion_limit, opts)
+                      table_limit, lm_path, distortion_limit, opts, lr)

@@ -6,7 +6,14 @@ estimate of the uncovered spans) is below ``best + ln(beam_threshold)`` or below
 stack's last kept hypothesis after a prune is discarded; once a stack holds ``2 * stack_size`` it is
 pruned to ``stack_size``, and again before it is expanded. Two hypotheses with the same coverage, LM
 state and last covered source position are recombined: the better one stays, the other becomes an arc
-of it (kept for n-best lists, as Moses keeps ``m_arcList``).
+of it (kept for n-best lists, as Moses keeps ``m_arcList``). With a LexicalReordering model the state
+also holds the last phrase's source start and, for a forward model, the last pair's forward table
+values (``PhraseBasedReorderingState::operator==``).
+
+LexicalReordering scores each new phrase when it is placed: its own backward score for its orientation
+after the previous phrase, plus the previous phrase's forward score for the same orientation (see
+:mod:`.features`); they are known before the LM is consulted, so they join the option's static score in
+the beam bound.
 
 Reordering follows ``SearchNormal::ProcessOneHypothesis``: a phrase may start at most
 ``distortion_limit`` words away from where the previous one ended, and a phrase that does not start at
@@ -65,20 +72,26 @@ class Hypothesis:
 class _Stack:
     """A hypothesis stack with Moses's lazy pruning and recombination (``HypothesisStackNormal``)."""
 
-    __slots__ = ("hyps", "best", "worst", "max_size", "beam", "keep_arcs")
+    __slots__ = ("hyps", "best", "worst", "max_size", "beam", "keep_arcs", "lr_state")
 
-    def __init__(self, max_size: int, beam: float, keep_arcs: bool):
+    def __init__(self, max_size: int, beam: float, keep_arcs: bool, lr_state: int = 0):
         self.hyps: dict = {}
         self.best = -math.inf
         self.worst = -math.inf
         self.max_size = max_size
         self.beam = beam            # ln(beam_threshold), <= 0
         self.keep_arcs = keep_arcs
+        self.lr_state = lr_state    # 0: no LexicalReordering; 1: backward only; 2: with a forward model
 
     def add_prune(self, h: Hypothesis) -> None:
         if h.total < self.worst:
             return
-        key = (h.cov, h.lm_state, h.last_end)
+        if self.lr_state == 0 or h.opt is None:
+            key = (h.cov, h.lm_state, h.last_end)
+        elif self.lr_state == 1:
+            key = (h.cov, h.lm_state, h.last_end, h.opt.start)
+        else:
+            key = (h.cov, h.lm_state, h.last_end, h.opt.start, h.opt.lr.key)
         old = self.hyps.get(key)
         if old is None:
             self._add(key, h)
@@ -153,7 +166,11 @@ def search(words: Sequence[str], table: OptionTable, params: SearchParams) -> li
     State = lm.kenlm.State
     opts, fc = table.collect(words, params.max_phrase_length)
     beam = math.log(params.beam_threshold) if params.beam_threshold > 0 else -math.inf
-    stacks = [_Stack(params.stack_size, beam, params.keep_arcs) for _ in range(n + 1)]
+    lrm = table.reordering.model if table.reordering is not None else None
+    lr_state = 0 if lrm is None else 2 if lrm.forward else 1
+    lr_back = lrm is not None and lrm.backward
+    lr_fwd = lrm is not None and lrm.forward
+    stacks = [_Stack(params.stack_size, beam, params.keep_arcs, lr_state) for _ in range(n + 1)]
     start_state = lm.begin_state()
     init = Hypothesis(0.0, None, 0, 0, start_state, -1, None, None, 0.0, 0)
     if n == 0:
@@ -176,6 +193,7 @@ def search(words: Sequence[str], table: OptionTable, params: SearchParams) -> li
             cov = h.cov
             first_gap = (~cov & (cov + 1)).bit_length() - 1
             prev_end = h.last_end
+            prev_opt = h.opt
             hstate = h.lm_state
             for start in range(first_gap, n):
                 if cov >> start & 1:
@@ -198,11 +216,22 @@ def search(words: Sequence[str], table: OptionTable, params: SearchParams) -> li
                     done = newcov == full
                     fut = 0.0 if done else _future(fc, newcov, n, fcache)
                     base = h.score + w_d * -d
+                    ori = None          # orientation whose backward score each option adds
+                    if lrm is not None:
+                        if prev_opt is None:
+                            o_ = lrm.first_orientation(start)
+                        else:
+                            o_ = lrm.orientation(prev_opt.start, prev_end, start, end)
+                            if lr_fwd:
+                                base += prev_opt.lr.forward[o_]
+                        if lr_back:
+                            ori = o_
                     ncov = h.ncov + k + 1
                     target = stacks[ncov]
                     bound = target.worst - fut - base   # LM log-probs are <= 0: with w_lm >= 0 this is exact
                     for o in lst:
-                        if lm_nonneg and o.static < bound:
+                        st = o.static if ori is None else o.static + o.lr.backward[ori]
+                        if lm_nonneg and st < bound:
                             continue
                         key = (hstate, o.words)
                         hit = lm_cache.get(key)
@@ -222,7 +251,7 @@ def search(words: Sequence[str], table: OptionTable, params: SearchParams) -> li
                                 e = model.BaseScore(nstate, "</s>", State())
                                 end_cache[nstate] = e
                             s10 += e
-                        score = base + o.static + w_lm_ln * s10
+                        score = base + st + w_lm_ln * s10
                         total = score + fut
                         if total < target.worst:
                             continue

@@ -21,20 +21,21 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from phrase_rescore.core.errors import PhraseRescoreError
+from phrase_rescore.core.fileio import read_lines
 from phrase_rescore.core.progress import bar
 
 from ..moses_values import floor_log
 from ..phrase_table import read_phrase_table
-from .features import LN10, UNKNOWN_SCORE, DecoderSpec
+from .features import LN10, UNKNOWN_SCORE, DecoderSpec, ReorderingModel
 
 
 class TranslationOption:
     """One target phrase for one source span (immutable once built)."""
 
-    __slots__ = ("start", "end", "words", "tm", "unknown", "static", "future", "lm_est")
+    __slots__ = ("start", "end", "words", "tm", "unknown", "static", "future", "lm_est", "lr")
 
     def __init__(self, start: int, end: int, words: tuple[str, ...], tm: tuple[float, ...], unknown: bool,
-                 static: float, future: float, lm_est: float):
+                 static: float, future: float, lm_est: float, lr: "ReorderingScores | None" = None):
         self.start = start          # first source position covered
         self.end = end              # last source position covered (inclusive)
         self.words = words          # target words
@@ -43,6 +44,26 @@ class TranslationOption:
         self.static = static        # weighted score of the context-free features (TM, WP, PP, UWP)
         self.future = future        # static + w_lm * LM score of the phrase alone (the future-cost estimate)
         self.lm_est = lm_est        # ln LM score of the phrase alone
+        self.lr = lr                # the pair's lexical-reordering scores (None: the system has no such model)
+
+
+class ReorderingScores:
+    """A phrase pair's lexical-reordering values, as the search uses them (shared by its options).
+
+    ``values`` are the feature values per component (the table's, the ``default-scores`` for a pair not
+    in it, or all 0 for such a pair without defaults); ``backward[o]`` / ``forward[o]`` are the weighted
+    backward / forward scores for orientation ``o``; ``key`` is what recombination compares of a previous
+    phrase: its forward table values, or None when the pair is not in the table (``ComparePrevScores``).
+    """
+
+    __slots__ = ("values", "backward", "forward", "key")
+
+    def __init__(self, values: tuple[float, ...], backward: tuple[float, ...], forward: tuple[float, ...],
+                 key: tuple[float, ...] | None):
+        self.values = values
+        self.backward = backward
+        self.forward = forward
+        self.key = key
 
 
 class LanguageModel:
@@ -114,6 +135,55 @@ class PhraseTable:
             self.max_source_len = max(self.max_source_len, e.source.count(" ") + 1)
 
 
+class ReorderingTable:
+    """The reordering-table entries needed for an input: ``(source, target) -> ln-floored scores``.
+
+    The table is Moses's text format, plain or gzip: ``source ||| target ||| p1 ... pN`` with N the
+    model's number of features; values are stored as ``FloorScore(TransformScore(p))``
+    (``LexicalReorderingTableMemory::LoadFromFile``).
+    """
+
+    def __init__(self, model: ReorderingModel, keep: set[str] | None, progress: bool = True):
+        """Load ``model.path``, keeping only source phrases in ``keep`` (all when None)."""
+        self.model = model
+        self.path = model.path
+        self.entries: dict[tuple[str, str], tuple[float, ...]] = {}
+        n = model.size
+        lines = read_lines(self.path)
+        it = bar(lines, desc="loading reordering table", unit="line") if progress else lines
+        for line_no, text, _ in it:
+            src, sep, rest = text.partition("|||")
+            src = src.strip()
+            if keep is not None and src not in keep:
+                continue
+            fields = rest.split("|||")
+            if not sep or len(fields) != 2:
+                raise PhraseRescoreError("expected 'source ||| target ||| scores' (3 fields)", self.path, line_no)
+            try:
+                probs = [float(x) for x in fields[1].split()]
+            except ValueError:
+                raise PhraseRescoreError(f"expected {n} numbers in the scores field, got {fields[1].strip()!r}",
+                                         self.path, line_no) from None
+            if len(probs) != n:
+                raise PhraseRescoreError(f"expected {n} scores ({model.name} type={model.type}), found "
+                                         f"{len(probs)}", self.path, line_no)
+            if any(not p >= 0 for p in probs):
+                raise PhraseRescoreError("expected probabilities >= 0 in the scores field", self.path, line_no)
+            self.entries[(src, fields[0].strip())] = tuple(floor_log(p) for p in probs)
+
+    def scores(self, weights: np.ndarray, source: str, target: tuple[str, ...]) -> ReorderingScores:
+        """The pair's :class:`ReorderingScores` under ``weights`` (the model's components only)."""
+        m = self.model
+        found = self.entries.get((source, " ".join(target)))
+        values = found if found is not None else m.default_scores or (0.0,) * m.size
+        c = m.classes
+        back = tuple(float(weights[o]) * values[o] for o in range(c)) if m.backward else ()
+        off = m.forward_offset
+        fwd = tuple(float(weights[off + o]) * values[off + o] for o in range(c)) if m.forward else ()
+        key = None if found is None else found[off:off + c]
+        return ReorderingScores(values, back, fwd, key)
+
+
 @dataclass
 class WeightIndex:
     """Where each feature sits in the full vector, and its weight (for the inner loops)."""
@@ -124,6 +194,7 @@ class WeightIndex:
     word_penalty: int | None
     phrase_penalty: int | None
     unknown: int | None
+    reordering: slice | None = None
 
     @classmethod
     def from_spec(cls, spec: DecoderSpec) -> "WeightIndex":
@@ -131,8 +202,12 @@ class WeightIndex:
             return spec.index(t) if spec.has(t) else None
 
         o = spec.index("PhraseDictionaryMemory")
+        lr = None
+        if spec.reordering is not None:
+            r = spec.index("LexicalReordering")
+            lr = slice(r, r + spec.reordering.size)
         return cls(slice(o, o + spec.num_tm_features), spec.index("KENLM"), idx("Distortion"),
-                   idx("WordPenalty"), idx("PhrasePenalty"), idx("UnknownWordPenalty"))
+                   idx("WordPenalty"), idx("PhrasePenalty"), idx("UnknownWordPenalty"), lr)
 
 
 def _w(weights: np.ndarray, i: int | None) -> float:
@@ -143,8 +218,13 @@ class OptionTable:
     """The pruned, scored translation options of every source phrase under one weight vector."""
 
     def __init__(self, table: PhraseTable, lm: LanguageModel, spec: DecoderSpec, weights: np.ndarray,
-                 table_limit: int):
+                 table_limit: int, reordering: ReorderingTable | None = None):
+        """``reordering``: the system's reordering table (required when ``spec`` has LexicalReordering)."""
         self.lm = lm
+        self.reordering = reordering
+        if (reordering is None) != (spec.reordering is None):
+            raise PhraseRescoreError("a reordering table is needed exactly when the system has LexicalReordering",
+                                     spec.ini_path)
         self.index = WeightIndex.from_spec(spec)
         self.weights = np.asarray(weights, dtype=np.float64)
         ix = self.index
@@ -158,7 +238,8 @@ class OptionTable:
         self.has_pp = ix.phrase_penalty is not None
         self.table_limit = table_limit
         self.max_source_len = table.max_source_len
-        # source phrase -> [(words, tm, static, future, lm_est)], best future first, at most table_limit
+        self.w_lr = None if ix.reordering is None else self.weights[ix.reordering]
+        # source phrase -> [(words, tm, static, future, lm_est, lr)], best future first, at most table_limit
         self.pruned: dict[str, list[tuple]] = {}
         for src, targets in table.entries.items():
             scored = []
@@ -170,14 +251,21 @@ class OptionTable:
             scored.sort(key=lambda t: -t[0])
             if table_limit > 0:
                 scored = scored[:table_limit]
-            self.pruned[src] = [(words, tm, static, fut, lm_est) for fut, static, words, tm, lm_est in scored]
+            self.pruned[src] = [(words, tm, static, fut, lm_est, self._reordering(src, words))
+                                for fut, static, words, tm, lm_est in scored]
+
+    def _reordering(self, source: str, words: tuple[str, ...]) -> ReorderingScores | None:
+        if self.reordering is None:
+            return None
+        return self.reordering.scores(self.w_lr, source, words)
 
     def unknown_option(self, pos: int, word: str) -> TranslationOption:
         """The copy-through option Moses creates for a source word with no one-word translation."""
         words = (word,)
         static = self.w_unk * UNKNOWN_SCORE + self.w_wp * -1 + self.w_pp
         lm_est = self.lm.isolation_ln(words)
-        return TranslationOption(pos, pos, words, (), True, static, static + self.w_lm * lm_est, lm_est)
+        return TranslationOption(pos, pos, words, (), True, static, static + self.w_lm * lm_est, lm_est,
+                                 self._reordering(word, words))
 
     def collect(self, words: Sequence[str], max_phrase_length: int
                 ) -> tuple[list[list[list[TranslationOption]]], np.ndarray]:
@@ -194,7 +282,8 @@ class OptionTable:
             for k in range(min(maxlen, n - i)):
                 src = " ".join(words[i:i + k + 1])
                 cands = self.pruned.get(src, ())
-                row.append([TranslationOption(i, i + k, w, tm, False, st, fu, le) for w, tm, st, fu, le in cands])
+                row.append([TranslationOption(i, i + k, w, tm, False, st, fu, le, lr)
+                            for w, tm, st, fu, le, lr in cands])
             if not row[0]:
                 row[0] = [self.unknown_option(i, words[i])]
             opts.append(row)

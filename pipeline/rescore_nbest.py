@@ -10,7 +10,10 @@ sentence (empty where the decoder produced no hypothesis). Sentences are streame
 
 The scorer is a Seq2Seq checkpoint or the phrase-level RNN Encoder-Decoder of Cho et al. applied to whole
 sentences, for comparison; several checkpoints of one kind are an ensemble (log-probabilities averaged).
-Both models expose the same two methods for it (:class:`ScoringModel`).
+Both models expose the same two methods for it (:class:`ScoringModel`). A target-language CSLM checkpoint
+(``train-cslm``) instead adds ``CSLM0= log p(hyp)``, the sentence's natural-log probability under the
+CSLM (:class:`CSLMScorer`); with ``--dev-nbest`` the weights of all features are retuned by MERT on the dev
+n-best list and re-rank the test list, as Cho et al. (section 5) rescore with the CSLM.
 """
 from __future__ import annotations
 
@@ -90,14 +93,75 @@ class GroupedScorer:
         return out
 
 
-FEATURE_NAMES = {"seq2seq": "Seq2Seq0", "encdec": "RNNEncDec0"}  # the new feature's default name by model kind
+class CSLMScorer:
+    """log p(hyp) under the target-language CSLM (:mod:`~phrase_rescore.pipeline.model.cslm`), the source
+    unused: the natural log of the product of p(w | previous n-1 words) over the hypothesis's words and
+    its ``</s>``. The network runs once per distinct context of all the chunk's hypotheses (the n-best
+    entries of a sentence share most of their contexts), in batches of ``batch`` contexts."""
+
+    def __init__(self, model, vocab, batch: int = 1024):
+        self.model, self.vocab, self.batch = model, vocab, batch
+        self.device = model.device
+        self.contexts_computed = 0      # distinct contexts run through the network (all calls)
+        self.events = 0                 # words (and </s>) scored (all calls)
+
+    @torch.no_grad()
+    def score_groups(self, sources, hyps):
+        from .model.cslm import sentence_events
+
+        out = [[0.0] * len(h) for h in hyps]
+        owners = [(i, j) for i, hs in enumerate(hyps) for j in range(len(hs))]
+        if not owners:
+            return out
+        n_ctx = self.model.cfg.context
+        ctxs, tgts, lengths, extras = [], [], [], []
+        for i, j in owners:
+            c, t, extra = sentence_events(self.vocab, hyps[i][j], n_ctx)
+            ctxs.append(c)
+            tgts.append(t)
+            lengths.append(len(t))
+            extras.append(extra)
+        ctx = np.ascontiguousarray(np.concatenate(ctxs))               # (E, n-1), one row per event
+        tgt = np.concatenate(tgts)                                      # (E,)
+        keys = ctx.view(np.dtype((np.void, ctx.dtype.itemsize * n_ctx))).ravel()
+        _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+        inverse = inverse.ravel()
+        uniq = ctx[first]                                               # (U, n-1): each distinct context once
+        logp = np.zeros(len(tgt), dtype=np.float64)
+        order = np.argsort(inverse, kind="stable")                      # events grouped by their context
+        bounds = np.searchsorted(inverse[order], np.arange(0, len(uniq) + self.batch, self.batch))
+        for b, start in enumerate(range(0, len(uniq), self.batch)):
+            lp = self.model(torch.from_numpy(uniq[start:start + self.batch]).to(self.device))   # (b, V)
+            ev = order[bounds[b]:bounds[b + 1]]
+            rows = torch.from_numpy(inverse[ev] - start).to(self.device)
+            cols = torch.from_numpy(tgt[ev]).to(self.device)
+            logp[ev] = lp[rows, cols].double().cpu().numpy()
+        self.contexts_computed += len(uniq)
+        self.events += len(tgt)
+        ends = np.cumsum(lengths)
+        sums = np.add.reduceat(logp, ends - np.asarray(lengths)) if len(logp) else np.zeros(0)
+        for (i, j), v, extra in zip(owners, sums, extras):
+            out[i][j] = float(v) + extra
+        return out
+
+
+FEATURE_NAMES = {"seq2seq": "Seq2Seq0", "encdec": "RNNEncDec0", "cslm": "CSLM0"}  # the feature's default name by model kind
 
 
 def load_scorer(checkpoints: Sequence[str], device: torch.device, hyp_batch: int = 256) -> tuple[SentenceScorer, str]:
     """A scorer for the checkpoint(s), and their kind: ``seq2seq`` or ``encdec`` (several of one kind = an
-    ensemble, log-probabilities averaged)."""
+    ensemble, log-probabilities averaged), or ``cslm`` (one target-language CSLM: log p(hyp))."""
+    from .model.checkpoint import CSLM_KIND, load_checkpoint, read_checkpoint
+
     if not checkpoints:
         raise PhraseRescoreError("give at least one model checkpoint")
+    if read_checkpoint(checkpoints[0], "cpu")["format"] == CSLM_KIND.format:
+        if len(checkpoints) > 1:
+            raise PhraseRescoreError("give one CSLM checkpoint (a CSLM is not ensembled here)", checkpoints[1])
+        ck = load_checkpoint(checkpoints[0], device, CSLM_KIND)
+        if ck.vocabs is None:
+            raise PhraseRescoreError("this CSLM checkpoint has no vocabulary", ck.path)
+        return CSLMScorer(ck.model, ck.vocabs, max(hyp_batch, 1024)), "cslm"
     ens, vocabs = load_ensemble(list(checkpoints), device, kind=None)
     kind = model_kind(ens.models[0]).name
     return GroupedScorer(ens if len(ens.models) > 1 else ens.models[0], vocabs, hyp_batch), kind
@@ -177,7 +241,8 @@ class RescoreConfig:
 
     :param nbest: the Moses n-best list (``id ||| hyp ||| features ||| total``).
     :param source: the tokenized source sentences it translates (line i = sentence id i).
-    :param checkpoints: Seq2Seq or phrase-level model checkpoint(s) (several, of one kind = ensemble).
+    :param checkpoints: Seq2Seq or phrase-level model checkpoint(s) (several, of one kind = ensemble), or
+        one CSLM checkpoint (feature ``CSLM0``).
     :param out_nbest: the n-best list with the feature added (same order, other bytes unchanged).
     :param out_1best: the re-ranked best hypothesis of each sentence.
     :param feature_name: the new feature's name (default ``Seq2Seq0`` / ``RNNEncDec0`` by model kind).

@@ -481,9 +481,13 @@ def score_cmd(model, table, out, rejects, vocab, **kw):
 
     cfg = ScoreConfig(rejects=rejects, vocab=vocab, **collect(ScoreConfig, kw))
     s = score_table(model, table, out, cfg)
+    if s.get("rank", 0):  # under torchrun rank 0 reports for all ranks
+        return
     if s["restart_reason"]:
         click.echo(f"note: started afresh ({s['restart_reason']})", err=True)
     resumed = f", resumed after line {s['resumed_from_line']}" if s["resumed_from_line"] else ""
+    if s.get("ranks", 1) > 1:
+        resumed = f", {s['ranks']} ranks" + (f", {s['resumed_from_line']} lines done before" if resumed else "")
     rej = f"; {s['rejected']} rejected lines listed in {s['rejects']}" if s["rejected"] else ""
     click.echo(f"scored {s['lines']} lines ({s['pairs']} pairs, {s['pairs_per_s']:.0f} pairs/s on {s['device']}"
                f"{resumed}){rej}: {s['out']}")

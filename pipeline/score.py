@@ -16,6 +16,10 @@ output of :mod:`phrase_rescore.pipeline.scoring.chunked`. Rerunning the same com
 continues after the last completed chunk, and the final file is byte-identical to an uninterrupted
 run's: a group's scores do not depend on which worker, or how many, computed them (on the same
 machine: floating-point sums can differ between BLAS builds).
+
+Under ``torchrun`` (``WORLD_SIZE`` > 1) each rank scores one range of whole chunks on its own device
+(``cuda:LOCAL_RANK``, or the CPU with ``cores / LOCAL_WORLD_SIZE`` workers) into a part file, and
+rank 0 joins the parts into OUT: the same bytes as a single run (:mod:`phrase_rescore.pipeline.scoring.sharded`).
 """
 from __future__ import annotations
 
@@ -34,17 +38,19 @@ import torch
 from phrase_rescore.core import progress
 from phrase_rescore.core.config import check, setting, setting_values
 from phrase_rescore.core.errors import PhraseRescoreError
-from phrase_rescore.core.fileio import sha256_file
+from phrase_rescore.core.fileio import sha256_file, wants_gzip
 from phrase_rescore.core.version import code_version
 
+from . import distributed
 from .device import check_device, resolve_device
-from phrase_rescore.moses_integration.phrase_table import (ON_ERROR_CHOICES, check_not_empty, read_phrase_table,
-                                                          scored_line)
+from phrase_rescore.moses_integration.phrase_table import (ON_ERROR_CHOICES, check_not_empty, num_scores,
+                                                          read_phrase_table, scored_line)
 from phrase_rescore.moses_integration.moses_values import logprob_texts, neutral_text, parse_columns, unk_texts
 
 from .scoring.chunk_pairs import ChunkPairs, PairCollector
 from .scoring.chunked import ChunkedOutput, chain_digest, check_not_same_file
 from .scoring.fast import MATMULS, PRECISIONS, FastScorer, choose_matmul, one_thread_each
+from .scoring import sharded
 
 CONFIG_VERSION = 1
 
@@ -162,7 +168,10 @@ def score_table(model_path, table_path, out_path, config: ScoreConfig | None = N
         renamed at the end. Rerunning after an interruption resumes (see the module docstring).
     :returns: summary dict: ``lines``, ``pairs``, ``sources`` (distinct per chunk, summed),
         ``rejected``, ``seconds``, ``pairs_per_s``, ``lines_per_s``, ``resumed_from_line``,
-        ``restart_reason``, ``device``, ``workers``, ``matmul``, ``rejects``, ``out``, ``config``.
+        ``restart_reason``, ``device``, ``workers``, ``matmul``, ``rejects``, ``out``, ``config``;
+        under torchrun also ``ranks`` and ``rank``, with ``pairs_per_s`` and ``lines_per_s`` of all ranks
+        together and ``resumed_from_line`` the lines the ranks had done before (every rank returns it,
+        rank 0 after joining OUT).
     """
     config = config or ScoreConfig()
     from .model.checkpoint import resolve_checkpoint
@@ -178,6 +187,8 @@ def score_table(model_path, table_path, out_path, config: ScoreConfig | None = N
                 "model_sha256": sha256_file(model_file),
                 "vocab_sha256": None if config.vocab is None else sha256_file(config.vocab),
                 "tool_version": code_version(), **config.output_identity()}
+    if distributed.env_world_size() > 1:
+        return _score_sharded(model, vocabs, table_path, out_path, config, identity, model_file)
     return score_table_with_model(model, vocabs, table_path, out_path, config, identity, model_file)
 
 
@@ -195,27 +206,121 @@ def score_table_with_model(model, vocabs, table_path, out_path, config: ScoreCon
     workers = 1 if device.type != "cpu" else int(config.threads or torch.get_num_threads())
     identity = {**identity, "device": device.type}   # CPU and GPU round differently: never one file of both
     # on a CPU each worker computes on its own core, torch and either BLAS on one thread
+    out = ChunkedOutput(out_path, identity, compresslevel=config.compresslevel)
     with one_thread_each() if device.type == "cpu" else contextlib.nullcontext(), \
             ThreadPoolExecutor(workers, thread_name_prefix="score-worker") as pool:
-        return _run(model, vocabs, table_path, out_path, config, identity, device, pool, workers, model_path)
+        return _run(model, vocabs, table_path, out, rejects, config, device, pool, workers, model_path)
 
 
-def _run(model, vocabs, table_path, out_path, config: ScoreConfig, identity: dict, device, pool,
-         workers: int, model_path) -> dict:
+def _score_sharded(model, vocabs, table_path, out_path, config: ScoreConfig, identity: dict, model_path) -> dict:
+    """:func:`score_table` as one rank of a torchrun job (see
+    :mod:`phrase_rescore.pipeline.scoring.sharded`)."""
     rejects = config.rejects or (os.fspath(out_path) + ".rejects") if config.on_error == "keep" else None
-    out = ChunkedOutput(out_path, identity, compresslevel=config.compresslevel)
+    check_not_same_file(table_path, out_path, rejects, vocab=config.vocab)
+    check_not_empty(table_path)
+    d = distributed.setup(config.device)
+    device = d.device
+    if config.matmul == "numpy" and (device.type != "cpu" or config.precision != "fp32"):
+        raise PhraseRescoreError(f"matmul 'numpy' is for float32 on a CPU, not {config.precision} on {device}: "
+                                 "use --matmul auto or torch")
+    identity = {**identity, "device": device.type}
+    gz = wants_gzip(out_path)
+    t0 = time.perf_counter()
+    # rank 0 cuts the table and takes the choices every rank must share (a BLAS like a single run's)
+    shared: tuple | str = ""
+    if d.is_main:
+        try:
+            matmul = config.matmul if config.matmul != "auto" else choose_matmul(device, config.precision)
+            shards = sharded.load_or_plan(table_path, out_path, config.chunk_lines, d.world_size)
+            try:
+                n_scores = num_scores(table_path)
+            except PhraseRescoreError:   # no good line at all: each rank rejects every line, as a single run
+                n_scores = None
+            shared = (shards, n_scores, matmul)
+        except PhraseRescoreError as e:
+            shared = str(e)
+    shared = d.broadcast_object(shared)
+    if isinstance(shared, str):
+        raise PhraseRescoreError(f"rank 0 could not cut the table: {shared}")
+    shards, n_scores, matmul = shared
+
+    def part(shard):
+        ident = {**identity, "shard": [shard.index, shard.count, shard.lines_before, shard.lines, shard.start,
+                                       shard.stop], "num_scores": n_scores}
+        return sharded.part_output(out_path, shard, ident, config.compresslevel, gz)
+
+    shard = shards[d.rank]
+    result: dict | str
+    error = None
+    try:
+        out = part(shard)
+        part_rejects = None if rejects is None else out.path.with_name(out.path.name + ".rejects")
+        done = out.finished()
+        if done is not None and (part_rejects is None or part_rejects.exists()):
+            result = {"lines": 0, "pairs": 0, "resumed": done["lines"], "workers": 0}
+        else:
+            workers = 1 if device.type != "cpu" else int(config.threads or distributed.rank_threads())
+            with one_thread_each() if device.type == "cpu" else contextlib.nullcontext(), \
+                    ThreadPoolExecutor(workers, thread_name_prefix="score-worker") as pool:
+                s = _run(model, vocabs, table_path, out, part_rejects, config, device, pool, workers, model_path,
+                         shard=shard, num_scores=n_scores, matmul=matmul, show=d.is_main)
+            result = {"lines": s["lines"] - s["resumed_from_line"], "pairs": s["pairs_done"],
+                      "resumed": s["resumed_from_line"], "workers": workers}
+    except Exception as e:           # every rank reaches the gather below, so none waits for a failed one
+        result, error = str(e), e
+    results = d.all_gather_object(result)
+    failed = [(r, m) for r, m in enumerate(results) if isinstance(m, str)]
+    if error is not None:
+        raise error
+    if failed:
+        raise PhraseRescoreError(f"rank {failed[0][0]} failed: {failed[0][1]}")
+    parts = [part(s) for s in shards]
+    states = [p.finished() for p in parts]
+    if d.is_main:
+        missing = [p.path for p, st in zip(parts, states) if st is None]
+        if missing:
+            raise PhraseRescoreError("a rank's part is missing or not the one this job wrote: rerun the "
+                                     "same command", missing[0])
+        sharded.join_parts(out_path, parts, states, gz)
+        rejected_parts = []
+        if rejects is not None:
+            rejected_parts = [p.path.with_name(p.path.name + ".rejects") for p in parts]
+            sharded.join_files(rejects, rejected_parts)
+        sharded.remove([f for p in parts for f in (p.path, p.done_path)] + rejected_parts +
+                       [sharded.plan_path(out_path)])
+    d.barrier()                      # OUT is complete when any rank returns
+    seconds = time.perf_counter() - t0
+    totals = {k: sum((st or {}).get("stats", {}).get(k, 0) for st in states)
+              for k in ("pairs", "sources", "rejected")}
+    lines_done = sum(r["lines"] for r in results)
+    pairs_done = sum(r["pairs"] for r in results)
+    return {"lines": sum(s.lines for s in shards), **totals, "seconds": seconds,
+            "pairs_per_s": pairs_done / seconds if seconds > 0 else 0.0,
+            "lines_per_s": lines_done / seconds if seconds > 0 else 0.0,
+            "resumed_from_line": sum(r["resumed"] for r in results), "restart_reason": None,
+            "device": str(device), "workers": results[d.rank]["workers"], "matmul": matmul, "rejects": rejects,
+            "out": os.fspath(out_path), "config": asdict(config), "ranks": d.world_size, "rank": d.rank}
+
+
+def _run(model, vocabs, table_path, out: ChunkedOutput, rejects, config: ScoreConfig, device, pool,
+         workers: int, model_path, shard: sharded.Shard | None = None, num_scores: int | None = None,
+         matmul: str | None = None, show: bool = True) -> dict:
+    """Score the table (or the lines of ``shard``) into ``out``; ``matmul``: the BLAS when ``out``
+    records none [from ``config``]; ``show``: a progress bar."""
     start_line = out.open(restart=config.restart)
-    matmul = out.notes.get("matmul")                 # a resumed run repeats the first run's choice
-    if matmul is None:
-        matmul = config.matmul
+    lines_before = shard.lines_before if shard is not None else 0
+    if out.notes.get("matmul") is None:              # a resumed run repeats the first run's choice
+        matmul = matmul or config.matmul
         if matmul == "auto":
             matmul = choose_matmul(device, config.precision)
         out.note("matmul", matmul)
+    matmul = out.notes["matmul"]
     scorer = FastScorer(model, device, precision=config.precision, precompute_vocab=config.precompute_vocab,
                         max_tokens=config.max_tokens, matmul=matmul)
     t0 = time.perf_counter()
 
-    reader = read_phrase_table(table_path, on_error=config.on_error, rejects_path=rejects)
+    reader = read_phrase_table(table_path, on_error=config.on_error, rejects_path=rejects,
+                               span=None if shard is None else shard.span, num_scores=num_scores)
     in_q: queue.Queue = queue.Queue(maxsize=2)
     out_q: queue.Queue = queue.Queue(maxsize=2)
     stop = threading.Event()
@@ -225,11 +330,11 @@ def _run(model, vocabs, table_path, out_path, config: ScoreConfig, identity: dic
     def read_chunks():
         try:
             collector = PairCollector(vocabs)
-            chunk = _Chunk(start_line // config.chunk_lines)
+            chunk = _Chunk((lines_before + start_line) // config.chunk_lines)
             pos = 0
             done = _DoneLines(out, config.chunk_lines, table_path)
             for entry in reader:
-                if entry.line_no <= start_line:      # already in the output (resume)
+                if entry.line_no - lines_before <= start_line:      # already in the output (resume)
                     done.add(entry.raw + b"\n" if entry.newline else entry.raw)
                     continue
                 done.check()
@@ -246,8 +351,9 @@ def _run(model, vocabs, table_path, out_path, config: ScoreConfig, identity: dic
             if pos:
                 chunk.pairs = collector.reset()
                 _put(in_q, chunk, stop)
-            if reader.stats.lines < start_line:
-                raise PhraseRescoreError(f"the table has {reader.stats.lines} lines but the partial output "
+            if reader.stats.lines - lines_before < start_line:
+                raise PhraseRescoreError(f"the table has {reader.stats.lines - lines_before} lines"
+                                         f"{' in this range' if shard else ''} but the partial output "
                                          f"already holds {start_line}: rerun with --restart", table_path)
             done.check()
         except BaseException as e:  # handed to the main thread
@@ -287,7 +393,8 @@ def _run(model, vocabs, table_path, out_path, config: ScoreConfig, identity: dic
                threading.Thread(target=write_chunks, name="score-writer", daemon=True)]
     for t in threads:
         t.start()
-    bar = progress.bar(desc="score", unit="line", initial=start_line)
+    bar = progress.bar(desc="score" if shard is None else f"score, rank 0 of {shard.count}", unit="line",
+                       initial=start_line) if show else _NoBar()
     pending: collections.deque = collections.deque()                 # chunks in the pool, oldest first
     completed = False
     try:
@@ -326,11 +433,21 @@ def _run(model, vocabs, table_path, out_path, config: ScoreConfig, identity: dic
     seconds = time.perf_counter() - t0
     return {"lines": out.lines, "pairs": prior.get("pairs", 0), "sources": prior.get("sources", 0),
             "rejected": prior.get("rejected", 0), "seconds": seconds,
-            "pairs_per_s": counts["pairs"] / seconds if seconds > 0 else 0.0,
+            "pairs_per_s": counts["pairs"] / seconds if seconds > 0 else 0.0, "pairs_done": counts["pairs"],
             "lines_per_s": counts["lines"] / seconds if seconds > 0 else 0.0,
             "resumed_from_line": start_line, "restart_reason": out.restart_reason, "device": str(device),
-            "workers": workers, "matmul": matmul, "rejects": rejects, "out": os.fspath(out_path),
+            "workers": workers, "matmul": matmul, "rejects": rejects, "out": os.fspath(out.path),
             "config": asdict(config)}
+
+
+class _NoBar:
+    """No progress bar (the ranks other than 0 of a sharded run)."""
+
+    def update(self, n: int) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
 
 
 class _DoneLines:

@@ -11,6 +11,11 @@ a fixed header, each chunk as raw deflate from a fresh compressor, then the trai
 however often the run was interrupted: the bytes of a chunk depend only on its lines, so a resumed run
 writes the same bytes as an uninterrupted one.
 
+A part (``part=True``: one rank's range of a sharded run, :mod:`.sharded`) is the same without the
+gzip header and trailer, so that parts joined in order with one header and one trailer
+(:func:`crc32_combine` joins their CRCs) are the bytes a single run writes; a finished part keeps
+its manifest as ``PART.json``.
+
 A manifest is only resumed when its ``identity`` (the input table's size and mtime, the model's hash
 and every option that changes the output) equals the current run's; otherwise the run starts afresh.
 It also carries a digest of the input lines already done (:func:`chain_digest`, chunk by chunk), which
@@ -36,21 +41,66 @@ def chain_digest(previous: str, data: bytes) -> str:
     return hashlib.sha256(previous.encode("ascii") + hashlib.sha256(data).digest()).hexdigest()
 
 
+def _gf2_times(mat: list[int], vec: int) -> int:
+    out, i = 0, 0
+    while vec:
+        if vec & 1:
+            out ^= mat[i]
+        vec >>= 1
+        i += 1
+    return out
+
+
+def _gf2_square(mat: list[int]) -> list[int]:
+    return [_gf2_times(mat, mat[n]) for n in range(32)]
+
+
+def crc32_combine(crc1: int, crc2: int, len2: int) -> int:
+    """``zlib.crc32(a + b)`` from ``crc1 = zlib.crc32(a)``, ``crc2 = zlib.crc32(b)`` and ``len(b)``, in
+    O(log len2) steps: zlib's ``crc32_combine`` (crc32.c), which shifts ``crc1`` over ``len2`` zero
+    bytes by squaring the GF(2) matrix of a one-bit shift."""
+    if len2 <= 0:
+        return crc1
+    odd = [0xEDB88320] + [1 << n for n in range(31)]     # shift by one bit (the reflected polynomial)
+    even = _gf2_square(odd)                                 # two bits
+    odd = _gf2_square(even)                                 # four bits
+    while True:                                             # apply len2 bytes = 8 * len2 bits of shift
+        even = _gf2_square(odd)
+        if len2 & 1:
+            crc1 = _gf2_times(even, crc1)
+        len2 >>= 1
+        if not len2:
+            break
+        odd = _gf2_square(even)
+        if len2 & 1:
+            crc1 = _gf2_times(odd, crc1)
+        len2 >>= 1
+        if not len2:
+            break
+    return crc1 ^ crc2
+
+
 class ChunkedOutput:
     """Append-only, resumable writer for the scored table (see the module docstring).
 
     :param path: the final output; gzip when it ends in ``.gz``.
     :param identity: JSON-serialisable description of everything the output depends on.
     :param compresslevel: zlib level for gzip output.
+    :param part: write one part of a sharded output (see the module docstring).
+    :param gzip: compress [when ``path`` ends in ``.gz``].
     """
 
-    def __init__(self, path: str | os.PathLike, identity: dict, compresslevel: int = 6):
+    def __init__(self, path: str | os.PathLike, identity: dict, compresslevel: int = 6, part: bool = False,
+                 gzip: bool | None = None):
         self.path = Path(path)
         self.partial = self.path.with_name(self.path.name + ".partial")
         self.manifest_path = self.path.with_name(self.path.name + ".partial.json")
         self.identity = identity
-        self.gzip = wants_gzip(path)
+        self.gzip = wants_gzip(path) if gzip is None else gzip
         self.compresslevel = compresslevel
+        self.part = part
+        self.done_path = self.path.with_name(self.path.name + ".json")   # a finished part's manifest
+        self.length = 0         # uncompressed bytes written
         self.lines = 0          # input lines already in the output
         self.chunks = 0
         self.crc = 0
@@ -73,6 +123,7 @@ class ChunkedOutput:
             self._f.seek(state["bytes"])
             self.lines, self.chunks = state["lines"], state["chunks"]
             self.crc, self.isize, self.stats = state["crc32"], state["isize"], state.get("stats", {})
+            self.length = state.get("length", state["isize"])
             self.notes = state.get("notes", {})
             self.input_digest = state.get("input_sha256")
             return self.lines
@@ -82,8 +133,8 @@ class ChunkedOutput:
             raise PhraseRescoreError(f"exists without its manifest {self.manifest_path.name}, so it was not "
                                      "written by `score`; move it away or choose another --out", self.partial)
         # the manifest first: whenever OUT.partial exists, a manifest says that it is score's own
-        head = GZIP_HEADER if self.gzip else b""
-        self.lines = self.chunks = self.crc = self.isize = 0
+        head = GZIP_HEADER if self.gzip and not self.part else b""
+        self.lines = self.chunks = self.crc = self.isize = self.length = 0
         self.stats, self.notes, self.input_digest = {}, {}, ""
         self._save_manifest(len(head))
         self._f = open(self.partial, "wb")
@@ -110,16 +161,17 @@ class ChunkedOutput:
             return None
         return m["state"]
 
-    def _save_manifest(self, size: int | None = None) -> None:
+    def _save_manifest(self, size: int | None = None, path: Path | None = None) -> None:
         m = {"format": MANIFEST_FORMAT, "version": MANIFEST_VERSION, "identity": self.identity,
              "state": {"lines": self.lines, "chunks": self.chunks, "bytes": self._f.tell() if size is None else size,
-                       "crc32": self.crc, "isize": self.isize, "stats": self.stats, "notes": self.notes,
-                       "input_sha256": self.input_digest}}
-        tmp = self.manifest_path.with_name(self.manifest_path.name + ".tmp")
+                       "crc32": self.crc, "isize": self.isize, "length": self.length, "stats": self.stats,
+                       "notes": self.notes, "input_sha256": self.input_digest}}
+        path = path or self.manifest_path
+        tmp = path.with_name(path.name + ".tmp")
         with open(tmp, "w", encoding="utf-8") as f:
             json.dump(m, f, indent=1, sort_keys=True)
             f.write("\n")
-        os.replace(tmp, self.manifest_path)
+        os.replace(tmp, path)
 
     def note(self, key: str, value) -> None:
         """Record a choice made on the first run (e.g. the BLAS picked by timing) that a resumed run
@@ -139,6 +191,7 @@ class ChunkedOutput:
             self._f.write(data)
         self._f.flush()
         os.fsync(self._f.fileno())
+        self.length += len(data)
         self.lines += n_lines
         self.chunks += 1
         if source is not None and self.input_digest is not None:
@@ -149,11 +202,14 @@ class ChunkedOutput:
         self._save_manifest()
 
     def finish(self) -> None:
-        """Close the stream (gzip trailer), rename ``OUT.partial`` to ``OUT`` and drop the manifest."""
-        if self.gzip:
+        """Close the stream (gzip trailer), rename ``OUT.partial`` to ``OUT`` and drop the manifest;
+        a part keeps its final state in ``PART.json`` (see :meth:`finished`)."""
+        if self.gzip and not self.part:
             self._f.write(gzip_trailer(self.crc, self.isize))
         self._f.flush()
         os.fsync(self._f.fileno())
+        if self.part:
+            self._save_manifest(path=self.done_path)
         self._f.close()
         self._f = None
         os.replace(self.partial, self.path)
@@ -161,6 +217,24 @@ class ChunkedOutput:
             os.unlink(self.manifest_path)
         except FileNotFoundError:
             pass
+
+    def finished(self) -> dict | None:
+        """A finished part's final state (``lines``, ``bytes``, ``crc32``, ``length``, ``stats``...) when
+        ``PART`` and ``PART.json`` exist, the identity is this run's and the size the recorded one; else None."""
+        try:
+            with open(self.done_path, encoding="utf-8") as f:
+                m = json.load(f)
+        except (FileNotFoundError, json.JSONDecodeError, UnicodeDecodeError):
+            return None
+        if (m.get("format"), m.get("version"), m.get("identity")) != (MANIFEST_FORMAT, MANIFEST_VERSION, self.identity):
+            return None
+        state = m["state"]
+        try:
+            if self.path.stat().st_size != state["bytes"]:
+                return None
+        except FileNotFoundError:
+            return None
+        return state
 
     def close(self) -> None:
         """Close without finishing (after an error): the partial file and manifest stay for a resume."""

@@ -8,6 +8,9 @@ Reordering table (p = M S D backward, then M S D forward):
 Each feature is the sum, over the phrases, of ln p of the phrase's own backward class for its orientation
 after the previous phrase (the first: M when it starts at 0, else D), plus ln p of the *previous* phrase's
 forward class for that same orientation; the last phrase's forward class is never added.
+
+With ``MOSES_HOME``, the real moses on the same system (every path and its features) and on the shared
+tiny system with a reordering table from Moses's own ``extract`` + ``lexical-reordering-score``.
 """
 import gzip
 import itertools
@@ -16,8 +19,9 @@ import math
 import numpy as np
 import pytest
 
+from _real_moses import moses_decode, needs_moses, parse_nbest, run, tiny_system, tool  # noqa: F401
 from phrase_rescore.core.errors import PhraseRescoreError
-from phrase_rescore.moses_integration.embedded.decoder import Decoder, DecoderConfig
+from phrase_rescore.moses_integration.embedded.decoder import Decoder, DecoderConfig, decode_file
 from phrase_rescore.moses_integration.embedded.search import Hypothesis, SearchParams, search
 
 ln = math.log
@@ -342,3 +346,102 @@ def test_bad_reordering_table_names_file_and_line(system, tmp_path):
         Decoder.from_ini(system(path=tmp_path / "missing.gz"), progress=False)
     with pytest.raises(PhraseRescoreError, match="num-features=4"):
         Decoder.from_ini(system(weights=(1, 1, 1, 1)), progress=False)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Against the real moses (MOSES_HOME)
+
+def _close(a: float, b: float) -> bool:
+    """Equal within 1e-4, widened by half a unit of the sixth significant digit Moses prints."""
+    m = max(abs(a), abs(b))
+    unit = 10.0 ** (math.floor(math.log10(m)) - 5) if m > 0 else 0.0
+    return abs(a - b) <= 1e-4 + unit
+
+
+def _by_sentence(entries):
+    out = {}
+    for e in entries:
+        out.setdefault(e.sent, []).append(e)
+    return out
+
+
+@needs_moses
+def test_every_path_of_the_hand_system_as_real_moses_values_it(system, tmp_path):
+    """Stack 1000, non-distinct 100-best: both decoders list every path of these sentences, and each
+    path's feature values (LexicalReordering0 included) and total are Moses's."""
+    ini = system()
+    sents = ["a b c", "c q a b", "b d a", "a b", "q a", "d e", "e d c"]
+    inp = tmp_path / "in"
+    inp.write_text("".join(s + "\n" for s in sents))
+    best, _ = moses_decode(ini, sents, nbest=tmp_path / "moses.nbest", n=100, extra=["-stack", "1000"],
+                           distinct=False)
+    decode_file(ini, inp, tmp_path / "out", nbest_path=tmp_path / "ours.nbest", nbest_size=100, stack_size=1000,
+                nbest_distinct=False)
+    assert (tmp_path / "out").read_text().splitlines() == best
+    theirs = _by_sentence(parse_nbest(tmp_path / "moses.nbest"))
+    ours = _by_sentence(parse_nbest(tmp_path / "ours.nbest"))
+    assert sorted(theirs) == sorted(ours) == list(range(len(sents)))
+    for i in theirs:
+        assert len(ours[i]) == len(theirs[i]) < 100, i        # every path, none cut off
+        assert list(ours[i][0].features) == list(theirs[i][0].features)
+        left = list(ours[i])
+        for t in theirs[i]:
+            match = [o for o in left if o.text == t.text and _close(o.total, t.total)
+                     and all(_close(x, y) for k in t.features for x, y in zip(o.features[k], t.features[k]))]
+            assert match, (i, t)
+            left.remove(match[0])
+
+
+def _lr_system(s, d):
+    """The tiny system with a reordering table from Moses's own extract + lexical-reordering-score on its
+    word alignment, and train-model.perl's LexicalReordering line and default weights."""
+    (d / "model").mkdir()
+    run([tool("extract"), s.smt / "corpus" / "clean.tgt", s.smt / "corpus" / "clean.src",
+         s.smt / "model" / "aligned.grow-diag-final-and", d / "model" / "extract", "4", "orientation",
+         "--model", "wbe-msd", "--GZOutput"])
+    with gzip.open(d / "model" / "extract.o.gz", "rb") as f:
+        lines = sorted(f.read().splitlines(keepends=True))          # LC_ALL=C sort
+    (d / "model" / "extract.o.sorted").write_bytes(b"".join(lines))
+    run([tool("lexical-reordering-score"), d / "model" / "extract.o.sorted", "0.5", d / "model" / "reordering-table.",
+         "--model", "wbe msd wbe-msd-bidirectional-fe"])
+    table = d / "model" / "reordering-table.wbe-msd-bidirectional-fe.gz"
+    assert table.is_file()
+    text = [ln for ln in s.ini.read_text().splitlines(keepends=True) if not ln.startswith("LexicalReordering")]
+    text = "".join(text).replace(
+        "Distortion\n", "LexicalReordering name=LexicalReordering0 num-features=6 type=wbe-msd-bidirectional-fe-allff "
+        f"input-factor=0 output-factor=0 path={table}\nDistortion\n", 1)
+    text = text.replace("Distortion0=", "LexicalReordering0= 0.3 0.3 0.3 0.3 0.3 0.3\nDistortion0=", 1)
+    ini = d / "moses.ini"
+    ini.write_text(text)
+    return ini
+
+
+@needs_moses
+def test_real_moses_lr_system_same_1best_and_nbest_features(tiny_system, tmp_path):
+    s = tiny_system
+    ini = _lr_system(s, tmp_path)
+    train = (s.smt / "corpus" / "clean.src").read_text().splitlines()[:40]    # longer phrases, fewer unknowns
+    sents = s.test_src.read_text().splitlines() + s.dev_src.read_text().splitlines() + train
+    inp = tmp_path / "input"
+    inp.write_text("".join(x + "\n" for x in sents))
+    best, _ = moses_decode(ini, sents, nbest=tmp_path / "moses.nbest", n=10, extra=["-stack", "100"])
+    decode_file(ini, inp, tmp_path / "out", nbest_path=tmp_path / "ours.nbest", nbest_size=10, stack_size=100)
+    ours_best = (tmp_path / "out").read_text().splitlines()
+    same = sum(a == b for a, b in zip(ours_best, best))
+    assert same >= 0.95 * len(sents), (same, len(sents))
+    theirs = _by_sentence(parse_nbest(tmp_path / "moses.nbest"))
+    ours = _by_sentence(parse_nbest(tmp_path / "ours.nbest"))
+    compared = 0
+    for i in theirs:
+        a, b = ours[i][0], theirs[i][0]
+        assert a.total >= b.total - 1e-4, (i, a, b)                 # the search is as good
+        assert list(a.features) == list(b.features)                  # LexicalReordering0 first, as Moses
+        mine = {o.text: o for o in ours[i]}
+        for t in theirs[i]:
+            o = mine.get(t.text)
+            if o is None:
+                continue
+            compared += 1
+            for name in t.features:
+                assert all(_close(x, y) for x, y in zip(o.features[name], t.features[name])), (i, name, o, t)
+    assert compared >= 0.8 * sum(len(v) for v in theirs.values())

@@ -40,7 +40,8 @@ Feature values (Moses sources in brackets):
   direction also the previous pair's forward scores (``ComparePrevScores``: equal values, or both missing).
 
 The n-best feature order is Moses's ``OutputAllFeatureScores``: stateful features (LexicalReordering,
-Distortion, KENLM) in [feature] order, then stateless ones (WordPenalty, PhrasePenalty, the phrase table) in [feature] order.
+Distortion, KENLM) in [feature] order, then stateless ones (WordPenalty, PhrasePenalty, the phrase table)
+in [feature] order.
 """
 from __future__ import annotations
 

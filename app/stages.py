@@ -12,10 +12,12 @@ smt_model          build-smt's model directory (truecase models, alignments, lex
 dev_src_tok, ...   dev/test tokenized and cased as the system's training data (decoder input)
 pairs              prepare's directory: unique phrase pairs as Parquet + vocab.json
 model              the trained RNN Encoder-Decoder checkpoint (model.pt)
+pictures_train     its training curves and t-SNE maps of word embeddings and phrase summaries c (PNGs)
 table_rnn          phrase_table + the log p(f|e) column; ``table_rnn_wp``: + the unknown-word column
 ini_rnn, ini_rnn_wp  moses.ini pointed at those tables, with one or two more initial weights
 tuned_*            moses.ini tuned on the dev set (baseline, rnn, rnn_wp)
 report_md/csv      the Table-1 report: dev and test BLEU per configuration, Δ, p-values, hashes
+report_html        the same as one self-contained page, with the tuning curves and the pictures embedded
 =================  =========================================================================
 
 A stage's parameters, defaults, valid values and checks are the settings of its library config dataclass
@@ -195,7 +197,11 @@ def run_train(ctx: StageContext) -> dict:
     s = train(ctx.input("pairs"), out, _config(TrainConfig, ctx.params, resume=resume))
     if Path(s.model).resolve() != ctx.output("model").resolve():
         raise PhraseRescoreError(f"training wrote its model to {s.model}, expected {ctx.output('model')}")
-    return {k: v for k, v in dataclasses.asdict(s).items() if k != "history"}  # the log is in train_log.csv
+    from .pictures import encdec_pictures  # training curves, word and phrase maps (section 4.4)
+
+    pictures = encdec_pictures(ctx.output("model"), ctx.input("pairs"), ctx.output("pictures_train"))
+    return {**{k: v for k, v in dataclasses.asdict(s).items() if k != "history"},  # the log is in train_log.csv
+            "pictures": pictures}
 
 
 def run_score(ctx: StageContext) -> dict:
@@ -325,7 +331,11 @@ def run_evaluate(ctx: StageContext) -> dict:
                          out_md=ctx.output("report_md"), out_csv=ctx.output("report_csv"))
     df = evaluate(cfg)
     cols = [c for c in ("configuration", "dev_bleu", "dev_p", "test_bleu", "test_p") if c in df.columns]
-    return {"table": df[cols].to_dict(orient="records")}
+    from .pictures import stage_report  # tuning curves, then report.html beside table1.md
+
+    report = stage_report(ctx.inputs, ctx.output("report_md"), ctx.dir,
+                          {tuned: label for label, _, _, tuned in CONFIGURATIONS.values()})
+    return {"table": df[cols].to_dict(orient="records"), "report": report}
 
 
 # ----------------------------------------------------------------------------- the registry
@@ -367,7 +377,8 @@ def default_registry() -> Registry:
                      doc="unique phrase pairs, vocabulary and validation split",
                      choices=stage_choices(PrepareConfig), check=stage_check(PrepareConfig)))
     reg.add(StageDef("train", "train", run_train, stage_params(TrainConfig), consumes=("pairs",),
-                     produces={"model": "model/model.pt"}, doc="train the RNN Encoder-Decoder",
+                     produces={"model": "model/model.pt", "pictures_train": "pictures"},
+                     doc="train the RNN Encoder-Decoder; its training curves, word and phrase maps",
                      choices=stage_choices(TrainConfig), check=stage_check(TrainConfig),
                      resumable=True))
     reg.add(StageDef("score", "score", run_score, stage_params(ScoreConfig), consumes=("model", "phrase_table"),
@@ -388,10 +399,11 @@ def default_registry() -> Registry:
     reg.add(StageDef("evaluate", "evaluate", run_evaluate,
                      stage_params(EvaluateConfig),
                      consumes=("tuned_baseline", "tuned_rnn", "tuned_rnn_wp", "phrase_table", "table_rnn",
-                               "table_rnn_wp", "lm", "model", "test_src_tok", "test_ref", "dev_src_tok", "dev_ref"),
+                               "table_rnn_wp", "lm", "model", "test_src_tok", "test_ref", "dev_src_tok", "dev_ref",
+                               "pictures_train"),
                      optional=frozenset({"tuned_rnn", "tuned_rnn_wp", "table_rnn", "table_rnn_wp", "lm", "model",
-                                         "dev_src_tok", "dev_ref"}),
-                     produces={"report_md": "table1.md", "report_csv": "table1.csv"},
+                                         "dev_src_tok", "dev_ref", "pictures_train"}),
+                     produces={"report_md": "table1.md", "report_csv": "table1.csv", "report_html": "report.html"},
                      doc="decode dev/test with each tuned configuration; Table 1 with BLEU and p-values",
                      choices=stage_choices(EvaluateConfig), check=stage_check(EvaluateConfig),
                      follows={"build-smt": EVALUATE_BUILD_KEYS}))

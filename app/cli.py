@@ -491,3 +491,74 @@ def score_cmd(model, table, out, rejects, vocab, **kw):
     rej = f"; {s['rejected']} rejected lines listed in {s['rejects']}" if s["rejected"] else ""
     click.echo(f"scored {s['lines']} lines ({s['pairs']} pairs, {s['pairs_per_s']:.0f} pairs/s on {s['device']}"
                f"{resumed}){rej}: {s['out']}")
+
+
+# --- pictures: plot KIND redraws what a stage drew ----------------------------------------------------
+
+class _PlotGroup(click.Group):
+    command_class = SettingsCommand
+
+
+@main.group("plot", cls=_PlotGroup)
+def plot_group():
+    """Draw a picture again from the files its stage drew it from (training, tuning, embeddings, report)."""
+
+
+@plot_group.command("training")
+@click.argument("log", type=click.Path(exists=True, dir_okay=False))
+@click.option("--out", "-o", required=True, type=click.Path(dir_okay=False), help="The PNG to write.")
+@click.option("--title", default="Training", show_default=True, help="The picture's title.")
+def plot_training_cmd(log, out, title):
+    """Training loss and validation perplexity by step from any model's LOG (train_log.csv, train_log.jsonl)."""
+    from phrase_rescore.app.pictures import training_curves
+
+    _check_paths({"LOG": log}, {"--out": out})
+    s = training_curves(log, out, title)
+    click.echo(f"wrote {s['file']} ({s['bytes']} bytes)")
+
+
+@plot_group.command("tuning")
+@click.argument("logs", nargs=-1, required=True, metavar="NAME=TUNE_LOG...")
+@click.option("--out", "-o", required=True, type=click.Path(dir_okay=False), help="The PNG to write.")
+def plot_tuning_cmd(logs, out):
+    """Dev BLEU by MERT iteration, one line per configuration, from each tuning's work/tune-log.csv."""
+    from phrase_rescore.plots.curves import write_tuning_curves
+
+    named = _named_paths(logs, "NAME=TUNE_LOG")
+    _check_paths({"TUNE_LOG": list(named.values())}, {"--out": out})
+    n = write_tuning_curves(list(named.items()), out, "MERT tuning: dev BLEU by iteration")
+    click.echo(f"wrote {out} ({n} bytes)")
+
+
+@plot_group.command("embeddings")
+@click.argument("model", type=click.Path(exists=True))
+@click.option("--pairs", type=click.Path(exists=True, file_okay=False),
+              help="prepare's pairs folder: also map the phrase representations c of its source phrases.")
+@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False),
+              help="Folder for words-source.png, words-target.png (and phrases.png).")
+@options("phrase_rescore.plots.maps:MapConfig")
+def plot_embeddings_cmd(model, pairs, out_dir, **kw):
+    """2-D Barnes-Hut t-SNE maps of an encoder-decoder MODEL's word embeddings and phrase summaries c."""
+    from phrase_rescore.app.pictures import embedding_maps
+    from phrase_rescore.plots.maps import MapConfig
+
+    cfg = MapConfig(**collect(MapConfig, kw))
+    _check_paths({"MODEL": model, "--pairs": pairs}, {}, {"--out": out_dir})
+    for name, s in embedding_maps(model, pairs, out_dir, cfg).items():
+        click.echo(f"wrote {out_dir}/{name}: {s['points']} points, {s['bytes']} bytes, {s['seconds']:.1f}s")
+
+
+@plot_group.command("report")
+@click.argument("table_md", type=click.Path(exists=True, dir_okay=False))
+@click.argument("pictures", nargs=-1, type=click.Path(exists=True, dir_okay=False))
+@click.option("--out", "-o", required=True, type=click.Path(dir_okay=False), help="The HTML page to write.")
+def plot_report_cmd(table_md, pictures, out):
+    """One self-contained HTML page of evaluate's TABLE_MD (table1.md) and PNG PICTURES, embedded."""
+    from pathlib import Path
+
+    from phrase_rescore.app.pictures import caption_of
+    from phrase_rescore.plots.report_html import Picture, write_report
+
+    _check_paths({"TABLE_MD": table_md, "PICTURES": list(pictures)}, {"--out": out})
+    n = write_report(table_md, [Picture(caption_of(Path(p)), Path(p)) for p in pictures], out)
+    click.echo(f"wrote {out} ({n} bytes, {len(pictures)} pictures)")

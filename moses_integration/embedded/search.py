@@ -288,17 +288,18 @@ def _derivation(node: Hypothesis, k: int):
         else:
             node.kbest = []
             node.cand = []
-            for e in [node] + (node.arcs or []):
-                heapq.heappush(node.cand, (-e.score, id(e), e, 0))
+            # ties in score are broken by edge order (not id(), which follows memory addresses)
+            for i, e in enumerate([node] + (node.arcs or [])):
+                heapq.heappush(node.cand, (-e.score, i, e, 0))
     kb = node.kbest
     while len(kb) <= k and node.cand:
-        negs, _, e, j = heapq.heappop(node.cand)
+        negs, i, e, j = heapq.heappop(node.cand)
         kb.append((-negs, e, j))
         p = e.prev
         nxt = _derivation(p, j + 1)
         if nxt is not None:
             inc = e.score - p.score   # the step's increment; the same for every derivation of p
-            heapq.heappush(node.cand, (-(nxt[0] + inc), id(e), e, j + 1))
+            heapq.heappush(node.cand, (-(nxt[0] + inc), i, e, j + 1))
     return kb[k] if k < len(kb) else None
 
 
@@ -318,16 +319,16 @@ def kbest_paths(final: list[Hypothesis], limit: int):
     ``final`` are the kept hypotheses of the last stack (recombination arcs are followed everywhere).
     """
     heap = []
-    for f in final:
+    for i, f in enumerate(final):
         d = _derivation(f, 0)
         if d is not None:
-            heapq.heappush(heap, (-d[0], id(f), f, 0))
+            heapq.heappush(heap, (-d[0], i, f, 0))
     count = 0
     while heap and count < limit:
-        negs, _, f, j = heapq.heappop(heap)
+        negs, i, f, j = heapq.heappop(heap)
         _, edge, jj = f.kbest[j]
         yield -negs, _unroll(edge, jj)
         count += 1
         nxt = _derivation(f, j + 1)
         if nxt is not None:
-            heapq.heappush(heap, (-nxt[0], id(f), f, j + 1))
+            heapq.heappush(heap, (-nxt[0], i, f, j + 1))

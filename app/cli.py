@@ -341,6 +341,7 @@ def train_seq2seq_cmd(src, tgt, out_dir, valid_src, valid_tgt, vocab, **kw):
                                  vocab=vocab, **values))
     click.echo(f"{s.steps} steps, {s.epochs:g} epochs in {s.seconds:.1f}s ({s.target_tokens_per_s:.0f} target tokens/s); "
                f"validation perplexity {s.last_valid_ppl:.3f} (best {s.best_valid_ppl:.3f}); {s.model}")
+    _training_curves(out_dir, "train_log.jsonl", "Seq2Seq (LSTM encoder-decoder)")
 
 
 @main.command("translate")
@@ -437,6 +438,7 @@ def train_cmd(pairs_dir, out_dir, emb_dim, hidden_dim, maxout_units, rank, **kw)
     click.echo(f"{s.steps} steps ({s.stop_reason}), {s.pairs_per_s:.0f} pairs/s on {s.device}; validation "
                f"perplexity {s.last_valid_ppl:.3f}, best {s.best_valid_ppl:.3f} (unigram "
                f"{s.unigram_valid_ppl:.3f}) -> {s.model}")
+    _training_curves(out_dir, "train_log.csv", "RNN Encoder-Decoder")
 
 
 @main.command("sample")
@@ -494,6 +496,18 @@ def score_cmd(model, table, out, rejects, vocab, **kw):
 
 
 # --- pictures: plot KIND redraws what a stage drew ----------------------------------------------------
+
+def _training_curves(out_dir: str, log_name: str, title: str) -> None:
+    """Draw a trained model's curves from ``OUT_DIR/log_name`` into ``OUT_DIR/training-curves.png``."""
+    import os
+
+    from phrase_rescore.app.pictures import TRAINING_CURVES, training_curves
+
+    log = os.path.join(out_dir, log_name)
+    if os.path.isfile(log) and os.environ.get("RANK", "0") == "0":  # under torchrun, rank 0 draws
+        s = training_curves(log, os.path.join(out_dir, TRAINING_CURVES), title)
+        click.echo(f"training curves: {s['file']}")
+
 
 class _PlotGroup(click.Group):
     command_class = SettingsCommand

@@ -60,6 +60,35 @@ def _short(label: str) -> str:
     return label if len(label) <= LABEL_CHARS else label[:LABEL_CHARS - 1] + "…"
 
 
+def place_labels(ax, xy: np.ndarray, labels: Sequence[str], max_labels: int) -> list[tuple[int, np.ndarray]]:
+    """Label the points of ``ax`` greedily in priority order: a label is kept when its box, in pixels, lies
+    inside the axes and overlaps no label kept before; at most ``max_labels``.
+
+    :returns: ``[(point index, box (x0, y0, x1, y1) in pixels)]`` of the labels kept, in the order placed.
+    """
+    renderer = ax.figure.canvas.get_renderer()
+    frame = ax.get_window_extent(renderer)
+    placed = np.zeros((0, 4))
+    chosen: list[tuple[int, np.ndarray]] = []
+    fontsize = 8 if labels and max(map(len, labels)) <= 15 else 7
+    for i, label in enumerate(labels):
+        if len(chosen) >= max_labels:
+            break
+        t = ax.text(xy[i, 0], xy[i, 1], " " + _short(label), fontsize=fontsize, ha="left", va="center",
+                    color="#1a1a1a")
+        b = t.get_window_extent(renderer)
+        box = np.array([b.x0 - 1, b.y0 - 1, b.x1 + 1, b.y1 + 1])
+        inside = box[0] >= frame.x0 and box[1] >= frame.y0 and box[2] <= frame.x1 and box[3] <= frame.y1
+        clash = inside and bool(np.any((placed[:, 0] < box[2]) & (box[0] < placed[:, 2])
+                                       & (placed[:, 1] < box[3]) & (box[1] < placed[:, 3])))
+        if not inside or clash:
+            t.remove()
+            continue
+        placed = np.vstack([placed, box])
+        chosen.append((i, box))
+    return chosen
+
+
 def map_picture(xy: np.ndarray | None, labels: Sequence[str], title: str, max_labels: int = 150,
                 note: str = "") -> bytes:
     """PNG bytes (:data:`MAP_SIZE`): every point as a dot, and the labels of the first points (priority order)
@@ -79,27 +108,8 @@ def map_picture(xy: np.ndarray | None, labels: Sequence[str], title: str, max_la
         ax.set_xlim(xy[:, 0].min() - pad, xy[:, 0].max() + pad)
         ax.set_ylim(xy[:, 1].min() - pad, xy[:, 1].max() + pad)
         ax.scatter(xy[:, 0], xy[:, 1], s=6, color="#9ab8d6", linewidths=0)
-        renderer = fig.canvas.get_renderer()
-        frame = ax.get_window_extent(renderer)
-        placed = np.zeros((0, 4))
-        lab_x, lab_y = [], []
-        fontsize = 8 if max(map(len, labels)) <= 15 else 7
-        for i, label in enumerate(labels):
-            if len(lab_x) >= max_labels:
-                break
-            t = ax.text(xy[i, 0], xy[i, 1], " " + _short(label), fontsize=fontsize, ha="left", va="center",
-                        color="#1a1a1a")
-            b = t.get_window_extent(renderer)
-            box = np.array([b.x0 - 1, b.y0 - 1, b.x1 + 1, b.y1 + 1])
-            inside = box[0] >= frame.x0 and box[1] >= frame.y0 and box[2] <= frame.x1 and box[3] <= frame.y1
-            clash = inside and len(placed) and bool(np.any((placed[:, 0] < box[2]) & (box[0] < placed[:, 2])
-                                                            & (placed[:, 1] < box[3]) & (box[1] < placed[:, 3])))
-            if not inside or clash:
-                t.remove()
-                continue
-            placed = np.vstack([placed, box])
-            lab_x.append(xy[i, 0])
-            lab_y.append(xy[i, 1])
+        chosen = place_labels(ax, xy, labels, max_labels)
+        lab_x, lab_y = xy[[i for i, _ in chosen], 0], xy[[i for i, _ in chosen], 1]
         ax.scatter(lab_x, lab_y, s=9, color="#1f4e79", linewidths=0)
         ax.text(0.995, 0.005, f"{len(xy)} points, {len(lab_x)} labelled; Barnes-Hut t-SNE", ha="right",
                 va="bottom", transform=ax.transAxes, fontsize=8, color="#555555")

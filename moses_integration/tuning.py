@@ -63,7 +63,7 @@ def tune(cfg: TuneConfig, echo: Callable[[str], None] | None = None) -> Path:
         tuned = Path(tune_embedded(EmbeddedTuneConfig(
             ini=str(cfg.ini), dev_src=str(cfg.dev_src), dev_ref=str(cfg.dev_ref), workdir=str(cfg.workdir),
             nbest=cfg.nbest, max_iterations=cfg.max_iterations, seed=cfg.seed,
-            return_best_dev=cfg.return_best_dev, threads=cfg.threads)))
+            return_best_dev=cfg.return_best_dev, threads=cfg.threads), echo=echo))
         if cfg.out is not None and Path(cfg.out).resolve() != tuned.resolve():
             with atomic_open(cfg.out, "wb") as f:
                 f.write(tuned.read_bytes())

@@ -5,27 +5,41 @@ Each iteration decodes the dev set with the current weights (``workdir/run{i}.ou
 (duplicates dropped), and runs MERT from the current weights plus random restarts. It stops when no
 weight changes by 1e-5 or more (mert-moses.pl's test) or after ``max_iterations``. The tuned moses.ini
 (``workdir/moses.ini``) is the input ini with only its [weight] lines changed; ``workdir/tune-log.csv``
-has one row per decoded iteration: its dev BLEU (of the 1-best, in percent) and the weights used.
+has one row per decoded iteration: its dev BLEU (of the 1-best, in percent), the optimizer's n-best BLEU,
+the pool size, the seconds spent decoding (``seconds_decode``) and optimizing (``seconds_mert``), and the
+weights used.
+
+A killed run continues from its last finished iteration when it is run again with the same inputs and
+options (:class:`TuneState`, ``workdir/tune-state.json``); the tuned moses.ini is then the same bytes
+as an uninterrupted run's.
 """
 from __future__ import annotations
 
+import contextlib
 import csv
+import dataclasses
+import json
 import os
 import time
 from dataclasses import dataclass, field
+from typing import Callable
 
 import numpy as np
 
 from phrase_rescore.core.errors import PhraseRescoreError
-from phrase_rescore.core.fileio import atomic_open, read_text_lines
+from phrase_rescore.core.fileio import atomic_open, read_text_lines, sha256_file
+from phrase_rescore.core.version import code_version
 
 from ..moses_ini import read_moses_ini
 from .bleu_stats import NUM_STATS, Reference, bleu, sentence_stats
 from .decoder import Decoder, DecoderConfig, read_sentences
+from .features import _resolve as resolve_model_path
 from .features import load_decoder_spec
 from .mert import NBestPool, l1_normalize, optimize
 
 CONVERGENCE = 1e-5      # mert-moses.pl: stop when no weight changed by this much
+STATE_NAME = "tune-state.json"
+STATE_FORMAT = "phrase-rescore embedded tuning state 1"
 
 
 @dataclass
@@ -97,11 +111,119 @@ def write_tuned_ini(ini_path, out_path, spec, weights: np.ndarray) -> None:
     ini.write(out_path)
 
 
-def tune_embedded(config: EmbeddedTuneConfig) -> str:
+def _inputs_record(config: EmbeddedTuneConfig, spec) -> dict:
+    """What decides the iterations' results: the inputs' SHA-256 (the moses.ini, every model file it names,
+    the dev set), the options that change a decode or a MERT run, and the code version. Not in it:
+    ``max_iterations``, ``return_best_dev`` and ``threads``, which change no finished iteration."""
+    files = {"ini": config.ini, "dev_src": config.dev_src, "dev_ref": config.dev_ref}
+    for f in read_moses_ini(config.ini).features:
+        if f.get("path") is not None:
+            files[f"{f.name} path"] = resolve_model_path(f.get("path"), config.ini)
+    # a model path may leave out ".gz" (Moses's LexicalReordering adds it)
+    found = {k: next((q for q in (p, p + ".gz") if os.path.isfile(q)), None) for k, p in files.items()}
+    digests = {k: None if q is None else sha256_file(q) for k, q in found.items()}
+    decoder = {k: v for k, v in dataclasses.asdict(config.decoder.resolved(spec)).items()}
+    return {"files": digests, "nbest": config.nbest, "seed": config.seed, "restarts": config.restarts,
+            "random_directions": config.random_directions, "decoder": decoder, "code": code_version()}
+
+
+class TuneState:
+    """``workdir/tune-state.json``: the finished iterations of a run and what they depend on.
+
+    After each iteration its outputs are written (``run{i}.out``, ``run{i}.best{N}.out`` and
+    ``run{i}.candidates.npz``: the exact features and BLEU statistics of the candidates it added to the
+    pool), then the state, atomically: an iteration is finished when the state lists it. A rerun with the
+    same inputs and options replays the finished iterations from their files (the pool and weights come
+    back bit for bit) and decodes from the next one; a rerun with anything changed removes the files the
+    state lists (the tuner's own) and starts afresh. Nothing else in the folder is touched.
+    """
+
+    def __init__(self, workdir: str, inputs: dict):
+        self.workdir = workdir
+        self.path = os.path.join(workdir, STATE_NAME)
+        self.inputs = inputs
+        self.iterations: list[dict] = []
+
+    def load(self, echo: Callable[[str], None]) -> list[dict]:
+        """The finished iterations to replay ([] when starting afresh; the reason is echoed)."""
+        try:
+            with open(self.path, encoding="utf-8") as f:
+                old = json.load(f)
+        except FileNotFoundError:
+            return []
+        except (OSError, ValueError):
+            old = None
+        if not isinstance(old, dict) or old.get("format") != STATE_FORMAT:
+            echo(f"tune: started afresh ({self.path} is not a tuning state this version wrote)")
+            self._remove_files(old)
+            return []
+        if old.get("inputs") != self.inputs:
+            changed = _first_difference(old.get("inputs") or {}, self.inputs)
+            echo(f"tune: started afresh ({changed} changed since the interrupted run)")
+            self._remove_files(old)
+            return []
+        done = []
+        for i, rec in enumerate(old.get("iterations", []), start=1):
+            if rec.get("iteration") != i or not all(os.path.isfile(os.path.join(self.workdir, n))
+                                                   for n in rec.get("files", [])):
+                break
+            done.append(rec)
+        self.iterations = list(done)
+        return done
+
+    def _remove_files(self, old) -> None:
+        names = {STATE_NAME}
+        if isinstance(old, dict):
+            for rec in old.get("iterations", []) if isinstance(old.get("iterations"), list) else []:
+                names.update(n for n in rec.get("files", []) if isinstance(n, str) and os.sep not in n)
+        for n in sorted(names):
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(os.path.join(self.workdir, n))
+
+    def commit(self, record: dict) -> None:
+        """Record one more finished iteration (atomically; its files are already written)."""
+        self.iterations.append(record)
+        with atomic_open(self.path, "w") as f:
+            json.dump({"format": STATE_FORMAT, "inputs": self.inputs, "iterations": self.iterations}, f, indent=1)
+            f.write("\n")
+
+
+def _first_difference(old: dict, new: dict, prefix: str = "") -> str:
+    for k in sorted(set(old) | set(new)):
+        a, b = old.get(k), new.get(k)
+        if a != b:
+            if isinstance(a, dict) and isinstance(b, dict):
+                return _first_difference(a, b, f"{prefix}{k} ")
+            return f"{prefix}{k}"
+    return "the state"
+
+
+def _replay(workdir: str, rec: dict, pool: NBestPool, num_sentences: int) -> IterationLog | None:
+    """Add a finished iteration's candidates back to the pool; None when its file is not what it should be."""
+    try:
+        with np.load(os.path.join(workdir, rec["candidates"])) as z:
+            sent, feats, stats = z["sent"], z["features"], z["stats"]
+    except (OSError, ValueError, KeyError):
+        return None
+    if (feats.ndim != 2 or feats.shape[1] != pool.dim or stats.shape != (len(feats), NUM_STATS)
+            or sent.shape != (len(feats),) or (len(sent) and not 0 <= sent.min() <= sent.max() < num_sentences)):
+        return None
+    for i, f, st in zip(sent.tolist(), feats, stats):
+        pool.add(i, f, st)
+    return IterationLog(rec["iteration"], rec["dev_bleu"], np.asarray(rec["weights"], dtype=np.float64),
+                        rec["mert_bleu"], rec["candidates_in_pool"], rec["seconds_decode"], rec["seconds_mert"])
+
+
+def tune_embedded(config: EmbeddedTuneConfig, echo: Callable[[str], None] | None = None) -> str:
     """Tune the weights of ``config.ini`` on the dev set with the embedded decoder and MERT.
 
+    Resumable: a rerun with the same inputs and options continues after the last finished iteration
+    (:class:`TuneState`) and gives the same tuned moses.ini as an uninterrupted run.
+
+    :param echo: receives a line when a run resumes or starts afresh.
     :return: the path of the tuned moses.ini (``workdir/moses.ini``).
     """
+    echo = echo or (lambda _line: None)
     if config.nbest < 1 or config.max_iterations < 1:
         raise PhraseRescoreError("nbest and max_iterations must be at least 1")
     os.makedirs(config.workdir, exist_ok=True)
@@ -115,43 +237,78 @@ def tune_embedded(config: EmbeddedTuneConfig) -> str:
     if not src:
         raise PhraseRescoreError("the dev source is empty: expected at least one sentence", config.dev_src)
     refs = [Reference(r) for r in refs_text]
-    dec = Decoder(spec, config.decoder, sentences=src)
     tuned = spec.tuneable_mask()
     names = weight_column_names(spec)
     pool = NBestPool(len(src), spec.dim)
     w = spec.weights.copy()
     rows: list[IterationLog] = []
     log_path = os.path.join(config.workdir, "tune-log.csv")
-    best_dev = (-1.0, w.copy())
-    for it in range(1, config.max_iterations + 1):
+    state = TuneState(config.workdir, _inputs_record(config, spec))
+    converged = False
+    for rec in state.load(echo)[:config.max_iterations]:
+        row = _replay(config.workdir, rec, pool, len(src))
+        if row is None:
+            break
+        rows.append(row)
+        w = np.asarray(rec["next_weights"], dtype=np.float64)
+        converged = rec["changed"] < CONVERGENCE
+        if converged:
+            break
+    if rows:
+        state.iterations = state.iterations[:len(rows)]
+        if converged or len(rows) == config.max_iterations:
+            echo(f"tune: the {len(rows)} iteration(s) of this run had finished; writing the tuned moses.ini")
+        else:
+            echo(f"tune: resuming after iteration {len(rows)} (its n-best lists and weights are in {config.workdir})")
+    dec = None
+    for it in range(len(rows) + 1, config.max_iterations + 1):
+        if converged:
+            break
+        if dec is None:
+            dec = Decoder(spec, config.decoder, sentences=src)
         t0 = time.time()
         dec.set_weights(w)
         results = dec.translate_all(src, config.nbest, config.threads, desc=f"tune iteration {it}")
         t1 = time.time()
         dev_stats = np.zeros(NUM_STATS)
-        with atomic_open(os.path.join(config.workdir, f"run{it}.out"), "w") as out1, \
-                atomic_open(os.path.join(config.workdir, f"run{it}.best{config.nbest}.out"), "w") as outn:
+        sent, feats, stats = [], [], []
+        files = [f"run{it}.out", f"run{it}.best{config.nbest}.out", f"run{it}.candidates.npz"]
+        with atomic_open(os.path.join(config.workdir, files[0]), "w") as out1, \
+                atomic_open(os.path.join(config.workdir, files[1]), "w") as outn:
             for i, r in enumerate(results):
                 dev_stats += sentence_stats(r.best.text, refs[i])
                 out1.write(r.best.text + "\n")
                 for line in dec.nbest_lines(i, r.nbest):
                     outn.write(line + "\n")
                 for c in r.nbest or [r.best]:
-                    pool.add(i, c.features, sentence_stats(c.text, refs[i]))
+                    st = sentence_stats(c.text, refs[i])
+                    pool.add(i, c.features, st)
+                    sent.append(i)
+                    feats.append(c.features)
+                    stats.append(st)
+        with atomic_open(os.path.join(config.workdir, files[2]), "wb") as f:
+            np.savez(f, sent=np.asarray(sent, dtype=np.int64), features=np.asarray(feats, dtype=np.float64),
+                     stats=np.asarray(stats, dtype=np.float64).reshape(len(stats), NUM_STATS))
         dev_bleu = 100.0 * bleu(dev_stats)
-        if dev_bleu > best_dev[0]:
-            best_dev = (dev_bleu, w.copy())
         res = optimize(pool, w, tuned, restarts=config.restarts, random_directions=config.random_directions,
                        seed=config.seed + it)
         t2 = time.time()
         rows.append(IterationLog(it, dev_bleu, w.copy(), 100.0 * res.score, pool.num_candidates(), t1 - t0, t2 - t1))
-        _write_log(log_path, rows, names)
         new_w = res.weights
-        changed = np.abs(l1_normalize(new_w, tuned) - l1_normalize(w, tuned)).max()
+        changed = float(np.abs(l1_normalize(new_w, tuned) - l1_normalize(w, tuned)).max())
+        state.commit({"iteration": it, "files": files, "candidates": files[2],
+                      "weights": [float(x) for x in w], "next_weights": [float(x) for x in new_w],
+                      "changed": changed, "dev_bleu": dev_bleu, "mert_bleu": 100.0 * res.score,
+                      "candidates_in_pool": pool.num_candidates(), "seconds_decode": t1 - t0,
+                      "seconds_mert": t2 - t1})
+        _write_log(log_path, rows, names)
         w = new_w
-        if changed < CONVERGENCE:
-            break
-    final = best_dev[1] if config.return_best_dev else w
+        converged = changed < CONVERGENCE
+    _write_log(log_path, rows, names)
+    final = w
+    if config.return_best_dev:
+        best = max(range(len(rows)), key=lambda i: (rows[i].dev_bleu, -i))   # the first of equals
+        final = rows[best].weights
     out_ini = os.path.join(config.workdir, "moses.ini")
     write_tuned_ini(config.ini, out_ini, spec, final)
     return out_ini

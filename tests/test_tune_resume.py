@@ -1,0 +1,216 @@
+"""Embedded tuning is resumable per iteration: a run killed after iteration k continues at k + 1 and ends
+with the same tuned moses.ini as an uninterrupted run; a changed input or option starts afresh, removing
+only the tuner's own files; tune-log.csv has the decode and optimise seconds of every iteration."""
+from __future__ import annotations
+
+import csv
+import os
+import signal
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from phrase_rescore.app.cli import main
+from phrase_rescore.moses_integration.embedded import tune as tune_mod
+from phrase_rescore.moses_integration.embedded.decoder import Decoder
+from phrase_rescore.moses_integration.embedded.tune import EmbeddedTuneConfig, tune_embedded
+
+ITERATIONS = 4
+
+
+def _system(d: Path, seed: int = 1, n_words: int = 10, n_sent: int = 20) -> None:
+    """Three translations per word with random scores and references that mix them: MERT keeps moving
+    the weights as the pool grows, so a run takes all its iterations."""
+    rng = np.random.default_rng(seed)
+    lines = []
+    for i in range(n_words):
+        for t in "abc":
+            p = " ".join(f"{x:.3f}" for x in rng.uniform(0.05, 0.95, 4))
+            lines.append(f"s{i} ||| {t}{i} ||| {p} ||| 0-0 ||| 1 1 1")
+        lines.append(f"s{i} s{(i + 1) % n_words} ||| a{i} b{(i + 1) % n_words} ||| 0.5 0.5 0.5 0.5 ||| 0-0 1-1 ||| 1 1 1")
+    (d / "phrase-table").write_text("\n".join(lines) + "\n")
+    words = [f"{p}{i}" for p in "abc" for i in range(n_words)]
+    arpa = ["\\data\\", f"ngram 1={len(words) + 3}", "ngram 2=1", "", "\\1-grams:", "-1.0\t<unk>", "-99\t<s>\t0",
+            "-1.0\t</s>"] + [f"{-rng.uniform(1, 2):.3f}\t{w}\t0" for w in words]
+    arpa += ["", "\\2-grams:", "-1.5\t<s> a0", "", "\\end\\", ""]
+    (d / "lm.arpa").write_text("\n".join(arpa))
+    (d / "moses.ini").write_text(
+        "[distortion-limit]\n2\n\n[feature]\nUnknownWordPenalty\nWordPenalty\nPhrasePenalty\n"
+        f"PhraseDictionaryMemory name=TranslationModel0 num-features=4 path={d / 'phrase-table'} "
+        "input-factor=0 output-factor=0\nDistortion\n"
+        f"KENLM name=LM0 factor=0 path={d / 'lm.arpa'} order=2\n\n[weight]\nUnknownWordPenalty0= 1\n"
+        "WordPenalty0= -1\nPhrasePenalty0= 0.2\nTranslationModel0= 0.2 0.2 0.2 0.2\nDistortion0= 0.3\nLM0= 0.5\n")
+    src, ref = [], []
+    for _ in range(n_sent):
+        ids = rng.integers(0, n_words, rng.integers(3, 7))
+        src.append(" ".join(f"s{i}" for i in ids))
+        ref.append(" ".join(f"{'abc'[rng.integers(0, 3)]}{i}" for i in ids))
+    (d / "dev.src").write_text("\n".join(src) + "\n")
+    (d / "dev.ref").write_text("\n".join(ref) + "\n")
+
+
+@pytest.fixture(scope="module")
+def system(tmp_path_factory):
+    d = tmp_path_factory.mktemp("tune-resume")
+    _system(d)
+    return d
+
+
+def _config(d: Path, work: Path, **kw) -> EmbeddedTuneConfig:
+    values = dict(nbest=5, max_iterations=ITERATIONS, seed=1, restarts=2, threads=1) | kw
+    return EmbeddedTuneConfig(str(d / "moses.ini"), str(d / "dev.src"), str(d / "dev.ref"), str(work), **values)
+
+
+def _log(work: Path, timing: bool = False) -> list[dict]:
+    with open(work / "tune-log.csv") as f:
+        rows = list(csv.DictReader(f))
+    return rows if timing else [{k: v for k, v in r.items() if not k.startswith("seconds_")} for r in rows]
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(system, tmp_path_factory):
+    work = tmp_path_factory.mktemp("whole")
+    ini = tune_embedded(_config(system, work))
+    rows = _log(work, timing=True)
+    assert len(rows) == ITERATIONS, "the test system should not converge before its last iteration"
+    return Path(ini).read_bytes(), rows
+
+
+@pytest.fixture
+def decoded(monkeypatch):
+    """The iterations a run decodes, from the progress label of each Decoder.translate_all call."""
+    seen = []
+    original = Decoder.translate_all
+
+    def counting(self, *args, **kw):
+        seen.append(int(kw["desc"].rsplit(" ", 1)[1]))      # "tune iteration 3"
+        return original(self, *args, **kw)
+
+    monkeypatch.setattr(Decoder, "translate_all", counting)
+    return seen
+
+
+def _fail_in_iteration(monkeypatch, k: int, how):
+    """Make MERT of iteration ``k`` (the seed is ``seed + k``) fail with ``how()``, after its decode."""
+    original = tune_mod.optimize
+
+    def optimize(pool, init, tuned, restarts=20, random_directions=0, seed=0):
+        if seed == 1 + k:
+            how()
+        return original(pool, init, tuned, restarts=restarts, random_directions=random_directions, seed=seed)
+
+    monkeypatch.setattr(tune_mod, "optimize", optimize)
+
+
+def test_the_log_has_decode_and_optimise_seconds(uninterrupted):
+    _, rows = uninterrupted
+    assert [int(r["iteration"]) for r in rows] == list(range(1, ITERATIONS + 1))
+    for r in rows:
+        assert float(r["seconds_decode"]) > 0 and float(r["seconds_mert"]) > 0
+
+
+@pytest.mark.parametrize("k", [1, 3])
+def test_a_failed_run_resumes_after_its_last_finished_iteration(system, uninterrupted, tmp_path, monkeypatch,
+                                                                decoded, k):
+    work = tmp_path / "work"
+
+    def fail():
+        raise RuntimeError("injected")
+
+    with monkeypatch.context() as m:
+        _fail_in_iteration(m, k + 1, fail)
+        with pytest.raises(RuntimeError, match="injected"):
+            tune_embedded(_config(system, work))
+    assert decoded == list(range(1, k + 2))            # iteration k + 1 was decoded, not finished
+    assert not (work / "moses.ini").exists()
+    first = {p.name: p.stat().st_mtime_ns for p in work.glob("run1.*")}
+    decoded.clear()
+    lines = []
+    ini = tune_embedded(_config(system, work), echo=lines.append)
+    assert decoded == list(range(k + 1, ITERATIONS + 1))   # the finished iterations are not redone
+    assert lines == [f"tune: resuming after iteration {k} (its n-best lists and weights are in {work})"]
+    assert Path(ini).read_bytes() == uninterrupted[0]
+    assert _log(work) == [{k_: v for k_, v in r.items() if not k_.startswith("seconds_")} for r in uninterrupted[1]]
+    assert {p.name: p.stat().st_mtime_ns for p in work.glob("run1.*")} == first
+    # a finished run run again decodes nothing and writes the same moses.ini
+    decoded.clear()
+    assert Path(tune_embedded(_config(system, work))).read_bytes() == uninterrupted[0] and decoded == []
+
+
+def test_a_killed_process_resumes(system, uninterrupted, tmp_path, decoded):
+    work = tmp_path / "work"
+    pid = os.fork()
+    if pid == 0:                                       # the child is killed in MERT of iteration 3
+        try:
+            mp = pytest.MonkeyPatch()
+            _fail_in_iteration(mp, 3, lambda: os.kill(os.getpid(), signal.SIGKILL))
+            tune_embedded(_config(system, work))
+        finally:
+            os._exit(3)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL
+    assert (work / "run3.out").exists()                # decoded, not finished: redone
+    decoded.clear()
+    ini = tune_embedded(_config(system, work))
+    assert decoded == [3, 4]
+    assert Path(ini).read_bytes() == uninterrupted[0]
+
+
+def test_a_changed_input_or_option_starts_afresh_keeping_other_files(system, uninterrupted, tmp_path, decoded):
+    work = tmp_path / "work"
+    tune_embedded(_config(system, work, max_iterations=2))
+    (work / "notes.txt").write_text("mine\n")
+    # more iterations: the same run, continued
+    decoded.clear()
+    assert Path(tune_embedded(_config(system, work))).read_bytes() == uninterrupted[0] and decoded == [3, 4]
+    # another n-best size: everything the tuner wrote for size 5 goes, nothing else
+    decoded.clear()
+    lines = []
+    tune_embedded(_config(system, work, nbest=3, max_iterations=2), echo=lines.append)
+    assert lines == ["tune: started afresh (nbest changed since the interrupted run)"]
+    assert decoded == [1, 2]
+    assert (work / "notes.txt").read_text() == "mine\n"
+    assert sorted(p.name for p in work.glob("run*")) == [f"run{i}.{x}" for i in (1, 2)
+                                                         for x in ("best3.out", "candidates.npz", "out")]
+    # a changed dev reference
+    ref = (system / "dev.ref").read_text().splitlines()
+    changed = tmp_path / "dev2.ref"
+    changed.write_text("\n".join(["a0 b1 c2"] + ref[1:]) + "\n")
+    cfg = _config(system, work, nbest=3, max_iterations=1)
+    cfg.dev_ref = str(changed)
+    decoded.clear()
+    lines.clear()
+    tune_embedded(cfg, echo=lines.append)
+    assert lines == ["tune: started afresh (files dev_ref changed since the interrupted run)"]
+    assert decoded == [1] and not (work / "run2.out").exists() and (work / "notes.txt").exists()
+
+
+def test_the_tune_command_says_it_resumes(system, tmp_path):
+    argv = ["--quiet", "tune", str(system / "moses.ini"), "--backend", "embedded", "--dev-src",
+            str(system / "dev.src"), "--dev-ref", str(system / "dev.ref"), "--workdir", str(tmp_path / "w"),
+            "--nbest", "5", "--seed", "1"]
+    r = CliRunner().invoke(main, argv + ["--max-iterations", "1"])
+    assert r.exit_code == 0 and "resuming" not in r.stderr, r.output
+    r = CliRunner().invoke(main, argv + ["--max-iterations", "2"])
+    assert r.exit_code == 0, r.output
+    assert f"tune: resuming after iteration 1 (its n-best lists and weights are in {tmp_path / 'w'})" in r.stderr
+    assert len((tmp_path / "w" / "tune-log.csv").read_text().splitlines()) == 3
+
+
+def test_nbest_order_of_tied_scores_does_not_follow_memory_addresses(system, monkeypatch):
+    """With only the word penalty weighted, all candidates of a length tie; their order in the n-best list
+    must not depend on where the hypotheses lie in memory (a resumed tuning run decodes with a new
+    Decoder): decoding with ``id()`` reversed in the search module gives the same lists."""
+    from phrase_rescore.moses_integration.embedded import search
+
+    src = [s.split() for s in (system / "dev.src").read_text().splitlines()]
+    dec = Decoder.from_ini(system / "moses.ini", sentences=src, progress=False)
+    w = np.zeros(dec.spec.dim)
+    w[dec.spec.index("WordPenalty")] = -1.0
+    dec.set_weights(w)
+    lists = [[dec.nbest_lines(i, dec.translate(s, 20).nbest) for i, s in enumerate(src)]]
+    monkeypatch.setattr(search, "id", lambda obj: -id(obj), raising=False)
+    lists.append([dec.nbest_lines(i, dec.translate(s, 20).nbest) for i, s in enumerate(src)])
+    assert lists[0] == lists[1]

@@ -16,6 +16,7 @@ pictures_train     its training curves and t-SNE maps of word embeddings and phr
 table_rnn          phrase_table + the log p(f|e) column; ``table_rnn_wp``: + the unknown-word column
 ini_rnn, ini_rnn_wp  moses.ini pointed at those tables, with one or two more initial weights
 tuned_*            moses.ini tuned on the dev set (baseline, rnn, rnn_wp)
+cslm               the target-language CSLM checkpoint (train-cslm): the +CSLM rows re-rank n-best lists with it
 report_md/csv      the Table-1 report: dev and test BLEU per configuration, Δ, p-values, hashes
 report_html        the same as one self-contained page, with the tuning curves and the pictures embedded
 =================  =========================================================================
@@ -27,7 +28,9 @@ generated too: ``[demo-data]``, ``[split]``, ``[build-smt]``, ``[prepare]``, ``[
 ``prepare``, ``train``, ``score``, ``tune`` and ``evaluate`` that a workflow does not decide itself (the paths, which are artifacts;
 ``train --resume``, ``score --columns``/``--raw-logprob``/``--restart``); ``[moses-ini]`` takes
 ``moses-ini``'s options with ``rnn_weight`` and ``wp_weight`` for ``--weights``, since its two stages add
-one column and two.
+one column and two. ``[train-cslm]`` takes ``train-cslm``'s options; ``[evaluate]`` adds ``nbest_size``,
+``cslm_weight`` and ``rerank_restarts`` for the +CSLM rows (:class:`CSLMRerank`), which ``rescore-nbest``
+makes one by one outside a workflow.
 """
 from __future__ import annotations
 
@@ -47,6 +50,14 @@ CONFIGURATIONS = {  # configuration -> (display name, its ini artifact, its tabl
     "rnn": ("+RNN", "ini_rnn", "table_rnn", "tuned_rnn"),
     "rnn-wp": ("+RNN+WP", "ini_rnn_wp", "table_rnn_wp", "tuned_rnn_wp"),
 }
+
+
+CSLM_CONFIGURATIONS = {  # +CSLM row -> (display name, the configuration whose n-best lists it re-ranks)
+    "cslm-rnn": ("+CSLM+RNN", "rnn"),
+    "cslm-rnn-wp": ("+CSLM+RNN+WP", "rnn-wp"),
+}
+#: Table 1's rows in the paper's order, +RNN+WP (which the paper does not report without the CSLM) last
+ROW_ORDER = ("baseline", "rnn", "cslm-rnn", "cslm-rnn-wp", "rnn-wp")
 
 
 def _config(cls, params: dict, **fixed):
@@ -250,6 +261,20 @@ def drop_last_column(original: Path, rescored: Path, out: Path, compresslevel: i
     return n
 
 
+def run_train_cslm(ctx: StageContext) -> dict:
+    """The target-language CSLM on build-smt's clean target corpus, validated on the tokenized dev
+    references (text neither LM saw), with the n-gram LM's perplexity on the same text beside its own."""
+    from phrase_rescore.pipeline.train_cslm import TrainCSLMConfig, train_cslm
+
+    out = ctx.output("cslm").parent
+    resume = ctx.resume and (out / "last.pt").exists()
+    s = train_cslm(ctx.input("train_tgt_tok"), out, _config(TrainCSLMConfig, ctx.params, resume=resume),
+                   valid=ctx.input("dev_ref_tok"), lm=ctx.input("lm"))
+    if Path(s.model).resolve() != ctx.output("cslm").resolve():
+        raise PhraseRescoreError(f"training wrote its model to {s.model}, expected {ctx.output('cslm')}")
+    return {k: v for k, v in dataclasses.asdict(s).items() if k != "history"}  # the log is in train_log.csv
+
+
 # ----------------------------------------------------------------------------- moses-ini, tune, evaluate
 
 @dataclasses.dataclass
@@ -305,37 +330,134 @@ def _run_tune(config: str):
     return run
 
 
+@dataclasses.dataclass
+class CSLMRerank:
+    """``[evaluate]``'s settings of the +CSLM rows, used when the workflow trains a CSLM (Cho et al. section 5):
+    the tuned +RNN and +RNN+WP systems decode dev and test to n-best lists, ``CSLM0 = log p(e)`` is added to
+    every hypothesis, the weights are retuned by MERT on the dev list and re-rank both lists."""
+
+    nbest_size: int = setting(100, at_least=1, help="Distinct hypotheses per sentence in the lists the CSLM re-ranks.")
+    cslm_weight: float = setting(0.1, help="CSLM0's starting weight for MERT (the others start at the tuned ones).")
+    rerank_restarts: int = setting(20, at_least=1, help="MERT's random restarts on the dev n-best list.")
+
+
+def _check_evaluate(p: dict) -> None:
+    from phrase_rescore.moses_integration.report import EvaluateConfig
+
+    stage_check(EvaluateConfig)(p)
+    stage_check(CSLMRerank)(p)
+
+
+def _stamp_ok(path: Path, stamp: dict, outputs) -> bool:
+    try:
+        return all(Path(o).is_file() for o in outputs) and json.loads(path.read_text(encoding="utf-8")) == stamp
+    except (FileNotFoundError, ValueError):
+        return False
+
+
+def _cslm_row(ctx: StageContext, config: str, base, cslm: Path, work: Path):
+    """The +CSLM row of ``config``: its tuned system's dev and test n-best lists (``base.nbest``) with CSLM0
+    added, the weights retuned by MERT on the dev list (starting at the tuned system's, CSLM0 at
+    ``cslm_weight``), both lists re-ranked by them. Reused when its stamp (the hashes of the lists, the
+    CSLM, the tuned ini and the settings) matches."""
+    from phrase_rescore.core.fileio import sha256_file
+    from phrase_rescore.moses_integration.moses_ini import read_moses_ini
+    from phrase_rescore.moses_integration.report import SystemSpec
+    from phrase_rescore.pipeline.rescore_nbest import (RescoreConfig, read_sentences, rerank_nbest, rescore_nbest,
+                                                       write_weights)
+
+    p = ctx.params
+    label = CSLM_CONFIGURATIONS[config][0]
+    out = {"dev": work / f"dev.{config}.tok", "test": work / f"test.{config}.tok"}
+    weights_path = Path(f"{out['test']}.weights.ini")
+    stamp = {"cslm": sha256_file(cslm), "ini": sha256_file(base.ini), "dev_ref": sha256_file(ctx.input("dev_ref_tok")),
+             **{f"{k}_nbest": sha256_file(v) for k, v in base.nbest.items()},
+             **{k: p[k] for k in ("cslm_weight", "rerank_restarts")}}
+    stamp_path = work / f"{config}.stamp.json"
+    summary = {}
+    if not _stamp_ok(stamp_path, stamp, [*out.values(), weights_path]):
+        init = dict(read_moses_ini(base.ini).weights)
+        init["CSLM0"] = [p["cslm_weight"]]
+        init_path = work / f"{config}.init-weights.ini"
+        write_weights(init_path, init)
+        s = rescore_nbest(RescoreConfig(os.fspath(base.nbest["test"]), os.fspath(ctx.input("test_src_tok")),
+                                        [os.fspath(cslm)], os.fspath(work / f"test.{config}.nbest"),
+                                        os.fspath(out["test"]), feature_name="CSLM0", weights_ini=os.fspath(init_path),
+                                        dev_nbest=os.fspath(base.nbest["dev"]),
+                                        dev_src=os.fspath(ctx.input("dev_src_tok")),
+                                        dev_ref=os.fspath(ctx.input("dev_ref_tok")), mert_restarts=p["rerank_restarts"]))
+        weights = read_moses_ini(s.tuned_weights).weights
+        n_dev = len(read_sentences(ctx.input("dev_src_tok")))
+        changed_dev = rerank_nbest(f"{work / f'test.{config}.nbest'}.dev", weights, out["dev"], n_dev)
+        summary = {"hypotheses": s.hypotheses, "hyps_per_s": round(s.hyps_per_s), "mert_dev_bleu": s.dev_bleu,
+                   "changed_test": s.changed_1best, "changed_dev": changed_dev}
+        with atomic_open(stamp_path, "w") as f:
+            json.dump(stamp, f, indent=1)
+    row = SystemSpec(label, base.ini, base.model, outputs=dict(out), nbest=dict(base.nbest),
+                     hashes={"cslm_sha256": sha256_file(cslm), "rerank_weights_sha256": sha256_file(weights_path)})
+    return row, {"weights": os.fspath(weights_path), **summary}
+
+
 def run_evaluate(ctx: StageContext) -> dict:
     """Decode dev and test with each tuned configuration and write Table 1.
 
     BLEU is on detokenized output against the raw references; when the system is lowercased
     (``case = "lower"``) the references are lowercased too, so the scores are case-insensitive
-    (as ``sacrebleu -lc``), and the report says so.
+    (as ``sacrebleu -lc``), and the report says so. With a CSLM (artifact ``cslm``) the +RNN and +RNN+WP
+    systems decode to n-best lists (their rows are the lists' first hypotheses) and the +CSLM rows re-rank
+    those lists (:func:`_cslm_row`); the report gives the lists' oracle BLEU.
     """
-    from phrase_rescore.moses_integration.report import EvaluateConfig, SystemSpec, evaluate
+    from phrase_rescore.moses_integration.backend import get_backend
+    from phrase_rescore.moses_integration.report import EvaluateConfig, SystemSpec, decode_split, evaluate
 
     p = ctx.params
-    systems = []
+    work = ctx.dir / "work"
+    work.mkdir(parents=True, exist_ok=True)
+    rows = {}
     for config, (label, _, _, tuned_art) in CONFIGURATIONS.items():
         ini = ctx.input(tuned_art)
         if ini is not None:
-            systems.append(SystemSpec(label, Path(ini), None if config == "baseline" else ctx.input("model")))
-    if not systems or systems[0].name != "Baseline":
+            rows[config] = SystemSpec(label, Path(ini), None if config == "baseline" else ctx.input("model"))
+    if "baseline" not in rows:
         raise PhraseRescoreError("evaluate needs the tuned baseline (tune-baseline, or tuned_baseline in [inputs])")
     dev_src, dev_ref = ctx.input("dev_src_tok"), ctx.input("dev_ref")
+    cslm, reranked = ctx.input("cslm"), {}
+    if cslm is not None:
+        if not any(base in rows for _, base in CSLM_CONFIGURATIONS.values()):
+            raise PhraseRescoreError("the +CSLM rows re-rank the n-best lists of the tuned +RNN or +RNN+WP system; "
+                                     "add tune-rnn or tune-rnn-wp to the workflow")
+        if dev_src is None or ctx.input("dev_ref_tok") is None:
+            raise PhraseRescoreError("the +CSLM rows retune their weights on the dev n-best list; they need the "
+                                     "tokenized dev set (dev_src_tok, dev_ref_tok)")
+        backend = get_backend(p["backend"], p["moses_home"] or None)
+        for config, (_, base) in CSLM_CONFIGURATIONS.items():
+            if base not in rows:
+                continue
+            spec = rows[base]
+            for split, src in (("dev", dev_src), ("test", ctx.input("test_src_tok"))):
+                spec.outputs[split] = decode_split(backend, spec, Path(src), work / f"{split}.{base}.tok",
+                                                   p["threads"], nbest_path=work / f"{split}.{base}.nbest",
+                                                   nbest=p["nbest_size"])
+                spec.nbest[split] = work / f"{split}.{base}.nbest"
+            rows[config], reranked[config] = _cslm_row(ctx, config, spec, cslm, work)
+    systems = [rows[c] for c in ROW_ORDER if c in rows]
     cfg = EvaluateConfig(systems=systems, test_src=ctx.input("test_src_tok"), test_ref=ctx.input("test_ref"),
-                         workdir=ctx.dir / "work", dev_src=dev_src if dev_ref is not None else None,
+                         workdir=work, dev_src=dev_src if dev_ref is not None else None,
                          dev_ref=dev_ref if dev_src is not None else None, backend=p["backend"],
                          moses_home=p["moses_home"] or None, target_lang=p["target_lang"] or None, case=p["case"],
                          bootstrap_samples=p["bootstrap_samples"], seed=p["seed"], threads=p["threads"],
                          out_md=ctx.output("report_md"), out_csv=ctx.output("report_csv"))
     df = evaluate(cfg)
-    cols = [c for c in ("configuration", "dev_bleu", "dev_p", "test_bleu", "test_p") if c in df.columns]
+    cols = [c for c in ("configuration", "dev_bleu", "dev_p", "test_bleu", "test_p", "dev_oracle_bleu",
+                        "test_oracle_bleu") if c in df.columns]
     from .pictures import stage_report  # tuning curves, then report.html beside table1.md
 
     report = stage_report(ctx.inputs, ctx.output("report_md"), ctx.dir,
                           {tuned: label for label, _, _, tuned in CONFIGURATIONS.values()})
-    return {"table": df[cols].to_dict(orient="records"), "report": report}
+    out = {"table": json.loads(df[cols].to_json(orient="records")), "report": report}
+    if reranked:
+        out["cslm_rerank"] = reranked
+    return out
 
 
 # ----------------------------------------------------------------------------- the registry
@@ -349,6 +471,7 @@ def default_registry() -> Registry:
     from phrase_rescore.pipeline.prepare import PrepareConfig
     from phrase_rescore.pipeline.score import ScoreConfig
     from phrase_rescore.pipeline.train import TrainConfig
+    from phrase_rescore.pipeline.train_cslm import TrainCSLMConfig
 
     reg = Registry()
     reg.add(StageDef("demo-data", "demo-data", run_demo_data,
@@ -385,6 +508,11 @@ def default_registry() -> Registry:
                      produces={"table_rnn": "phrase-table.rnn.gz", "table_rnn_wp": "phrase-table.rnn-wp.gz"},
                      doc="append log p(f|e) (and the unknown-word count) to the phrase table",
                      choices=stage_choices(ScoreConfig), check=stage_check(ScoreConfig), resumable=True))
+    reg.add(StageDef("train-cslm", "train-cslm", run_train_cslm, stage_params(TrainCSLMConfig),
+                     consumes=("train_tgt_tok", "dev_ref_tok", "lm"), optional=frozenset({"dev_ref_tok", "lm"}),
+                     produces={"cslm": "model/model.pt"},
+                     doc="train the target-language CSLM (held-out perplexity beside the n-gram LM's)",
+                     choices=stage_choices(TrainCSLMConfig), check=stage_check(TrainCSLMConfig), resumable=True))
     for config in ("rnn", "rnn-wp"):
         _, ini_art, table_art, _ = CONFIGURATIONS[config]
         reg.add(StageDef(f"moses-ini-{config}", "moses-ini", _run_moses_ini(config), _moses_ini_params(config),
@@ -395,16 +523,17 @@ def default_registry() -> Registry:
         reg.add(StageDef(f"tune-{config}", "tune", _run_tune(config), stage_params(TuneConfig),
                          consumes=(ini_art, table_art, "lm", "dev_src_tok", "dev_ref_tok"), optional=frozenset({"lm"}),
                          produces={tuned_art: "moses.ini"}, doc=f"tune {label} on the dev set",
-                         choices=stage_choices(TuneConfig), check=stage_check(TuneConfig)))
+                         choices=stage_choices(TuneConfig), check=stage_check(TuneConfig),
+                         resumable=True))   # the embedded tuner continues after its last finished iteration
     reg.add(StageDef("evaluate", "evaluate", run_evaluate,
-                     stage_params(EvaluateConfig),
+                     {**stage_params(EvaluateConfig), **stage_params(CSLMRerank)},
                      consumes=("tuned_baseline", "tuned_rnn", "tuned_rnn_wp", "phrase_table", "table_rnn",
-                               "table_rnn_wp", "lm", "model", "test_src_tok", "test_ref", "dev_src_tok", "dev_ref",
-                               "pictures_train"),
+                               "table_rnn_wp", "lm", "model", "cslm", "test_src_tok", "test_ref", "dev_src_tok",
+                               "dev_ref", "dev_ref_tok", "pictures_train"),
                      optional=frozenset({"tuned_rnn", "tuned_rnn_wp", "table_rnn", "table_rnn_wp", "lm", "model",
-                                         "dev_src_tok", "dev_ref", "pictures_train"}),
+                                         "cslm", "dev_src_tok", "dev_ref", "dev_ref_tok", "pictures_train"}),
                      produces={"report_md": "table1.md", "report_csv": "table1.csv", "report_html": "report.html"},
-                     doc="decode dev/test with each tuned configuration; Table 1 with BLEU and p-values",
-                     choices=stage_choices(EvaluateConfig), check=stage_check(EvaluateConfig),
+                     doc="decode dev/test with each tuned configuration (+CSLM: re-rank n-best lists); Table 1",
+                     choices=stage_choices(EvaluateConfig), check=_check_evaluate,
                      follows={"build-smt": EVALUATE_BUILD_KEYS}))
     return reg

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator, Sequence
 
+import numpy as np
 import pandas as pd
 
 from phrase_rescore.core.config import setting
@@ -39,11 +40,20 @@ CASE_NOTE = "\nBLEU and chrF are case-insensitive: the system is lowercased, so 
 
 @dataclass
 class SystemSpec:
-    """One configuration: a display name, its moses.ini, and optionally the model that scored its table."""
+    """One configuration: a display name, its moses.ini, and optionally the model that scored its table.
+
+    :ivar outputs: split ("dev", "test") -> its tokenized translation, made elsewhere (e.g. re-ranked from an
+        n-best list); a split without one is decoded with ``ini``.
+    :ivar nbest: split -> the n-best list its translation was chosen from; the report gives its oracle BLEU.
+    :ivar hashes: more ``<what>_sha256`` columns for the report (e.g. the CSLM and the re-ranking weights).
+    """
 
     name: str
     ini: Path
     model: Path | None = None
+    outputs: dict[str, Path] = field(default_factory=dict)
+    nbest: dict[str, Path] = field(default_factory=dict)
+    hashes: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -150,30 +160,69 @@ def detokenize_lines(lines: Sequence[str], lang: str | None) -> list[str]:
     return [md.detokenize(line.split()) for line in lines]
 
 
-def _stamp(ini: Path, model: Path | None, src: Path) -> dict:
-    return {"ini_sha256": sha256_file(ini), "model_sha256": sha256_file(model) if model else None,
-            "input_sha256": sha256_file(src)}
+def _stamp(ini: Path, model: Path | None, src: Path, nbest: int = 0) -> dict:
+    stamp = {"ini_sha256": sha256_file(ini), "model_sha256": sha256_file(model) if model else None,
+             "input_sha256": sha256_file(src)}
+    return {**stamp, "nbest": nbest} if nbest else stamp
 
 
-def decode_split(backend: Backend, spec: SystemSpec, src: Path, out: Path, threads: int = 1) -> Path:
-    """Decode ``src`` with ``spec.ini`` into ``out`` unless a matching earlier output exists (resume)."""
+def decode_split(backend: Backend, spec: SystemSpec, src: Path, out: Path, threads: int = 1,
+                 nbest_path: Path | None = None, nbest: int = 0) -> Path:
+    """Decode ``src`` with ``spec.ini`` into ``out`` (and, with ``nbest``, a distinct n-best list into
+    ``nbest_path``) unless a matching earlier output exists (resume)."""
     stamp_path = out.with_name(out.name + ".stamp.json")
-    stamp = _stamp(Path(spec.ini), spec.model, Path(src))
-    if out.is_file() and stamp_path.is_file():
+    nbest = nbest if nbest_path is not None else 0
+    stamp = _stamp(Path(spec.ini), spec.model, Path(src), nbest)
+    if out.is_file() and stamp_path.is_file() and (not nbest or Path(nbest_path).is_file()):
         try:
             if json.loads(stamp_path.read_text()) == stamp:
                 return out
         except json.JSONDecodeError:
             pass
-    backend.decode(spec.ini, src, out, threads=threads)
+    backend.decode(spec.ini, src, out, nbest_path=nbest_path if nbest else None, nbest=nbest, threads=threads)
     with atomic_open(stamp_path, "wb") as f:
         f.write(json.dumps(stamp, indent=1).encode())
     return out
 
 
+def oracle_choices(nbest_path: Path, refs: Sequence[str], lang: str | None, case: str) -> list[str]:
+    """Per sentence of an n-best list, the hypothesis of highest BLEU+1 (Lin & Och 2004: add-one smoothed
+    n-gram precisions above unigrams) against its reference; the reference is tokenized as the system's
+    training data was (the embedded tokenizer, ``lang`` and ``case``) for the choice. An empty line where
+    the list has no hypothesis of a sentence."""
+    from .embedded.bleu_stats import MAX_ORDER, REF_LEN, Reference, sentence_stats
+    from .embedded.tokenizer import TokenizeConfig, Tokenizer
+    from .nbest import read_nbest_groups
+
+    tok = Tokenizer(TokenizeConfig(lang=lang or "en", case=case if case in CASES else "none"))
+    out = []
+    for sid, group in read_nbest_groups(nbest_path, num_sentences=len(refs)):
+        ref = Reference(" ".join(tok.tokenize(refs[sid])))
+        best, best_score = "", None
+        for e in group:                                 # ties keep the decoder's order
+            st = sentence_stats(e.hypothesis, ref)
+            m, t = st[0:2 * MAX_ORDER:2].copy(), st[1:2 * MAX_ORDER:2].copy()
+            m[1:] += 1
+            t[1:] += 1
+            score = -np.inf if m[0] == 0 else float(np.log(m / t).mean() + min(0.0, 1.0 - st[REF_LEN] / t[0]))
+            if best_score is None or score > best_score:
+                best, best_score = e.hypothesis, score
+        out.append(best)
+    return out
+
+
+def oracle_bleu(nbest_path: Path, refs: Sequence[str], lang: str | None, case: str) -> float:
+    """sacrebleu's corpus BLEU (as in the table) of the detokenized oracle choices (:func:`oracle_choices`)."""
+    from sacrebleu.metrics import BLEU
+
+    hyps = detokenize_lines(oracle_choices(nbest_path, refs, lang, case), lang)
+    return BLEU().corpus_score(hyps, [list(refs)]).score
+
+
 def build_table(names: Sequence[str], test: SplitScores, dev: SplitScores | None,
-                hashes: Sequence[dict]) -> pd.DataFrame:
-    """Table 1 as a DataFrame: one row per configuration."""
+                hashes: Sequence[dict], oracles: Sequence[dict] | None = None) -> pd.DataFrame:
+    """Table 1 as a DataFrame: one row per configuration (``oracles[i]``: split -> the oracle BLEU of the
+    n-best list row i was chosen from)."""
     rows = []
     for i, name in enumerate(names):
         row = {"configuration": name}
@@ -184,6 +233,9 @@ def build_table(names: Sequence[str], test: SplitScores, dev: SplitScores | None
             row[f"{split}_delta"] = round(sc.bleu[i] - sc.bleu[0], 2)
             row[f"{split}_p"] = sc.p_bleu[i]
             row[f"{split}_chrf"] = round(sc.chrf[i], 2)
+            if oracles is not None and any(oracles):
+                o = oracles[i].get(split)
+                row[f"{split}_oracle_bleu"] = None if o is None else round(o, 2)
         row.update(hashes[i])
         rows.append(row)
     return pd.DataFrame(rows)
@@ -198,19 +250,34 @@ def to_markdown(df: pd.DataFrame, test: SplitScores, dev: SplitScores | None) ->
     if dev is not None:
         head += ["Dev BLEU", "Δ dev", "p (dev)"]
     head += ["Test BLEU", "Δ test", "p (test)", "Test chrF"]
+    oracle = [sp for sp in ("dev", "test") if f"{sp}_oracle_bleu" in df.columns]
+    head += [f"Oracle {sp} BLEU" for sp in oracle]
     lines = ["| " + " | ".join(head) + " |", "|" + "|".join(["---"] + ["---:"] * (len(head) - 1)) + "|"]
+
+    def num(x):
+        return "–" if x is None or pd.isna(x) else f"{x:.2f}"
+
     for _, r in df.iterrows():
         cells = [str(r["configuration"])]
         if dev is not None:
             cells += [f"{r['dev_bleu']:.2f}", f"{r['dev_delta']:+.2f}", p(r["dev_p"])]
         cells += [f"{r['test_bleu']:.2f}", f"{r['test_delta']:+.2f}", p(r["test_p"]), f"{r['test_chrf']:.2f}"]
+        cells += [num(r[f"{sp}_oracle_bleu"]) for sp in oracle]
         lines.append("| " + " | ".join(cells) + " |")
-    lines += ["", "p: paired bootstrap resampling against the first row (sacrebleu).", "",
-              "| Configuration | moses.ini sha256 | model sha256 |", "|---|---|---|"]
+    lines += ["", "p: paired bootstrap resampling against the first row (sacrebleu)."]
+    if oracle:
+        lines += ["Oracle: BLEU of the n-best list the row's translations were chosen from, taking in each "
+                  "sentence the hypothesis of highest BLEU+1 against the reference."]
+    extra = [c for c in df.columns if c.endswith("_sha256") and c not in ("ini_sha256", "model_sha256")]
+    lines += ["", "| Configuration | moses.ini sha256 | model sha256 |" + "".join(
+        f" {c.removesuffix('_sha256')} sha256 |" for c in extra), "|---|---|---|" + "---|" * len(extra)]
+
+    def sha(x):
+        return "–" if x is None or pd.isna(x) else f"`{x}`"  # a baseline has no model
+
     for _, r in df.iterrows():
-        model = r["model_sha256"]
-        model = "–" if model is None or pd.isna(model) else f"`{model}`"  # a baseline has no model
-        lines.append(f"| {r['configuration']} | `{r['ini_sha256']}` | {model} |")
+        lines.append(f"| {r['configuration']} | `{r['ini_sha256']}` | {sha(r['model_sha256'])} |"
+                     + "".join(f" {sha(r[c])} |" for c in extra))
     lines += ["", "Signatures:"]
     for split, sc in (("dev", dev), ("test", test)):
         if sc is not None:
@@ -246,7 +313,12 @@ def evaluate(cfg: EvaluateConfig) -> pd.DataFrame:
             raise PhraseRescoreError(f"{split} source has {n_src} lines but its reference has {len(refs)}", ref)
         named = []
         for s in cfg.systems:
-            out = decode_split(backend, s, Path(src), work / f"{split}.{_safe(s.name)}.tok", cfg.threads)
+            out = s.outputs.get(split)
+            if out is None:
+                out = decode_split(backend, s, Path(src), work / f"{split}.{_safe(s.name)}.tok", cfg.threads)
+            elif len(read_text_lines(out)) != n_src:
+                raise PhraseRescoreError(f"has {len(read_text_lines(out))} translations of the {n_src} {split} "
+                                         f"sentences ({s.name})", out)
             hyps = read_text_lines(out)
             if cfg.case == "truecase":  # Moses's recipe: detruecase.perl, then detokenizer.perl
                 hyps = detruecase_lines(hyps)
@@ -254,13 +326,23 @@ def evaluate(cfg: EvaluateConfig) -> pd.DataFrame:
             with atomic_open(work / f"{split}.{_safe(s.name)}.detok", "wb") as f:
                 f.write("".join(h + "\n" for h in hyps).encode("utf-8"))
             named.append((s.name, hyps))
+        for i, s in enumerate(cfg.systems):
+            if split in s.nbest:
+                key = os.fspath(s.nbest[split])
+                if key not in oracle_of:
+                    oracle_of[key] = oracle_bleu(Path(key), refs, detok_lang, cfg.case)
+                oracles[i][split] = oracle_of[key]
         return score_systems(named, refs, cfg.bootstrap_samples, cfg.seed)
+
+    oracles: list[dict] = [{} for _ in cfg.systems]
+    oracle_of: dict[str, float] = {}
 
     dev = run_split("dev", cfg.dev_src, cfg.dev_ref) if cfg.dev_src is not None else None
     test = run_split("test", cfg.test_src, cfg.test_ref)
-    hashes = [{"ini_sha256": sha256_file(s.ini), "model_sha256": sha256_file(s.model) if s.model else None}
-              for s in cfg.systems]
-    df = build_table(names, test, dev, hashes)
+    extra = sorted({k for s in cfg.systems for k in s.hashes})
+    hashes = [{"ini_sha256": sha256_file(s.ini), "model_sha256": sha256_file(s.model) if s.model else None,
+               **{k: s.hashes.get(k) for k in extra}} for s in cfg.systems]
+    df = build_table(names, test, dev, hashes, oracles)
     out_md = Path(cfg.out_md) if cfg.out_md else work / "table1.md"
     out_csv = Path(cfg.out_csv) if cfg.out_csv else work / "table1.csv"
     with atomic_open(out_md, "wb") as f:

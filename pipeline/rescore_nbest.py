@@ -225,6 +225,24 @@ def tune_rerank_weights(nbest_path: str | os.PathLike, ref_path: str | os.PathLi
     return out, float(res.score)
 
 
+def rerank_nbest(nbest_path: str | os.PathLike, weights: dict[str, list[float]], out_1best: str | os.PathLike,
+                 num_sentences: int) -> int:
+    """Write the best hypothesis of every sentence of an n-best list under ``weights`` (every feature of the
+    list weighted; an empty line where it has none), without any model. Returns the sentences whose
+    best is not the decoder's first."""
+    changed = 0
+    with atomic_open(out_1best, "w") as one:
+        for _, group in read_nbest_groups(nbest_path, num_sentences=num_sentences):
+            best, best_score = None, None
+            for e in group:
+                sc = combined_score(e, 0.0, weights)
+                if best_score is None or sc > best_score:  # ties keep the decoder's order
+                    best, best_score = e, sc
+            one.write((best.hypothesis if best is not None else "") + "\n")
+            changed += best is not None and best is not group[0]
+    return changed
+
+
 def write_weights(path: str | os.PathLike, weights: dict[str, list[float]]) -> None:
     """Write weights as a moses.ini ``[weight]`` section (readable by ``--weights``)."""
     from phrase_rescore.moses_integration.moses_values import format_weight

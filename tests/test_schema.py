@@ -21,6 +21,7 @@ from phrase_rescore.moses_integration.tuning import TuneConfig
 from phrase_rescore.pipeline.prepare import PrepareConfig
 from phrase_rescore.pipeline.score import ScoreConfig
 from phrase_rescore.pipeline.train import TrainConfig
+from phrase_rescore.pipeline.train_cslm import TrainCSLMConfig
 
 #: stage -> (its command, the config both are generated from, workflow keys that are no option of the command)
 STAGES = {
@@ -34,7 +35,8 @@ STAGES = {
     "tune-rnn": ("tune", TuneConfig, set()),
     "tune-rnn-wp": ("tune", TuneConfig, set()),
     # evaluate lowercases the references and detokenizes as build-smt built the system (--detok-lang)
-    "evaluate": ("evaluate", EvaluateConfig, set()),
+    "evaluate": ("evaluate", EvaluateConfig, {"nbest_size", "cslm_weight", "rerank_restarts"}),  # +CSLM rows
+    "train-cslm": ("train-cslm", TrainCSLMConfig, set()),
     # the two stages add one column and two: one initial weight each instead of --weights
     "moses-ini-rnn": ("moses-ini", RewriteConfig, {"rnn_weight"}),
     "moses-ini-rnn-wp": ("moses-ini", RewriteConfig, {"rnn_weight", "wp_weight"}),

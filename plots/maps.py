@@ -29,7 +29,8 @@ LABEL_CHARS = 42
 class MapConfig:
     """Options of ``plot embeddings``: which vectors are mapped and how t-SNE places them."""
 
-    seed: int = setting(1, at_least=0, help="Seed of t-SNE (its PCA start and its optimisation).")
+    seed: int = setting(1, at_least=0, help="Seed of t-SNE (scikit-learn's random_state; from the PCA start "
+                                            "the map hardly depends on it).")
     iterations: int = setting(500, at_least=250, help="t-SNE iterations (Barnes-Hut; 250 at least).")
     perplexity: float = setting(30.0, above=0, help="t-SNE perplexity; lowered to (points - 1) / 3 for few points.")
     max_words: int = setting(500, at_least=1, help="Map the embeddings of this many of each side's most frequent words.")

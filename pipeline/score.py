@@ -255,7 +255,7 @@ def _score_sharded(model, vocabs, table_path, out_path, config: ScoreConfig, ide
     try:
         out = part(shard)
         part_rejects = None if rejects is None else out.path.with_name(out.path.name + ".rejects")
-        done = out.finished()
+        done = None if config.restart else out.finished()
         if done is not None and (part_rejects is None or part_rejects.exists()):
             result = {"lines": 0, "pairs": 0, "resumed": done["lines"], "workers": 0}
         else:
@@ -276,6 +276,7 @@ def _score_sharded(model, vocabs, table_path, out_path, config: ScoreConfig, ide
         raise PhraseRescoreError(f"rank {failed[0][0]} failed: {failed[0][1]}")
     parts = [part(s) for s in shards]
     states = [p.finished() for p in parts]
+    d.barrier()                      # every rank has read the parts' states before rank 0 removes them
     if d.is_main:
         missing = [p.path for p, st in zip(parts, states) if st is None]
         if missing:
@@ -287,7 +288,7 @@ def _score_sharded(model, vocabs, table_path, out_path, config: ScoreConfig, ide
             rejected_parts = [p.path.with_name(p.path.name + ".rejects") for p in parts]
             sharded.join_files(rejects, rejected_parts)
         sharded.remove([f for p in parts for f in (p.path, p.done_path)] + rejected_parts +
-                       [sharded.plan_path(out_path)])
+                       [sharded.plan_path(out_path)] + sharded.stale_parts(out_path))
     d.barrier()                      # OUT is complete when any rank returns
     seconds = time.perf_counter() - t0
     totals = {k: sum((st or {}).get("stats", {}).get(k, 0) for st in states)

@@ -124,14 +124,19 @@ def test_two_ranks_write_a_single_runs_bytes_with_rejects(tmp_path, model_path):
     write_table(table, lines, final_newline=False)
     ref, out = tmp_path / "ref", tmp_path / "out"
     score_table(model_path, table, ref, ScoreConfig(chunk_lines=30, threads=1, on_error="keep"))
+    # a part an earlier job of 3 ranks left (score's: it has a manifest), and a user's file of that name
+    (tmp_path / "out.part-00002-of-00003").write_bytes(b"left")
+    (tmp_path / "out.part-00002-of-00003.json").write_text(json.dumps({"format": "phrase-rescore-score-manifest"}))
+    (tmp_path / "out.part-00001-of-00003").write_bytes(b"the user's")
     printed = _finish(_torchrun(tmp_path, [model_path, table, "--out", out, "--chunk-lines", "30",
                                            "--on-error", "keep"]))
     assert out.read_bytes() == ref.read_bytes()
     assert (tmp_path / "out.rejects").read_bytes() == (tmp_path / "ref.rejects").read_bytes()
     assert b"\t" in (tmp_path / "out.rejects").read_bytes()
     assert f"scored {len(lines)} lines" in printed and "2 ranks" in printed and printed.count("scored") == 1
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "out.rejects", "pt", "rank_main.py", "ref",
-                                                          "ref.rejects"]    # parts, manifests, plan removed
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "out.part-00001-of-00003", "out.rejects", "pt",
+                                                          "rank_main.py", "ref", "ref.rejects"]
+    assert (tmp_path / "out.part-00001-of-00003").read_bytes() == b"the user's"  # ours removed, not theirs
 
 
 def _free_port() -> int:

@@ -26,8 +26,10 @@ shared filesystem.
 """
 from __future__ import annotations
 
+import glob
 import json
 import os
+import re
 import shutil
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -38,10 +40,11 @@ from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.core.fileio import (GZIP_HEADER, GZIP_READ_ERRORS, atomic_path, gzip_read_error, gzip_trailer,
                                         open_binary_read)
 
-from .chunked import ChunkedOutput, crc32_combine
+from .chunked import MANIFEST_FORMAT, ChunkedOutput, crc32_combine
 
 PLAN_FORMAT = "phrase-rescore-score-shards"
 _BLOCK = 1 << 24        # bytes per read of the split pass
+_PART_NAME = re.compile(r"\.part-\d{5}-of-\d{5}")
 
 
 @dataclass(frozen=True)
@@ -166,6 +169,29 @@ def join_files(out, paths: list[Path]) -> None:
         for p in paths:
             with open(p, "rb") as src:
                 shutil.copyfileobj(src, f, _BLOCK)
+
+
+def stale_parts(out) -> list[Path]:
+    """The files of parts of OUT that an earlier job with another rank count left: each part file
+    (``OUT.part-RRRRR-of-NNNNN`` and its ``.partial``, ``.rejects``) whose manifest says it is score's,
+    and the manifests."""
+    out = Path(out)
+    found = []
+    for manifest in out.parent.glob(f"{glob.escape(out.name)}.part-*-of-*.json"):
+        stem = manifest.name[:-len(".json")]
+        if stem.endswith(".partial"):
+            stem = stem[:-len(".partial")]
+        if not _PART_NAME.fullmatch(stem[len(out.name):]):
+            continue
+        try:
+            with open(manifest, encoding="utf-8") as f:
+                if json.load(f).get("format") != MANIFEST_FORMAT:
+                    continue
+        except (OSError, ValueError):
+            continue
+        found += [manifest] + [out.parent / (stem + s) for s in ("", ".partial", ".rejects")
+                               if (out.parent / (stem + s)).exists()]
+    return found
 
 
 def remove(paths) -> None:

@@ -2,8 +2,9 @@
 I/O rates of the split and the join.
 
 1. **Scaling.** One generated table (:mod:`gen_table`), one untrained model per preset (speed does not
-   depend on training); ``phrase-rescore score`` as one process with one worker (one core), then under
-   ``torchrun --nproc-per-node N`` (each rank cores / N workers: one core each with N = cores). pairs/s
+   depend on training); ``phrase-rescore score`` as one process pinned to one core (its worker, reader
+   and writer threads share it), then under ``torchrun --nproc-per-node N`` on all cores (each rank
+   cores / N workers: one core each with N = cores). pairs/s
    as the command reports it: the one process's from its scoring loop, the job's from the ranks' pairs
    over rank 0's time from after the model is loaded to OUT joined (the split and the join included).
    Start-up (imports, the model) is not counted in either. The two outputs must be the same bytes.
@@ -51,10 +52,11 @@ def _cli() -> list[str]:
     return [str(Path(sys.executable).with_name("phrase-rescore"))]
 
 
-def _score(cmd: list[str], env: dict) -> tuple[int, float, float]:
-    """Run one scoring command: (pairs, pairs/s as it reports them, wall seconds)."""
+def _score(cmd: list[str], env: dict, cores: set | None = None) -> tuple[int, float, float]:
+    """Run one scoring command (on ``cores`` only, when given): (pairs, pairs/s as it reports them, wall seconds)."""
     t0 = time.perf_counter()
-    done = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=tempfile.gettempdir())
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=tempfile.gettempdir(),
+                          preexec_fn=None if cores is None else lambda: os.sched_setaffinity(0, cores))
     wall = time.perf_counter() - t0
     if done.returncode != 0:
         raise SystemExit(f"failed: {' '.join(cmd)}\n{done.stderr[-3000:]}")
@@ -81,7 +83,7 @@ def bench_scaling(preset: str, table: Path, work: Path, ranks: int, chunk_lines:
     env.pop("WORLD_SIZE", None)
     one, many = work / f"{preset}.one.gz", work / f"{preset}.many.gz"
     common = ["score", str(ckpt), str(table), "--chunk-lines", str(chunk_lines), "--restart"]
-    pairs, r1, w1 = _score(_cli() + common + ["--out", str(one), "--threads", "1"], env)
+    pairs, r1, w1 = _score(_cli() + common + ["--out", str(one), "--threads", "1"], env, cores={0})
     load1 = os.getloadavg()[0]
     launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(ranks),
                 "--no-python"]

@@ -176,6 +176,10 @@ def run_cmd(workflow_file, workdir, sets, from_stage):
     if "evaluate" in wf.stages and report.exists():
         click.echo("")
         click.echo(report.read_text(encoding="utf-8"))
+        pictures = sorted(work.glob("*/*.png")) + sorted(work.glob("*/pictures/*.png"))
+        if (report.parent / "report.html").exists():
+            click.echo(f"report page: {report.parent / 'report.html'}"
+                       + (f"; pictures: {', '.join(str(p.relative_to(work)) for p in pictures)}" if pictures else ""))
 
 
 # --- Moses integration: moses-ini, tune, evaluate -----------------------------------------------------

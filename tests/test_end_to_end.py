@@ -73,6 +73,13 @@ def test_tiny_workflow_every_stage_then_reruns(tmp_path):
     assert table["test_bleu"].between(0, 100).all() and table["dev_bleu"].between(0, 100).all()
     assert table["test_p"].isna().tolist() == [True, False, False]
     assert "| Baseline |" in out and "case-insensitive" in out  # the report is printed
+    # the pictures: training curves and maps beside the model, MERT curves and the page beside the table
+    assert sorted(p.name for p in (work / "train" / "pictures").iterdir()) == [
+        "phrases.png", "training-curves.png", "words-source.png", "words-target.png"]
+    page = (work / "evaluate" / "report.html").read_text(encoding="utf-8")
+    assert "<td>+RNN+WP</td>" in page and page.count("data:image/png;base64,") == 5
+    assert (work / "evaluate" / "tuning-curves.png").is_file()
+    assert "report page: " in out and "train/pictures/phrases.png" in out and "evaluate/tuning-curves.png" in out
     # the rescored tables: the original 4 scores plus 1 and 2 columns
     ini_rnn = (work / "moses-ini-rnn" / "moses.ini").read_text()
     ini_wp = (work / "moses-ini-rnn-wp" / "moses.ini").read_text()

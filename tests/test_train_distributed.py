@@ -127,3 +127,14 @@ def test_seq2seq_two_ranks_train_like_one_process(tmp_path, monkeypatch):
     assert [h["valid_ppl"] for h in tb["history"]] == pytest.approx([h["valid_ppl"] for h in ta["history"]], rel=1e-5)
     assert [h["train_loss"] for h in tb["history"]] == pytest.approx([h["train_loss"] for h in ta["history"]],
                                                                      rel=1e-5)
+
+
+def _train_batch_of_one(pairs, out):
+    train(pairs, out, TrainConfig(max_steps=2, **{**ARGS, "batch_size": 1}))
+
+
+def test_more_ranks_than_pairs_per_batch_is_refused(pairs_dir, tmp_path):
+    with pytest.raises(torch.multiprocessing.ProcessRaisedException,
+                       match=r"2 processes \(WORLD_SIZE\) for a batch of 1 pairs"):
+        on_ranks(2, _train_batch_of_one, pairs_dir, tmp_path / "m")
+    assert not (tmp_path / "m" / "last.pt").exists()

@@ -66,13 +66,17 @@ def test_outputs_and_summary(built):
 def test_moses_ini_layout_and_round_trip(built):
     out, _ = built
     text = (out / "moses.ini").read_text()
-    assert text == moses_ini_text(str(out / "phrase-table.gz"), str(out / "lm.arpa"), 3)
+    lr_table = out / "reordering-table.wbe-msd-bidirectional-fe.gz"       # the default: msd-bidirectional-fe
+    assert text == moses_ini_text(str(out / "phrase-table.gz"), str(out / "lm.arpa"), 3,
+                                  reordering_table=str(lr_table))
     ini = read_moses_ini(out / "moses.ini")
     assert ini.text() == text                                    # the parser gives back the same bytes
     assert [f.name for f in ini.features] == ["UnknownWordPenalty0", "WordPenalty0", "PhrasePenalty0",
-                                              "TranslationModel0", "Distortion0", "LM0"]
+                                              "TranslationModel0", "LexicalReordering0", "Distortion0", "LM0"]
     assert ini.weights == {"UnknownWordPenalty0": [1.0], "WordPenalty0": [-1.0], "PhrasePenalty0": [0.2],
-                           "TranslationModel0": [0.2] * 4, "Distortion0": [0.3], "LM0": [0.5]}
+                           "TranslationModel0": [0.2] * 4, "LexicalReordering0": [0.3] * 6,
+                           "Distortion0": [0.3], "LM0": [0.5]}
+    assert ini.feature("LexicalReordering0").get("path") == str(lr_table) and lr_table.is_file()
     ini.check_weights_match()
     tm = ini.feature("TranslationModel0")
     assert tm.num_features == 4 and tm.get("path") == str(out / "phrase-table.gz")

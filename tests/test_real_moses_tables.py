@@ -31,7 +31,8 @@ def test_rescored_ini_decodes_and_shows_the_extra_weights(tiny_system):
     p = run([tool("moses"), "-f", s.rescored_ini, "-show-weights"])
     shown = {ln.split("=")[0]: ln.split("=")[1].split() for ln in p.stdout.decode().splitlines() if "=" in ln}
     assert shown["TranslationModel0"] == ["0.200000"] * 6
-    assert set(shown) == {"Distortion0", "LM0", "WordPenalty0", "PhrasePenalty0", "TranslationModel0"}
+    assert set(shown) == {"LexicalReordering0", "Distortion0", "LM0", "WordPenalty0", "PhrasePenalty0",
+                          "TranslationModel0"}                    # build-smt's default, msd-bidirectional-fe
     src = s.dev_src.read_text().splitlines()
     out, _ = moses_decode(s.rescored_ini, src)
     assert len(out) == len(src) and all(out)

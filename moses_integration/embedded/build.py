@@ -74,10 +74,11 @@ class BuildConfig:
     max_phrase_length: int = setting(7, at_least=1, help="extract -max-phrase-length.")
     lm_order: int = setting(5, at_least=1, help="Order of the KN language model.")
     distortion_limit: int = setting(6, at_least=0, help="The moses.ini's distortion-limit (train-model.perl's 6).")
-    reordering: str = setting("distance", choices=REORDERINGS,
-                              help="train-model.perl's -reordering: 'distance' (the Distortion feature "
-                                   "alone) or 'msd-bidirectional-fe' (also a lexicalized reordering table "
-                                   "and the LexicalReordering feature, 6 weights).")
+    reordering: str = setting("msd-bidirectional-fe", choices=REORDERINGS,
+                              help="train-model.perl's -reordering: 'msd-bidirectional-fe' (the "
+                                   "lexicalized reordering table and LexicalReordering feature, 6 weights, "
+                                   "besides Distortion: the standard Moses system) or 'distance' "
+                                   "(Distortion alone).")
     eflomal_model: int = setting(3, choices=(1, 2, 3), help="1 IBM1, 2 HMM, 3 HMM+fertility.")
     eflomal_samplers: int = setting(3, at_least=1, help="eflomal's independent samplers.")
     compresslevel: int = setting(6, at_least=0, at_most=9, help="gzip level of phrase-table.gz.")

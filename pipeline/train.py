@@ -104,6 +104,9 @@ class TrainConfig:
                                           help="Validate on at most this many held-out pairs.")
     valid_batch_tokens: int = setting(16_384, at_least=1, help="Padded tokens per validation batch.")
     device: str = setting("auto", help="auto (CUDA when present), cpu, cuda or cuda:N.")
+    torch_threads: int = setting(1, at_least=1,
+                                 help="torch threads on a CPU (1: the small matrices of a batch of phrases gain little "
+                                      "from more, and lose much when the cores are busy; see benchmarks/train_bench.py).")
     resume: bool = setting(False, workflow=False, help="Continue exactly from MODEL_DIR/last.pt.")
 
     # Fields that must not change when resuming: they decide the trajectory.
@@ -212,6 +215,8 @@ def train(pairs_dir, out_dir, config: TrainConfig = TrainConfig()) -> TrainSumma
                                  "or choose another --out", out)
     dist = setup_distributed(config.device)
     device = dist.device
+    if device.type == "cpu":
+        torch.set_num_threads(config.torch_threads)   # for this process, as the command's option asks
     if dist.world_size > config.batch_size:
         raise PhraseRescoreError(f"{dist.world_size} processes (WORLD_SIZE) for a batch of {config.batch_size} "
                                  "pairs: each rank needs at least one pair; start fewer processes or raise --batch-size")

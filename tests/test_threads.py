@@ -44,3 +44,27 @@ def test_a_workflows_common_threads_reach_mert_moses_decoder_and_evaluate():
                        overrides=["common.threads=3", "tune.decoder_flags='-threads 6'"])
     argv = mert_moses_argv(_tune_cfg(wf.params["tune-rnn"]), INSTALL)
     assert [a for a in argv if a.startswith("--decoder-flags")] == ["--decoder-flags=-threads 6"]
+
+
+def test_training_on_a_cpu_takes_one_torch_thread_unless_asked(tmp_path):
+    import torch
+
+    from phrase_rescore.pipeline.prepare import PrepareConfig, prepare
+    from phrase_rescore.pipeline.train import TrainConfig, train
+    from test_train import TINY, make_learnable_table
+
+    make_learnable_table(tmp_path / "table.txt", n_pairs=80)
+    prepare(tmp_path / "table.txt", tmp_path / "pairs", PrepareConfig(vocab_size=100, valid_fraction=0.1, seed=1))
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        base = dict(model_overrides=TINY, batch_size=8, max_steps=2, valid_every=2, device="cpu")
+        train(tmp_path / "pairs", tmp_path / "m1", TrainConfig(**base))
+        assert torch.get_num_threads() == 1
+        train(tmp_path / "pairs", tmp_path / "m2", TrainConfig(**base, torch_threads=2))
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
+    # a workflow's [common] threads (the decoders') leaves training at one torch thread
+    wf = load_workflow(WORKFLOWS / "multi30k.toml", default_registry(), overrides=["common.threads=3"])
+    assert wf.params["train"]["torch_threads"] == 1 and wf.params["evaluate"]["threads"] == 3

@@ -37,15 +37,17 @@ def main() -> None:
     ap.add_argument("--time-budget", type=float, default=600.0)
     ap.add_argument("--preset", default="small")
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--resume", action="store_true", help="continue OUT/cslm (e.g. with a larger --time-budget)")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
-    train = tokenize(Path(a.data) / "train.fr.gz", out / "train.tok.fr")
-    tokenize(Path(a.data) / "val.fr.gz", out / "val.tok.fr")
-    train_lm(train, out / "lm.arpa", LMConfig(order=a.order))
+    if not a.resume:
+        train = tokenize(Path(a.data) / "train.fr.gz", out / "train.tok.fr")
+        tokenize(Path(a.data) / "val.fr.gz", out / "val.tok.fr")
+        train_lm(train, out / "lm.arpa", LMConfig(order=a.order))
     s = train_cslm(out / "train.tok.fr", out / "cslm", TrainCSLMConfig(preset=a.preset, time_budget_s=a.time_budget,
-                                                                        valid_every=1000),
+                                                                        valid_every=1000, resume=a.resume),
                    valid=out / "val.tok.fr", lm=out / "lm.arpa")
     print(json.dumps({"cslm_valid_ppl": s.best_valid_ppl, "ngram_valid_ppl": s.ngram_valid_ppl,
                       "ngram_order": a.order, "valid_tokens": s.valid_tokens, "steps": s.steps,

@@ -191,11 +191,11 @@ def sentence_events(vocab: CSLMVocab, words: Sequence[str], context: int) -> tup
     network does not give.
     """
     ids = vocab.ids(words)
-    padded = [BOS_ID] * context + ids
+    padded = np.asarray([BOS_ID] * context + ids, dtype=np.int64)
     tgt = np.asarray(ids + [EOS_ID], dtype=np.int64)
-    ctx = np.lib.stride_tricks.sliding_window_view(np.asarray(padded, dtype=np.int64), context)[:len(tgt)]
+    ctx = padded[np.arange(len(tgt))[:, None] + np.arange(context)]    # row i: the context words of event i
     extra = float(sum(vocab.extra_logp(w) for w in words))
-    return np.ascontiguousarray(ctx), tgt, extra
+    return ctx, tgt, extra
 
 
 def corpus_events(vocab: CSLMVocab, sentences: Sequence[Sequence[str]], context: int

@@ -12,12 +12,31 @@ unless the decoder flags already name ``-threads``. It runs as a subprocess with
 list (no shell) from the working directory; its output is streamed to the user and kept in
 ``WORK/mert-moses.log``. mert-moses.pl leaves the tuned configuration in ``mert-work/moses.ini``; it is
 checked (parsed, features and weights agree) and copied to the requested output.
+
+Resuming: ``WORK/tune-moses-state.json`` records the argv and the inputs (SHA-256 of the moses.ini and
+the dev set; size and modification time of the model files the ini names) before mert-moses.pl starts.
+A rerun with the same record, after a run that did not finish, adds mert-moses.pl's ``--continue``: it
+reads ``mert-work/finished_step.txt`` and starts after the last iteration whose decoder and mert runs
+both finished. A run that had finished is not run again (its tuned ini is collected). Anything changed:
+mert-moses.pl starts from iteration 1 (it overwrites its own files in ``mert-work``).
+
+``WORK/tune-log.csv``, one row per finished iteration: the dev BLEU of the iteration's 1-best
+(``run{i}.out``, in percent, :mod:`.embedded.bleu_stats`), mert's n-best BLEU (``(i) BEST at i: ... =>
+BLEU``), and the seconds spent decoding and optimizing, timed by when mert-moses.pl's unbuffered stderr
+lines arrive: decoding from ``Executing: DECODER ... -n-best-list ... > run{i}.out`` to ``Scoring the
+nbestlist.``; optimizing (extractor and mert) from there to ``Executing: \\cp -f weights.txt
+run{i}.weights.txt``. mert-moses.pl prints no times of its own besides whole-iteration dates to the
+second, so these include the few file operations between those lines.
 """
 from __future__ import annotations
 
+import csv
+import json
 import os
+import re
 import subprocess
 import sys
+import time
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,13 +44,17 @@ from typing import Callable, Sequence
 
 from phrase_rescore.core.config import setting
 from phrase_rescore.core.errors import PhraseRescoreError
-from phrase_rescore.core.fileio import atomic_open
+from phrase_rescore.core.fileio import atomic_open, read_text_lines, sha256_file
 
+from .embedded.bleu_stats import corpus_bleu
 from .moses_ini import read_moses_ini
 from .moses_install import MosesInstall, require_moses
 
 MERT_WORK = "mert-work"
 LOG_NAME = "mert-moses.log"
+STATE_NAME = "tune-moses-state.json"
+STATE_FORMAT = "phrase-rescore mert-moses.pl state 1"
+TUNE_LOG = "tune-log.csv"
 
 
 @dataclass
@@ -109,8 +132,10 @@ def mert_moses_argv(cfg: MosesTuneConfig, install: MosesInstall) -> list[str]:
 
 
 def run_logged(argv: Sequence[str], log_path: Path, cwd: Path | None = None,
-               echo: Callable[[str], None] | None = None, what: str | None = None, tail: int = 20) -> None:
-    """Run ``argv`` (no shell), streaming stdout+stderr line by line to ``echo`` and to ``log_path``.
+               echo: Callable[[str], None] | None = None, what: str | None = None, tail: int = 20,
+               append: bool = False) -> None:
+    """Run ``argv`` (no shell), streaming stdout+stderr line by line to ``echo`` and to ``log_path``
+    (added to its end with ``append``).
 
     :raises PhraseRescoreError: on a non-zero exit (the message has the status, the last lines, and the kept log),
         or when the program cannot be started.
@@ -119,7 +144,7 @@ def run_logged(argv: Sequence[str], log_path: Path, cwd: Path | None = None,
     echo = echo if echo is not None else (lambda s: print(s, file=sys.stderr, flush=True))
     log_path.parent.mkdir(parents=True, exist_ok=True)
     last: deque[str] = deque(maxlen=tail)
-    with open(log_path, "w", encoding="utf-8") as log:
+    with open(log_path, "a" if append else "w", encoding="utf-8") as log:
         log.write("# command: " + " ".join(argv) + "\n")
         log.flush()
         try:
@@ -143,8 +168,97 @@ def run_logged(argv: Sequence[str], log_path: Path, cwd: Path | None = None,
         raise PhraseRescoreError(f"{what} failed with exit status {rc}; full log kept in {log_path}; last lines:\n  {shown}")
 
 
+class MertProgress:
+    """Per-iteration times and BLEU read from mert-moses.pl's output lines as they arrive (see the module
+    docstring); ``on_finished(iteration)`` is called when an iteration's optimizer has finished."""
+
+    DECODE = re.compile(r"^Executing: .* -n-best-list \S+ \d+.*> run(\d+)\.out\s*$")
+    SCORING = "Scoring the nbestlist."
+    OPTIMIZED = re.compile(r"^Executing: \\cp -f weights\.txt run(\d+)\.weights\.txt\s*$")
+    BEST = re.compile(r"^\((\d+)\) BEST at \d+:? .* => (\S+) at ")
+
+    def __init__(self, rows: dict[int, dict], on_finished: Callable[[int], None]):
+        self.rows = rows
+        self.on_finished = on_finished
+        self._current: int | None = None
+        self._t: dict[str, float] = {}
+
+    def feed(self, line: str, now: float) -> None:
+        m = self.DECODE.match(line)
+        if m:
+            it = int(m.group(1))
+            if it != self._current:             # mert-moses.pl and its safesystem both print the command
+                self._current, self._t = it, {"decode": now}
+            return
+        if line.strip() == self.SCORING and "decode" in self._t:
+            self._t["scoring"] = now
+            return
+        m = self.OPTIMIZED.match(line)
+        if m and int(m.group(1)) == self._current and "scoring" in self._t:
+            row = self.rows.setdefault(self._current, {})
+            row["seconds_decode"] = self._t["scoring"] - self._t["decode"]
+            row["seconds_mert"] = now - self._t["scoring"]
+            self.on_finished(self._current)
+            return
+        m = self.BEST.match(line)
+        if m:
+            try:
+                self.rows.setdefault(int(m.group(1)), {})["mert_bleu"] = 100.0 * float(m.group(2))
+            except ValueError:
+                pass
+
+
+def _inputs_record(cfg: MosesTuneConfig, argv: list[str]) -> dict:
+    """What decides mert-moses.pl's iterations: its argv and its inputs (see the module docstring)."""
+    files = {"ini": sha256_file(cfg.ini), "dev_src": sha256_file(cfg.dev_src), "dev_ref": sha256_file(cfg.dev_ref)}
+    models = {}
+    for f in read_moses_ini(cfg.ini).features:
+        p = f.get("path")
+        if p is not None:
+            try:
+                st = os.stat(p)
+                models[f.name] = [p, st.st_size, st.st_mtime_ns]
+            except OSError:
+                models[f.name] = [p, None, None]
+    return {"argv": argv, "files": files, "models": models}
+
+
+def _read_state(path: Path) -> dict | None:
+    try:
+        with open(path, encoding="utf-8") as f:
+            old = json.load(f)
+    except (OSError, ValueError):
+        return None
+    return old if isinstance(old, dict) and old.get("format") == STATE_FORMAT else None
+
+
+def _finished_step(mert_work: Path) -> int:
+    try:
+        return int((mert_work / "finished_step.txt").read_text().strip() or 0)
+    except (OSError, ValueError):
+        return 0
+
+
+def _write_tune_log(path: Path, rows: dict[int, dict]) -> None:
+    done = sorted(i for i, r in rows.items() if "seconds_mert" in r)
+    if not done:
+        return
+    with atomic_open(path, "w") as f:
+        w = csv.writer(f, lineterminator="\n")
+        w.writerow(["iteration", "dev_bleu", "mert_bleu", "seconds_decode", "seconds_mert"])
+        for i in done:
+            r = rows[i]
+            w.writerow([i, "" if r.get("dev_bleu") is None else f"{r['dev_bleu']:.4f}",
+                        "" if r.get("mert_bleu") is None else f"{r['mert_bleu']:.4f}",
+                        f"{r['seconds_decode']:.2f}", f"{r['seconds_mert']:.2f}"])
+
+
 def tune_moses(cfg: MosesTuneConfig, echo: Callable[[str], None] | None = None) -> MosesTuneResult:
-    """Run mert-moses.pl for ``cfg`` with the Moses found by :func:`require_moses`; return the tuned ini."""
+    """Run mert-moses.pl for ``cfg`` with the Moses found by :func:`require_moses`; return the tuned ini.
+
+    Resumes an interrupted run of the same command and inputs with ``--continue`` (see the module docstring).
+    """
+    echo = echo if echo is not None else (lambda s: print(s, file=sys.stderr, flush=True))
     install = require_moses(cfg.moses_home)
     for p, what in ((cfg.ini, "moses.ini"), (cfg.dev_src, "dev source"), (cfg.dev_ref, "dev reference")):
         if not Path(p).is_file():
@@ -154,10 +268,51 @@ def tune_moses(cfg: MosesTuneConfig, echo: Callable[[str], None] | None = None) 
     workdir.mkdir(parents=True, exist_ok=True)
     argv = mert_moses_argv(cfg, install)
     log = workdir / LOG_NAME
-    run_logged(argv, log, cwd=workdir, echo=echo, what="mert-moses.pl")
-    tuned = workdir / MERT_WORK / "moses.ini"
-    if not tuned.is_file():
-        raise PhraseRescoreError(f"mert-moses.pl finished but left no tuned configuration at {tuned}; see {log}")
+    mert_work = workdir / MERT_WORK
+    tuned = mert_work / "moses.ini"
+    record = _inputs_record(cfg, argv)
+    old = _read_state(workdir / STATE_NAME)
+    same = old is not None and old.get("inputs") == record
+    rows: dict[int, dict] = {int(k): v for k, v in old.get("iterations", {}).items()} if same else {}
+    state = {"format": STATE_FORMAT, "inputs": record, "finished": False, "iterations": rows}
+
+    def save() -> None:
+        with atomic_open(workdir / STATE_NAME, "w") as f:
+            json.dump({**state, "iterations": {str(k): v for k, v in sorted(rows.items())}}, f, indent=1)
+            f.write("\n")
+        _write_tune_log(workdir / TUNE_LOG, rows)
+
+    if same and old.get("finished") and tuned.is_file():
+        echo(f"tune: mert-moses.pl had finished this run; collecting {tuned}")
+    else:
+        step = _finished_step(mert_work) if same else 0
+        run_argv = argv + (["--continue"] if step >= 1 else [])
+        if step >= 1:
+            echo(f"tune: resuming mert-moses.pl after iteration {step} (--continue)")
+        rows = {i: r for i, r in rows.items() if i <= step}
+        state["iterations"] = rows
+        save()
+        refs = read_text_lines(cfg.dev_ref)
+
+        def finished(it: int) -> None:
+            try:
+                out = read_text_lines(mert_work / f"run{it}.out")
+                rows[it]["dev_bleu"] = 100.0 * corpus_bleu(out, refs) if len(out) == len(refs) else None
+            except (OSError, PhraseRescoreError):
+                rows[it]["dev_bleu"] = None
+            save()
+
+        progress = MertProgress(rows, finished)
+
+        def on_line(line: str) -> None:
+            progress.feed(line, time.monotonic())
+            echo(line)
+
+        run_logged(run_argv, log, cwd=workdir, echo=on_line, what="mert-moses.pl", append=step >= 1)
+        if not tuned.is_file():
+            raise PhraseRescoreError(f"mert-moses.pl finished but left no tuned configuration at {tuned}; see {log}")
+        state["finished"] = True
+        save()
     ini = read_moses_ini(tuned)
     ini.check_weights_match()
     out = Path(cfg.out) if cfg.out is not None else workdir / "moses.tuned.ini"

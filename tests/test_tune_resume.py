@@ -12,7 +12,9 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
+from _real_moses import moses_home, needs_moses
 from phrase_rescore.app.cli import main
+from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.moses_integration.embedded import tune as tune_mod
 from phrase_rescore.moses_integration.embedded.decoder import Decoder
 from phrase_rescore.moses_integration.embedded.tune import EmbeddedTuneConfig, tune_embedded
@@ -214,3 +216,87 @@ def test_nbest_order_of_tied_scores_does_not_follow_memory_addresses(system, mon
     monkeypatch.setattr(search, "id", lambda obj: -id(obj), raising=False)
     lists.append([dec.nbest_lines(i, dec.translate(s, 20).nbest) for i, s in enumerate(src)])
     assert lists[0] == lists[1]
+
+
+def test_an_interrupted_workflow_tune_stage_resumes(system, tmp_path, monkeypatch, decoded):
+    from phrase_rescore.app.stages import default_registry
+    from phrase_rescore.app.workflow import load_workflow, run_workflow
+
+    data = {"workflow": {"name": "t", "stages": ["tune-baseline"]},
+            "inputs": {"moses_ini": str(system / "moses.ini"), "phrase_table": str(system / "phrase-table"),
+                       "dev_src_tok": str(system / "dev.src"), "dev_ref_tok": str(system / "dev.ref")},
+            "tune": {"backend": "embedded", "max_iterations": 2, "nbest": 5, "seed": 1}}
+    registry = default_registry()
+    said = []
+    with monkeypatch.context() as m:
+        def fail():
+            raise PhraseRescoreError("injected")
+
+        _fail_in_iteration(m, 2, fail)
+        with pytest.raises(PhraseRescoreError, match="injected"):
+            run_workflow(load_workflow(None, registry, data=data), registry, tmp_path / "w", echo=said.append)
+    assert decoded == [1, 2]
+    decoded.clear()
+    run_workflow(load_workflow(None, registry, data=data), registry, tmp_path / "w", echo=said.append)
+    assert "[tune-baseline] running (resuming an interrupted run)" in said
+    assert decoded == [2]
+    assert len(_log(tmp_path / "w" / "tune-baseline" / "work")) == 2
+
+
+# ---------------------------------------------------------------------------- the moses backend, a real Moses
+
+def _fake_moses_home(tmp_path: Path, real: Path) -> tuple[Path, Path]:
+    """A MOSES_HOME with the real tools, whose bin/moses fails on iteration 2 while ``flag`` exists."""
+    home = tmp_path / "moses-home"
+    (home / "bin").mkdir(parents=True)
+    for p in (real / "bin").iterdir():
+        if p.name != "moses":
+            (home / "bin" / p.name).symlink_to(p)
+    (home / "scripts").symlink_to(real / "scripts")
+    flag = tmp_path / "fail-iteration-2"
+    moses = home / "bin" / "moses"
+    moses.write_text(f'#!/bin/sh\ncase "$*" in *run2.best*) [ -e {flag} ] && exit 1;; esac\n'
+                     f'exec {real / "bin" / "moses"} "$@"\n')
+    moses.chmod(0o755)
+    return home, flag
+
+
+@needs_moses
+def test_moses_backend_continues_an_interrupted_mert_moses(tmp_path):
+    from _tiny_smt import make_tiny_system
+
+    s = make_tiny_system(tmp_path / "sys")
+    home, flag = _fake_moses_home(tmp_path, moses_home())
+
+    def tune(work: Path, ok: bool = True):
+        r = CliRunner().invoke(main, ["--quiet", "tune", str(s["ini"]), "--backend", "moses", "--dev-src",
+                                      str(s["src"]), "--dev-ref", str(s["ref"]), "--workdir", str(work),
+                                      "--nbest", "10", "--max-iterations", "2", "--predictable-seeds",
+                                      "--decoder-flags", "-threads 1", "--moses-home", str(home)])
+        assert (r.exit_code == 0) == ok, r.output
+        return r
+
+    tune(tmp_path / "whole")
+    flag.touch()
+    work = tmp_path / "work"
+    r = tune(work, ok=False)
+    assert "mert-moses.pl failed" in r.stderr
+    first = (work / "mert-work" / "run1.out").stat().st_mtime_ns
+    flag.unlink()
+    r = tune(work)
+    assert "tune: resuming mert-moses.pl after iteration 1 (--continue)" in r.stderr
+    log = (work / "mert-moses.log").read_text()
+    assert "--continue" in log and "Last finished step is 1" in log
+    assert (work / "mert-work" / "run1.out").stat().st_mtime_ns == first          # not decoded again
+    def tuned(w: Path) -> list[str]:     # mert-moses.pl writes the time it finished into the ini
+        return [ln for ln in (w / "moses.tuned.ini").read_text().splitlines() if not ln.startswith("# finished ")]
+
+    assert tuned(work) == tuned(tmp_path / "whole")
+    for w in (work, tmp_path / "whole"):
+        rows = list(csv.DictReader((w / "tune-log.csv").open()))
+        assert [int(r["iteration"]) for r in rows] == [1, 2]
+        assert all(float(r["seconds_decode"]) > 0 and float(r["seconds_mert"]) > 0 for r in rows)
+        assert all(0 <= float(r["dev_bleu"]) <= 100 and r["mert_bleu"] for r in rows)
+    # a finished run is collected, not run again
+    r = tune(work)
+    assert "tune: mert-moses.pl had finished this run" in r.stderr

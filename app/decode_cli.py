@@ -20,14 +20,14 @@ from phrase_rescore.core import progress
 from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.core.fileio import check_outputs, read_sentences
 from phrase_rescore.moses_integration.embedded.decoder import DecoderConfig
-from phrase_rescore.moses_integration.embedded.moses_command import (DecodeRequest, decode_stream, load_spec,
-                                                                     show_weights_lines)
+from phrase_rescore.moses_integration.embedded.moses_command import (STDOUT_NAMES, DecodeRequest, decode_stream,
+                                                                     load_spec, show_weights_lines)
 
 # canonical name -> (spellings, value kind, help); kinds: path, int, float, nbest, words, flag, threads
 OPTIONS: dict[str, tuple[tuple[str, ...], str, str]] = {
     "config": (("f", "config"), "path", "the moses.ini (required)"),
     "input-file": (("i", "input-file"), "path", "tokenized input, one sentence a line (default: stdin)"),
-    "n-best-list": (("n-best-list",), "nbest", "FILE N [distinct]: write N-best lists to FILE"),
+    "n-best-list": (("n-best-list",), "nbest", "FILE N [distinct]: write N-best lists to FILE (-: to stdout, instead of the 1-best)"),
     "n-best-factor": (("n-best-factor",), "int", "distinct n-best: consider N * this many paths (default 20)"),
     "threads": (("threads", "th"), "threads", "decoding processes, or 'all' (default 1)"),
     "stack": (("s", "stack"), "int", "hypotheses per stack (default: the ini's [stack], else 200)"),
@@ -207,7 +207,8 @@ def run_decode(argv: Sequence[str], stdin: IO[bytes], stdout: IO[str]) -> int:
         spec = load_spec(req)
         stdout.write("".join(line + "\n" for line in show_weights_lines(spec)))
         return 0
-    check_outputs({"-config": a.config, "-input-file": a.input_file}, {"-n-best-list": a.nbest_file})
+    if a.nbest_file not in STDOUT_NAMES:
+        check_outputs({"-config": a.config, "-input-file": a.input_file}, {"-n-best-list": a.nbest_file})
     if a.input_file is not None:
         sentences = read_sentences(a.input_file)
     else:

@@ -135,6 +135,9 @@ def test_stdin_to_stdout_is_the_decoders_translation_in_moses_format(tiny, tmp_p
     # -input-file, and two processes, give the same bytes
     r2 = decode("-f", str(tiny["ini"]), "-input-file", str(tmp_path / "in"), "-threads", "2")
     assert r2.stdout == r.stdout
+    # an n-best list to "-" takes the 1-best's place on stdout, as in moses
+    r3 = decode("-f", str(tiny["ini"]), "-n-best-list", "-", "3", "distinct", stdin=stdin)
+    assert r3.stdout == (tmp_path / "nb").read_text()
 
 
 def test_weight_overwrite_changes_the_translation(tiny):
@@ -175,6 +178,9 @@ def test_same_bytes_as_the_real_moses(tiny, tmp_path):
     assert out["embedded"] == out["moses"]
     assert (tmp_path / "embedded.nbest").read_text() == (tmp_path / "moses.nbest").read_text()
     assert shown == SHOW_WEIGHTS
+    to_stdout = run([tool("moses"), "-f", tiny["ini"], "-n-best-list", "-", "3", "-threads", "1", "-v", "0"],
+                    stdin=stdin).stdout.decode("utf-8")
+    assert decode("-f", str(tiny["ini"]), "-n-best-list", "-", "3", stdin=stdin.decode("utf-8")).stdout == to_stdout
 
 
 @needs_moses

@@ -6,7 +6,8 @@ Formats, as Moses writes them (moses-smt/mosesdecoder, commit 34452895f):
 * 1-best (``IOWrapper`` / ``OutputSurface``): every target word followed by one space, then ``\\n``;
   an empty translation is an empty line.
 * n-best (``Manager::OutputNBest``): ``id ||| `` + the words as above + `` ||| `` + the labelled dense
-  scores (``OutputAllFeatureScores``) + `` ||| `` + the total.
+  scores (``OutputAllFeatureScores``) + `` ||| `` + the total. To ``-`` (or ``/dev/stdout``) the n-best
+  list goes to stdout in place of the 1-best.
 * ``-show-weights`` (``ShowWeights`` in ``moses/ExportInterface.cpp``, ``FixPrecision(cout, 6)``): the
   stateful features in [feature] order, then the stateless ones in [feature] order; a tuneable one as
   ``Name= v v ...`` (fixed, six decimals), an untuneable one as ``Name UNTUNEABLE``. mert-moses.pl reads
@@ -33,6 +34,9 @@ from ..moses_ini import read_moses_ini
 from ..moses_values import format_moses_float
 from .decoder import Candidate, Decoder, DecoderConfig
 from .features import STATEFUL, DecoderSpec, load_decoder_spec
+
+#: ``-n-best-list`` names that mean stdout (Moses's IOWrapper)
+STDOUT_NAMES = ("-", "/dev/stdout")
 
 
 def parse_weight_overwrite(text: str, spec: DecoderSpec) -> np.ndarray:
@@ -140,13 +144,16 @@ def decode_stream(req: DecodeRequest, sentences: Sequence[Sequence[str]], out: I
     spec = load_spec(req)
     dec = Decoder(spec, req.decoder, sentences=sentences)
     k = req.nbest_size if req.nbest_path is not None else 0
-    with atomic_open(req.nbest_path, "w") if req.nbest_path is not None else nullcontext() as nb:
+    # Moses (IOWrapper): an n-best list to "-" or /dev/stdout goes to stdout instead of the 1-best
+    to_stdout = req.nbest_path in STDOUT_NAMES
+    with (atomic_open(req.nbest_path, "w") if k and not to_stdout else nullcontext(out if k else None)) as nb:
         for i, r in enumerate(_results(dec, sentences, k, req.threads)):
-            out.write(one_best_line(r.best.text) + "\n")
-            out.flush()
+            if not to_stdout:
+                out.write(one_best_line(r.best.text) + "\n")
             if nb is not None:
                 for c in r.nbest:
                     nb.write(nbest_line(spec, i, c) + "\n")
+            out.flush()
     return len(sentences)
 
 

@@ -5,6 +5,7 @@ A :class:`~phrase_rescore.core.errors.PhraseRescoreError` becomes ``error: <mess
 """
 from __future__ import annotations
 
+import os
 import sys
 import zlib
 
@@ -64,7 +65,7 @@ def _check_paths(inputs: dict, outputs: dict, out_dirs: dict | None = None) -> N
     check_outputs(inputs, outputs, out_dirs)
     command = click.get_current_context().info_name
     for option, folder in (out_dirs or {}).items():
-        if folder is not None:
+        if folder is not None and os.environ.get("RANK", "0") == "0":  # under torchrun rank 0 claims for all
             claim_output_dir(folder, option, command)
 
 
@@ -343,8 +344,9 @@ def train_seq2seq_cmd(src, tgt, out_dir, valid_src, valid_tgt, vocab, **kw):
                   {}, {"--out-dir": out_dir})
     s = train(TrainSeq2SeqConfig(src=src, tgt=tgt, out_dir=out_dir, valid_src=valid_src, valid_tgt=valid_tgt,
                                  vocab=vocab, **values))
-    click.echo(f"{s.steps} steps, {s.epochs:g} epochs in {s.seconds:.1f}s ({s.target_tokens_per_s:.0f} target tokens/s); "
-               f"validation perplexity {s.last_valid_ppl:.3f} (best {s.best_valid_ppl:.3f}); {s.model}")
+    if os.environ.get("RANK", "0") == "0":  # under torchrun rank 0 reports for all ranks
+        click.echo(f"{s.steps} steps, {s.epochs:g} epochs in {s.seconds:.1f}s ({s.target_tokens_per_s:.0f} target "
+                   f"tokens/s); validation perplexity {s.last_valid_ppl:.3f} (best {s.best_valid_ppl:.3f}); {s.model}")
     _training_curves(out_dir, "train_log.jsonl", "Seq2Seq (LSTM encoder-decoder)")
 
 
@@ -439,9 +441,10 @@ def train_cmd(pairs_dir, out_dir, emb_dim, hidden_dim, maxout_units, rank, **kw)
     cfg = TrainConfig(**collect(TrainConfig, kw))
     _check_paths({"PAIRS_DIR": pairs_dir}, {}, {"--out": out_dir})
     s = train(pairs_dir, out_dir, cfg)
-    click.echo(f"{s.steps} steps ({s.stop_reason}), {s.pairs_per_s:.0f} pairs/s on {s.device}; validation "
-               f"perplexity {s.last_valid_ppl:.3f}, best {s.best_valid_ppl:.3f} (unigram "
-               f"{s.unigram_valid_ppl:.3f}) -> {s.model}")
+    if os.environ.get("RANK", "0") == "0":  # under torchrun rank 0 reports for all ranks
+        click.echo(f"{s.steps} steps ({s.stop_reason}), {s.pairs_per_s:.0f} pairs/s on {s.device}; validation "
+                   f"perplexity {s.last_valid_ppl:.3f}, best {s.best_valid_ppl:.3f} (unigram "
+                   f"{s.unigram_valid_ppl:.3f}) -> {s.model}")
     _training_curves(out_dir, "train_log.csv", "RNN Encoder-Decoder")
 
 

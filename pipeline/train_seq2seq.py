@@ -223,9 +223,10 @@ def train(cfg: TrainSeq2SeqConfig) -> TrainSummary:
         if not v > 0:
             raise PhraseRescoreError(f"{name} must be positive, got {v}")
     out = Path(cfg.out_dir)
-    out.mkdir(parents=True, exist_ok=True)
     dist = setup_distributed(cfg.device)
     device = dist.device
+    if dist.is_main:
+        out.mkdir(parents=True, exist_ok=True)
     if not dist.is_main:
         set_quiet(True)                 # one progress bar: rank 0's
 

@@ -73,6 +73,7 @@ def test_torchrun_two_ranks_train_like_one_process_with_the_same_global_batch(pa
     env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PHRASE_RESCORE_QUIET="1")
     r = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.count("12 steps (max_steps)") == 1, r.stdout     # rank 0 reports for both
     for name in ("model.pt", "last.pt"):
         w1, ts1 = _tensors(tmp_path / "one" / name)
         w2, ts2 = _tensors(tmp_path / "two" / name)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU path, measured on one CUDA device in at most about 8 minutes (each step has a time limit):
+# The GPU path, measured on one CUDA device in at most 8 minutes (the steps' limits add up to 460 s):
 #
 #   1. the GPU and torch; the GPU's dense matmul TFLOP/s in bf16, TF32 and fp32 (torch.matmul, n = 8192),
 #      the yardstick for the fraction of peak the scorer reaches (pairs/s x FLOPs per pair / TFLOP/s);
@@ -104,8 +104,8 @@ torch.backends.cuda.matmul.allow_tf32 = False
 print("matmul n=8192 (torch.matmul, best of 3 x 20): " + ", ".join(f"{k} {v:.1f} TFLOP/s" for k, v in rates.items()))
 EOF
 
-step matmul 60 "$work" "$PY" "$work/matmul.py"
-step cuda-tests 100 "$root" "$PY" -m pytest -q -s -rs -m cuda -p no:cacheprovider tests/test_cuda.py
+step matmul 40 "$work" "$PY" "$work/matmul.py"
+step cuda-tests 90 "$root" "$PY" -m pytest -q -s -rs -m cuda -p no:cacheprovider tests/test_cuda.py
 step score-bench 270 "$work" "$PY" "$root/benchmarks/score_bench.py" --device cuda --lines 1000000 --presets paper,small
 step train-bench 60 "$work" "$PY" "$root/benchmarks/train_bench.py" --device cuda --rounds 2
 

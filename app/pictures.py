@@ -133,7 +133,7 @@ def evaluation_report(report_md: Path, out_dir: Path, tuned_inis: Mapping[str, P
 
 
 #: who drew the pictures of a ``pictures_*`` artifact, as the report names them
-PICTURE_OWNERS = {"pictures_train": "RNN Encoder-Decoder"}
+PICTURE_OWNERS = {"pictures_train": "RNN Encoder-Decoder", "pictures_cslm": "CSLM"}
 
 
 def stage_report(inputs: Mapping[str, Path | None], report_md: Path, out_dir: Path,

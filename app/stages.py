@@ -272,7 +272,11 @@ def run_train_cslm(ctx: StageContext) -> dict:
                    valid=ctx.input("dev_ref_tok"), lm=ctx.input("lm"))
     if Path(s.model).resolve() != ctx.output("cslm").resolve():
         raise PhraseRescoreError(f"training wrote its model to {s.model}, expected {ctx.output('cslm')}")
-    return {k: v for k, v in dataclasses.asdict(s).items() if k != "history"}  # the log is in train_log.csv
+    from .pictures import TRAINING_CURVES, training_curves
+
+    curves = training_curves(out / "train_log.csv", ctx.output("pictures_cslm") / TRAINING_CURVES, "CSLM")
+    return {**{k: v for k, v in dataclasses.asdict(s).items() if k != "history"},  # the log is in train_log.csv
+            "pictures": {TRAINING_CURVES: curves}}
 
 
 # ----------------------------------------------------------------------------- moses-ini, tune, evaluate
@@ -510,7 +514,7 @@ def default_registry() -> Registry:
                      choices=stage_choices(ScoreConfig), check=stage_check(ScoreConfig), resumable=True))
     reg.add(StageDef("train-cslm", "train-cslm", run_train_cslm, stage_params(TrainCSLMConfig),
                      consumes=("train_tgt_tok", "dev_ref_tok", "lm"), optional=frozenset({"dev_ref_tok", "lm"}),
-                     produces={"cslm": "model/model.pt"},
+                     produces={"cslm": "model/model.pt", "pictures_cslm": "pictures"},
                      doc="train the target-language CSLM (held-out perplexity beside the n-gram LM's)",
                      choices=stage_choices(TrainCSLMConfig), check=stage_check(TrainCSLMConfig), resumable=True))
     for config in ("rnn", "rnn-wp"):
@@ -529,9 +533,10 @@ def default_registry() -> Registry:
                      {**stage_params(EvaluateConfig), **stage_params(CSLMRerank)},
                      consumes=("tuned_baseline", "tuned_rnn", "tuned_rnn_wp", "phrase_table", "table_rnn",
                                "table_rnn_wp", "lm", "model", "cslm", "test_src_tok", "test_ref", "dev_src_tok",
-                               "dev_ref", "dev_ref_tok", "pictures_train"),
+                               "dev_ref", "dev_ref_tok", "pictures_train", "pictures_cslm"),
                      optional=frozenset({"tuned_rnn", "tuned_rnn_wp", "table_rnn", "table_rnn_wp", "lm", "model",
-                                         "cslm", "dev_src_tok", "dev_ref", "dev_ref_tok", "pictures_train"}),
+                                         "cslm", "dev_src_tok", "dev_ref", "dev_ref_tok", "pictures_train",
+                                         "pictures_cslm"}),
                      produces={"report_md": "table1.md", "report_csv": "table1.csv", "report_html": "report.html"},
                      doc="decode dev/test with each tuned configuration (+CSLM: re-rank n-best lists); Table 1",
                      choices=stage_choices(EvaluateConfig), check=_check_evaluate,

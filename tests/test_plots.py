@@ -391,3 +391,33 @@ def test_report_html_renders_in_headless_chromium_with_the_table_visible(tmp_pat
     tall = _screenshot(browser, page, tmp_path / "tall.png", size=(1200, 1600))
     blue = np.abs(tall.astype(int) - np.array([0x1f, 0x77, 0xb4])).sum(axis=2) < 30
     assert blue.sum() > 200
+
+
+def test_the_train_cslm_stage_draws_its_training_curves(tmp_path):
+    """Any model's log draws alike: the CSLM stage's train_log.csv becomes its pictures/training-curves.png."""
+    r = random.Random(1)
+    words = [f"w{i}" for i in range(30)]
+    for name, n in (("train.tok", 400), ("dev.tok", 40)):
+        (tmp_path / name).write_text("".join(" ".join(r.choice(words) for _ in range(r.randint(3, 9))) + "\n"
+                                             for _ in range(n)))
+    (tmp_path / "wf.toml").write_text(f"""[workflow]
+name = "cslm"
+stages = ["train-cslm"]
+[inputs]
+train_tgt_tok = "{tmp_path / 'train.tok'}"
+dev_ref_tok = "{tmp_path / 'dev.tok'}"
+[train-cslm]
+emb_dim = 8
+hidden1 = 16
+hidden2 = 16
+shortlist = 40
+batch_size = 64
+max_steps = 20
+valid_every = 10
+""")
+    res = CliRunner().invoke(main, ["--quiet", "run", str(tmp_path / "wf.toml"), "--workdir", str(tmp_path / "w")])
+    assert res.exit_code == 0, res.output + repr(res.exception)
+    png = tmp_path / "w" / "train-cslm" / "pictures" / TRAINING_CURVES
+    assert_drawn(png.read_bytes(), curves.TRAINING_SIZE)
+    assert png.read_bytes() == curves.training_curves(tmp_path / "w" / "train-cslm" / "model" / "train_log.csv",
+                                                      "CSLM")

@@ -104,10 +104,10 @@ torch.backends.cuda.matmul.allow_tf32 = False
 print("matmul n=8192 (torch.matmul, best of 3 x 20): " + ", ".join(f"{k} {v:.1f} TFLOP/s" for k, v in rates.items()))
 EOF
 
-step matmul 40 "$work" "$PY" "$work/matmul.py"
-step cuda-tests 90 "$root" "$PY" -m pytest -q -s -rs -m cuda -p no:cacheprovider tests/test_cuda.py
-step score-bench 270 "$work" "$PY" "$root/benchmarks/score_bench.py" --device cuda --lines 1000000 --presets paper,small
-step train-bench 60 "$work" "$PY" "$root/benchmarks/train_bench.py" --device cuda --rounds 2
+step matmul 35 "$work" "$PY" "$work/matmul.py"
+step cuda-tests 80 "$root" "$PY" -m pytest -q -s -rs -m cuda -p no:cacheprovider tests/test_cuda.py
+step score-bench 300 "$work" "$PY" "$root/benchmarks/score_bench.py" --device cuda --lines 1000000 --presets paper,small
+step train-bench 45 "$work" "$PY" "$root/benchmarks/train_bench.py" --device cuda --rounds 2
 
 if [[ $dry == 1 ]]; then
     say ""

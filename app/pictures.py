@@ -64,8 +64,9 @@ def embedding_maps(model_path: str | os.PathLike, pairs_dir: str | os.PathLike |
     if pairs_dir is not None:
         t = time.perf_counter()
         phrases, c = phrase_vectors(ck, pairs_dir, config.min_phrase_words, config.max_phrases)
+        n = config.min_phrase_words
         res = write_map(c, phrases, out / PHRASES, f"Phrase representations c of {len(phrases)} source phrases of "
-                        f"{config.min_phrase_words}+ words", config, what=f"phrases of {config.min_phrase_words}+ words")
+                        f"{n}+ words", config, what=f"phrases of {n}+ words")
         done[PHRASES] = dict(res, seconds=round(time.perf_counter() - t, 2))
     return done
 

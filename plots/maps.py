@@ -33,7 +33,8 @@ class MapConfig:
                                             "the map hardly depends on it).")
     iterations: int = setting(500, at_least=250, help="t-SNE iterations (Barnes-Hut; 250 at least).")
     perplexity: float = setting(30.0, above=0, help="t-SNE perplexity; lowered to (points - 1) / 3 for few points.")
-    max_words: int = setting(500, at_least=1, help="Map the embeddings of this many of each side's most frequent words.")
+    max_words: int = setting(500, at_least=1,
+                             help="Map the embeddings of this many of each side's most frequent words.")
     max_phrases: int = setting(1000, at_least=1,
                                help="Map the summaries c of this many source phrases (most translations first).")
     min_phrase_words: int = setting(4, at_least=1, help="Map only source phrases of at least this many words.")

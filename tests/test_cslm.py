@@ -161,3 +161,76 @@ def test_perplexities_of_the_same_tokens(tmp_path):
              for x in ("the house is old", "it is a small zebra"))
     assert s.best_valid_ppl == pytest.approx(math.exp(-ln / 11), rel=1e-6)
     assert np.isfinite(s.best_valid_ppl)
+
+
+TABLE1 = """
+[workflow]
+name = "cslm-rows"
+stages = ["train-cslm", "evaluate"]
+
+[common]
+backend = "embedded"
+threads = 1
+
+[train-cslm]
+emb_dim = 4
+hidden1 = 8
+hidden2 = 8
+max_steps = 20
+valid_every = 10
+
+[evaluate]
+target_lang = "none"
+bootstrap_samples = 20
+nbest_size = 5
+rerank_restarts = 2
+"""
+
+
+def test_workflow_reports_the_four_rows_of_table_1(tmp_path):
+    """train-cslm, then evaluate: Baseline, +RNN, +CSLM+RNN, +CSLM+RNN+WP (and +RNN+WP), the +CSLM rows the
+    n-best lists re-ranked by the retuned weights, with the lists' oracle BLEU and the CSLM's hash."""
+    import json
+
+    import pandas as pd
+    from click.testing import CliRunner
+    from _tiny_smt import make_tiny_system
+
+    from phrase_rescore.app.cli import main
+    from phrase_rescore.moses_integration.moses_ini import read_moses_ini
+    from phrase_rescore.pipeline.rescore_nbest import combined_score
+
+    sys_ = make_tiny_system(tmp_path / "smt")
+    (tmp_path / "corpus").write_text("the house is small\nthe house\nhouse is small\nthe small house\n" * 5)
+    ins = {"tuned_baseline": sys_["ini"], "tuned_rnn": sys_["ini"], "tuned_rnn_wp": sys_["ini"],
+           "train_tgt_tok": tmp_path / "corpus", "lm": tmp_path / "smt" / "lm.arpa", "dev_src_tok": sys_["src"],
+           "phrase_table": tmp_path / "smt" / "phrase-table",
+           "dev_ref_tok": sys_["ref"], "dev_ref": sys_["ref"], "test_src_tok": sys_["src"], "test_ref": sys_["ref"]}
+    wf = tmp_path / "wf.toml"
+    wf.write_text(TABLE1 + "\n[inputs]\n" + "".join(f'{k} = "{v}"\n' for k, v in ins.items()))
+    work = tmp_path / "work"
+    r = CliRunner().invoke(main, ["--quiet", "run", str(wf), "--workdir", str(work)])
+    assert r.exit_code == 0, r.output + repr(r.exception)
+    table = pd.read_csv(work / "evaluate" / "table1.csv")
+    assert list(table["configuration"]) == ["Baseline", "+RNN", "+CSLM+RNN", "+CSLM+RNN+WP", "+RNN+WP"]
+    assert table["test_oracle_bleu"].isna().tolist() == [True, False, False, False, False]
+    assert (table["test_oracle_bleu"][1:] >= table["test_bleu"][1:]).all()
+    assert table["cslm_sha256"].notna().tolist() == [False, False, True, True, False]
+    assert table["test_p"].isna().tolist() == [True, False, False, False, False]
+    md = (work / "evaluate" / "table1.md").read_text()
+    assert "| +CSLM+RNN+WP |" in md and "Oracle test BLEU" in md and "cslm sha256" in md
+    ev = work / "evaluate" / "work"
+    weights = read_moses_ini(ev / "test.cslm-rnn.tok.weights.ini").weights
+    assert set(weights) == {"Distortion0", "LM0", "WordPenalty0", "PhrasePenalty0", "TranslationModel0", "CSLM0"}
+    best: dict[int, tuple] = {}
+    for e in read_nbest(ev / "test.cslm-rnn.nbest"):
+        assert e.feature_names()[-1] == "CSLM0"
+        sc = combined_score(e, 0.0, weights)
+        if e.sent_id not in best or sc > best[e.sent_id][0]:
+            best[e.sent_id] = (sc, e.hypothesis)
+    assert (ev / "test.cslm-rnn.tok").read_text().splitlines() == [best[i][1] for i in range(3)]
+    cslm = json.loads((work / "train-cslm" / "stage-manifest.json").read_text())["summary"]
+    assert cslm["ngram_valid_ppl"] > 1 and cslm["best_valid_ppl"] > 1 and cslm["valid_tokens"] == 4 + 2 + 3 + 3
+    r = CliRunner().invoke(main, ["--quiet", "run", str(wf), "--workdir", str(work)])
+    log = json.loads((work / "run-log.json").read_text())
+    assert [s["status"] for s in log["stages"]] == ["skipped", "skipped"]

@@ -271,8 +271,12 @@ def evaluate_cmd(systems, models, test_src, test_ref, dev_src, dev_ref, workdir,
     df = evaluate(EvaluateConfig(systems=specs, test_src=Path(test_src), test_ref=Path(test_ref),
                                  workdir=Path(workdir), dev_src=Path(dev_src) if dev_src else None,
                                  dev_ref=Path(dev_ref) if dev_ref else None, **values))
+    from phrase_rescore.app.pictures import command_report
+
+    page = command_report(Path(df.attrs["markdown"]), Path(workdir), {n: Path(p) for n, p in named.items()},
+                          {n: Path(p) for n, p in mods.items()})
     click.echo(Path(df.attrs["markdown"]).read_text(encoding="utf-8"))
-    click.echo(f"wrote {df.attrs['markdown']} and {df.attrs['csv']}")
+    click.echo(f"wrote {df.attrs['markdown']}, {df.attrs['csv']} and {page['report_html']}")
 
 
 @main.command("decode", add_help_option=False,

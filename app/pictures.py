@@ -84,18 +84,25 @@ def encdec_pictures(model_path: str | os.PathLike, pairs_dir: str | os.PathLike 
 
 
 def tuning_logs(tuned_inis: Mapping[str, Path | None]) -> list[tuple[str, Path]]:
-    """``(configuration, tune-log.csv)`` of each tuned moses.ini whose tuning folder has the log
-    (``TUNE_DIR/moses.ini`` beside ``TUNE_DIR/work/tune-log.csv``, as the workflow's tune stages write them)."""
+    """``(configuration, tune-log.csv)`` of each tuned moses.ini whose tuning folder has the log: beside it
+    (``tune --workdir W`` writes ``W/moses.tuned.ini`` and ``W/tune-log.csv``) or in ``work/`` beside it (the
+    workflow's tune stages: ``tune-X/moses.ini``, ``tune-X/work/tune-log.csv``)."""
     found = []
     for name, ini in tuned_inis.items():
-        if ini is not None and (Path(ini).parent / "work" / "tune-log.csv").is_file():
-            found.append((name, Path(ini).parent / "work" / "tune-log.csv"))
+        if ini is None:
+            continue
+        log = next((p for p in (Path(ini).parent / "work" / "tune-log.csv", Path(ini).parent / "tune-log.csv")
+                    if p.is_file()), None)
+        if log is not None:
+            found.append((name, log))
     return found
 
 
-def picture_files(folders: Sequence[Path | None]) -> list[Path]:
-    """The PNGs of ``folders``, the known ones in :data:`ORDER` first, then the others by name."""
-    found = [p for d in folders if d is not None and Path(d).is_dir() for p in sorted(Path(d).glob("*.png"))]
+def picture_files(folders: Sequence[Path | None], known_only: bool = False) -> list[Path]:
+    """The PNGs of ``folders``, the known ones in :data:`ORDER` first, then (unless ``known_only``) the
+    others by name."""
+    found = [p for d in folders if d is not None and Path(d).is_dir() for p in sorted(Path(d).glob("*.png"))
+             if not known_only or p.name in ORDER]
     rank = {n: i for i, n in enumerate(ORDER)}
     return sorted(found, key=lambda p: (rank.get(p.name, len(rank)), p.name, os.fspath(p)))
 
@@ -106,10 +113,10 @@ def caption_of(path: Path, owner: str = "") -> str:
 
 
 def evaluation_report(report_md: Path, out_dir: Path, tuned_inis: Mapping[str, Path | None],
-                      picture_dirs: Mapping[str, Path | None]) -> dict:
+                      picture_dirs: Mapping[str, Path | None], known_only: bool = False) -> dict:
     """The tuning curves of ``tuned_inis`` (when their logs are there) into ``out_dir``, then ``report.html``
     beside ``report_md``: the table, its hashes and signatures, the tuning curves and every picture of
-    ``picture_dirs`` (``{owner: folder}``), embedded."""
+    ``picture_dirs`` (``{owner: folder}``; with ``known_only`` only those named in :data:`ORDER`), embedded."""
     from phrase_rescore.plots.curves import write_tuning_curves
     from phrase_rescore.plots.report_html import Picture, write_report
 
@@ -122,7 +129,7 @@ def evaluation_report(report_md: Path, out_dir: Path, tuned_inis: Mapping[str, P
         timings[TUNING_CURVES] = round(time.perf_counter() - t, 2)
         pictures.append(Picture(caption_of(out_dir / TUNING_CURVES), out_dir / TUNING_CURVES))
     for owner, folder in picture_dirs.items():
-        pictures += [Picture(caption_of(p, owner), p) for p in picture_files([folder])]
+        pictures += [Picture(caption_of(p, owner), p) for p in picture_files([folder], known_only)]
     t = time.perf_counter()
     html = report_md.parent / REPORT
     n = write_report(report_md, pictures, html, intro="Cho et al. (2014), Table 1 layout: BLEU on dev and test per "
@@ -135,6 +142,17 @@ def evaluation_report(report_md: Path, out_dir: Path, tuned_inis: Mapping[str, P
 
 #: who drew the pictures of a ``pictures_*`` artifact, as the report names them
 PICTURE_OWNERS = {"pictures_train": "RNN Encoder-Decoder", "pictures_cslm": "CSLM"}
+
+
+def command_report(report_md: Path, workdir: Path, systems: Mapping[str, Path],
+                   models: Mapping[str, Path]) -> dict:
+    """:func:`evaluation_report` for the ``evaluate`` command: the tuning logs beside its ``--system`` inis and
+    the pictures ``train`` drew beside its ``--model`` checkpoints (only the names it writes)."""
+    folders: dict[Path, list[str]] = {}
+    for name, model in models.items():
+        folders.setdefault(Path(model) if Path(model).is_dir() else Path(model).parent, []).append(name)
+    return evaluation_report(report_md, workdir, dict(systems),
+                             {"model of " + ", ".join(names): d for d, names in folders.items()}, known_only=True)
 
 
 def stage_report(inputs: Mapping[str, Path | None], report_md: Path, out_dir: Path,

@@ -421,3 +421,25 @@ valid_every = 10
     assert_drawn(png.read_bytes(), curves.TRAINING_SIZE)
     assert png.read_bytes() == curves.training_curves(tmp_path / "w" / "train-cslm" / "model" / "train_log.csv",
                                                       "CSLM")
+
+
+def test_the_evaluate_commands_page_takes_tuning_logs_and_only_our_pictures(tmp_path):
+    """`evaluate`'s page: tune --workdir W's log beside W/moses.tuned.ini, train --out M's training-curves.png;
+    a user's own PNG beside the model is not put on the page."""
+    from phrase_rescore.app.pictures import command_report
+
+    (tmp_path / "table1.md").write_text(TABLE_MD, encoding="utf-8")
+    tune = tmp_path / "tune.rnn"
+    tune.mkdir()
+    (tune / "moses.tuned.ini").write_text("[weight]\n")
+    write_tune_log(tune / "tune-log.csv", [50, 52])
+    model = tmp_path / "rnn"
+    model.mkdir()
+    (model / "model.pt").write_bytes(b"")
+    (model / TRAINING_CURVES).write_bytes(curves.training_curves(write_log(tmp_path / "log.csv")))
+    (model / "mine.png").write_bytes((model / TRAINING_CURVES).read_bytes())
+    res = command_report(tmp_path / "table1.md", tmp_path, {"+RNN": tune / "moses.tuned.ini"},
+                         {"+RNN": model / "model.pt", "+RNN+WP": model / "model.pt"})
+    assert res["pictures"] == ["tuning-curves.png", TRAINING_CURVES]
+    page = (tmp_path / "report.html").read_text(encoding="utf-8")
+    assert "model of +RNN, +RNN+WP: Training loss" in page and "mine.png" not in page

@@ -27,7 +27,8 @@ from phrase_rescore.moses_integration.embedded.moses_command import (STDOUT_NAME
 OPTIONS: dict[str, tuple[tuple[str, ...], str, str]] = {
     "config": (("f", "config"), "path", "the moses.ini (required)"),
     "input-file": (("i", "input-file"), "path", "tokenized input, one sentence a line (default: stdin)"),
-    "n-best-list": (("n-best-list",), "nbest", "FILE N [distinct]: write N-best lists to FILE (-: to stdout, instead of the 1-best)"),
+    "n-best-list": (("n-best-list",), "nbest",
+                    "FILE N [distinct]: write N-best lists to FILE (-: to stdout, instead of the 1-best)"),
     "n-best-factor": (("n-best-factor",), "int", "distinct n-best: consider N * this many paths (default 20)"),
     "threads": (("threads", "th"), "threads", "decoding processes, or 'all' (default 1)"),
     "stack": (("s", "stack"), "int", "hypotheses per stack (default: the ini's [stack], else 200)"),

@@ -31,7 +31,8 @@ def _system(d: Path, seed: int = 1, n_words: int = 10, n_sent: int = 20) -> None
         for t in "abc":
             p = " ".join(f"{x:.3f}" for x in rng.uniform(0.05, 0.95, 4))
             lines.append(f"s{i} ||| {t}{i} ||| {p} ||| 0-0 ||| 1 1 1")
-        lines.append(f"s{i} s{(i + 1) % n_words} ||| a{i} b{(i + 1) % n_words} ||| 0.5 0.5 0.5 0.5 ||| 0-0 1-1 ||| 1 1 1")
+        j = (i + 1) % n_words
+        lines.append(f"s{i} s{j} ||| a{i} b{j} ||| 0.5 0.5 0.5 0.5 ||| 0-0 1-1 ||| 1 1 1")
     (d / "phrase-table").write_text("\n".join(lines) + "\n")
     words = [f"{p}{i}" for p in "abc" for i in range(n_words)]
     arpa = ["\\data\\", f"ngram 1={len(words) + 3}", "ngram 2=1", "", "\\1-grams:", "-1.0\t<unk>", "-99\t<s>\t0",

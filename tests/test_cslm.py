@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from _real_moses import needs_moses
 
 from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.moses_integration.nbest import read_nbest
@@ -187,7 +188,8 @@ rerank_restarts = 2
 """
 
 
-def test_workflow_reports_the_four_rows_of_table_1(tmp_path):
+@pytest.mark.parametrize("backend", ["embedded", pytest.param("moses", marks=needs_moses)])
+def test_workflow_reports_the_four_rows_of_table_1(tmp_path, backend):
     """train-cslm, then evaluate: Baseline, +RNN, +CSLM+RNN, +CSLM+RNN+WP (and +RNN+WP), the +CSLM rows the
     n-best lists re-ranked by the retuned weights, with the lists' oracle BLEU and the CSLM's hash."""
     import json
@@ -209,7 +211,8 @@ def test_workflow_reports_the_four_rows_of_table_1(tmp_path):
     wf = tmp_path / "wf.toml"
     wf.write_text(TABLE1 + "\n[inputs]\n" + "".join(f'{k} = "{v}"\n' for k, v in ins.items()))
     work = tmp_path / "work"
-    r = CliRunner().invoke(main, ["--quiet", "run", str(wf), "--workdir", str(work)])
+    r = CliRunner().invoke(main, ["--quiet", "run", str(wf), "--workdir", str(work), "--set",
+                                  f"common.backend={backend}"])
     assert r.exit_code == 0, r.output + repr(r.exception)
     table = pd.read_csv(work / "evaluate" / "table1.csv")
     assert list(table["configuration"]) == ["Baseline", "+RNN", "+CSLM+RNN", "+CSLM+RNN+WP", "+RNN+WP"]
@@ -231,6 +234,7 @@ def test_workflow_reports_the_four_rows_of_table_1(tmp_path):
     assert (ev / "test.cslm-rnn.tok").read_text().splitlines() == [best[i][1] for i in range(3)]
     cslm = json.loads((work / "train-cslm" / "stage-manifest.json").read_text())["summary"]
     assert cslm["ngram_valid_ppl"] > 1 and cslm["best_valid_ppl"] > 1 and cslm["valid_tokens"] == 4 + 2 + 3 + 3
-    r = CliRunner().invoke(main, ["--quiet", "run", str(wf), "--workdir", str(work)])
+    r = CliRunner().invoke(main, ["--quiet", "run", str(wf), "--workdir", str(work), "--set",
+                                  f"common.backend={backend}"])
     log = json.loads((work / "run-log.json").read_text())
     assert [s["status"] for s in log["stages"]] == ["skipped", "skipped"]

@@ -11,6 +11,9 @@ BLEU, the difference to the baseline and its p-value, as Markdown and CSV, with 
 moses.ini and model and the sacrebleu signatures.
 
 Decoding is resumable: an output whose stamp (hashes of the ini, its model and the input) matches is reused.
+A configuration may bring its translations instead (``SystemSpec.outputs``: e.g. the +CSLM rows, re-ranked
+from n-best lists); for one chosen from an n-best list (``SystemSpec.nbest``) the report adds the list's
+oracle BLEU (:func:`oracle_bleu`), the ceiling any re-ranking of that list can reach.
 """
 from __future__ import annotations
 

@@ -161,6 +161,15 @@ def test_a_killed_process_resumes(system, uninterrupted, tmp_path, decoded):
     assert Path(ini).read_bytes() == uninterrupted[0]
 
 
+def test_an_iteration_whose_files_are_gone_is_redone(system, uninterrupted, tmp_path, decoded):
+    work = tmp_path / "work"
+    tune_embedded(_config(system, work, max_iterations=2))
+    (work / "run2.candidates.npz").unlink()
+    decoded.clear()
+    assert Path(tune_embedded(_config(system, work))).read_bytes() == uninterrupted[0]
+    assert decoded == [2, 3, 4]
+
+
 def test_a_changed_input_or_option_starts_afresh_keeping_other_files(system, uninterrupted, tmp_path, decoded):
     work = tmp_path / "work"
     tune_embedded(_config(system, work, max_iterations=2))
@@ -172,7 +181,7 @@ def test_a_changed_input_or_option_starts_afresh_keeping_other_files(system, uni
     decoded.clear()
     lines = []
     tune_embedded(_config(system, work, nbest=3, max_iterations=2), echo=lines.append)
-    assert lines == ["tune: started afresh (nbest changed since the interrupted run)"]
+    assert lines == ["tune: started afresh (nbest changed since the earlier run)"]
     assert decoded == [1, 2]
     assert (work / "notes.txt").read_text() == "mine\n"
     assert sorted(p.name for p in work.glob("run*")) == [f"run{i}.{x}" for i in (1, 2)
@@ -186,7 +195,7 @@ def test_a_changed_input_or_option_starts_afresh_keeping_other_files(system, uni
     decoded.clear()
     lines.clear()
     tune_embedded(cfg, echo=lines.append)
-    assert lines == ["tune: started afresh (files dev_ref changed since the interrupted run)"]
+    assert lines == ["tune: started afresh (files dev_ref changed since the earlier run)"]
     assert decoded == [1] and not (work / "run2.out").exists() and (work / "notes.txt").exists()
 
 

@@ -40,6 +40,8 @@ from .mert import NBestPool, l1_normalize, optimize
 CONVERGENCE = 1e-5      # mert-moses.pl: stop when no weight changed by this much
 STATE_NAME = "tune-state.json"
 STATE_FORMAT = "phrase-rescore embedded tuning state 1"
+RECORD_KEYS = {"iteration", "files", "candidates", "weights", "next_weights", "changed", "dev_bleu", "mert_bleu",
+               "candidates_in_pool", "seconds_decode", "seconds_mert"}
 
 
 @dataclass
@@ -159,13 +161,13 @@ class TuneState:
             return []
         if old.get("inputs") != self.inputs:
             changed = _first_difference(old.get("inputs") or {}, self.inputs)
-            echo(f"tune: started afresh ({changed} changed since the interrupted run)")
+            echo(f"tune: started afresh ({changed} changed since the earlier run)")
             self._remove_files(old)
             return []
         done = []
         for i, rec in enumerate(old.get("iterations", []), start=1):
-            if rec.get("iteration") != i or not all(os.path.isfile(os.path.join(self.workdir, n))
-                                                   for n in rec.get("files", [])):
+            if (not isinstance(rec, dict) or not RECORD_KEYS <= set(rec) or rec["iteration"] != i
+                    or not all(os.path.isfile(os.path.join(self.workdir, n)) for n in rec["files"])):
                 break
             done.append(rec)
         self.iterations = list(done)
@@ -204,6 +206,8 @@ def _replay(workdir: str, rec: dict, pool: NBestPool, num_sentences: int) -> Ite
         with np.load(os.path.join(workdir, rec["candidates"])) as z:
             sent, feats, stats = z["sent"], z["features"], z["stats"]
     except (OSError, ValueError, KeyError):
+        return None
+    if len(rec["weights"]) != pool.dim or len(rec["next_weights"]) != pool.dim:
         return None
     if (feats.ndim != 2 or feats.shape[1] != pool.dim or stats.shape != (len(feats), NUM_STATS)
             or sent.shape != (len(feats),) or (len(sent) and not 0 <= sent.min() <= sent.max() < num_sentences)):

@@ -87,13 +87,9 @@ def extract_spans(n_src: int, n_tgt: int, points: Sequence[tuple[int, int]], max
     return spans
 
 
-def _msd(left: bool, right: bool) -> int:
-    """``getOrientWordModel`` for ``REO_MSD``: a corner aligned on one side only is mono or swap."""
-    if left and not right:
-        return MONO
-    if right and not left:
-        return SWAP
-    return OTHER
+#: getOrientWordModel for REO_MSD by (left corner aligned, right corner aligned): one side only is
+#: mono (left) or swap (right), neither or both is other
+_MSD = ((OTHER, SWAP), (MONO, OTHER))
 
 
 def span_orientations(n_src: int, n_tgt: int, points: Sequence[tuple[int, int]],
@@ -104,21 +100,15 @@ def span_orientations(n_src: int, n_tgt: int, points: Sequence[tuple[int, int]],
     :param spans: (start_f, end_f, start_e, end_e) inclusive, e.g. from :func:`extract_spans`.
     :returns: one (backward, forward) pair of :data:`MONO` / :data:`SWAP` / :data:`OTHER` per span.
     """
-    aligned = set(points)
-
-    def is_aligned(f: int, e: int) -> bool:  # extract-main.cpp isAligned
-        if f == -1 and e == -1:
-            return True
-        if f <= -1 or e <= -1:
-            return False
-        if f == n_src and e == n_tgt:
-            return True
-        if f >= n_src or e >= n_tgt:
-            return False
-        return (f, e) in aligned
-
-    return [(_msd(is_aligned(sf - 1, se - 1), is_aligned(ef + 1, se - 1)),
-             _msd(is_aligned(ef + 1, ee + 1), is_aligned(sf - 1, ee + 1)))
+    # extract-main.cpp's isAligned(f, e) for -1 <= f <= n_src, -1 <= e <= n_tgt, as a grid shifted by
+    # one: the corners (-1, -1) and (n_src, n_tgt) are aligned, every other point off the sentence is not
+    w = n_tgt + 2
+    grid = [0] * ((n_src + 2) * w)
+    grid[0] = grid[-1] = 1
+    for f, e in points:
+        grid[(f + 1) * w + e + 1] = 1
+    return [(_MSD[grid[sf * w + se]][grid[(ef + 2) * w + se]],            # (sf-1, se-1), (ef+1, se-1)
+             _MSD[grid[(ef + 2) * w + ee + 2]][grid[sf * w + ee + 2]])    # (ef+1, ee+1), (sf-1, ee+1)
             for sf, ef, se, ee in spans]
 
 

@@ -409,7 +409,13 @@ def score_reordering_table(counts: pd.DataFrame, path: str | os.PathLike, smooth
     # few distinct count triples: format each one once
     texts = []
     for d in (0, 3):
-        triples, inverse = np.unique(totals[:, d:d + 3], axis=0, return_inverse=True)
+        c3 = totals[:, d:d + 3]
+        base = int(c3.max()) + 1 if n else 1
+        if base ** 3 < 2 ** 63:  # one int64 key per triple: a hash factorize, not a row sort
+            inverse, keys = pd.factorize(c3[:, 0] * base * base + c3[:, 1] * base + c3[:, 2])
+            triples = np.stack([keys // (base * base), keys // base % base, keys % base], axis=1)
+        else:
+            triples, inverse = np.unique(c3, axis=0, return_inverse=True)
         strings = []
         for c in triples.tolist():
             x = [float(v) + smoothing for v in c]

@@ -31,7 +31,7 @@ trap 'rm -rf "$work"' EXIT
 
 # Python runs outside the repository root: its phrase_rescore/ folder would shadow the installed package.
 if ! (cd "$work" && "$PY" -c "import torch, phrase_rescore.pipeline.score") 2>/dev/null; then
-    echo "gpu_check: $PY cannot import torch and phrase_rescore; install the project first (pip install -e '.[test]')" >&2
+    echo "gpu_check: $PY cannot import torch and phrase_rescore; install the project first (pip install -e '.[test]'; offline, with torch and the dependencies present: pip install --no-deps --no-build-isolation -e .)" >&2
     exit 2
 fi
 if [[ $dry == 0 ]] && ! (cd "$work" && "$PY" -c "import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)"); then

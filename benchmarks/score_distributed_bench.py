@@ -7,7 +7,11 @@ I/O rates of the split and the join.
    cores / N workers: one core each with N = cores). pairs/s
    as the command reports it: the one process's from its scoring loop, the job's from the ranks' pairs
    over rank 0's time from after the model is loaded to OUT joined (the split and the join included).
-   Start-up (imports, the model) is not counted in either. The two outputs must be the same bytes.
+   Start-up (imports, the model) is not counted in either. Also the pairs per CPU-second (the
+   processes' CPU time over the same span): on a machine that others load, the wall-clock ratio says
+   little, while the ratio of pairs per CPU-second is the parallel efficiency (1.0: no work added by
+   sharding), and N x efficiency the speed-up on N otherwise idle cores. The two outputs must be the
+   same bytes.
 2. **Split and join rates** on a table of ``--io-lines`` lines (at least 1M), plain and gzip: the split
    pass (:func:`~phrase_rescore.pipeline.scoring.sharded.chunk_offsets`), the skip of a gzip rank to its
    range (decompressing up to the last rank's start), and the join of 8 parts
@@ -21,8 +25,8 @@ from __future__ import annotations
 import argparse
 import collections
 import gzip
+import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -36,7 +40,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from gen_table import generate_table  # noqa: E402
 
-from phrase_rescore.core.fileio import gzip_piece, open_binary_read  # noqa: E402
+from phrase_rescore.core.fileio import open_binary_read  # noqa: E402
 from phrase_rescore.moses_integration.phrase_table import read_phrase_table  # noqa: E402
 from phrase_rescore.pipeline.model.checkpoint import save_checkpoint  # noqa: E402
 from phrase_rescore.pipeline.model.encdec import EncDecConfig, RNNEncoderDecoder  # noqa: E402
@@ -44,24 +48,28 @@ from phrase_rescore.pipeline.scoring.chunked import ChunkedOutput  # noqa: E402
 from phrase_rescore.pipeline.scoring.sharded import chunk_offsets, join_parts, plan  # noqa: E402
 from phrase_rescore.pipeline.vocab import Vocabularies, build_vocab  # noqa: E402
 
-RATE = re.compile(r"\((\d+) pairs, (\d+) pairs/s on")
+# what one process (or each rank) runs: score_table, and rank 0 prints its summary
+RUNNER = """\
+import json, sys
+from phrase_rescore.pipeline.score import ScoreConfig, score_table
+model, table, out, chunk_lines, threads = sys.argv[1:6]
+s = score_table(model, table, out, ScoreConfig(chunk_lines=int(chunk_lines), threads=int(threads) or None,
+                                               restart=True))
+if s.get("rank", 0) == 0:
+    print("SUMMARY " + json.dumps(s, default=str))
+"""
 
 
-def _cli() -> list[str]:
-    """The installed ``phrase-rescore`` script beside this Python."""
-    return [str(Path(sys.executable).with_name("phrase-rescore"))]
-
-
-def _score(cmd: list[str], env: dict, cores: set | None = None) -> tuple[int, float, float]:
-    """Run one scoring command (on ``cores`` only, when given): (pairs, pairs/s as it reports them, wall seconds)."""
+def _score(cmd: list[str], env: dict, cores: set | None = None) -> tuple[dict, float]:
+    """Run one scoring command (on ``cores`` only, when given): (score_table's summary, wall seconds)."""
     t0 = time.perf_counter()
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=tempfile.gettempdir(),
                           preexec_fn=None if cores is None else lambda: os.sched_setaffinity(0, cores))
     wall = time.perf_counter() - t0
     if done.returncode != 0:
         raise SystemExit(f"failed: {' '.join(cmd)}\n{done.stderr[-3000:]}")
-    m = RATE.search(done.stdout)
-    return int(m.group(1)), float(m.group(2)), wall
+    line = next(l for l in done.stdout.splitlines() if l.startswith("SUMMARY "))
+    return json.loads(line[len("SUMMARY "):]), wall
 
 
 def _plain(path: Path) -> bytes:
@@ -82,26 +90,35 @@ def bench_scaling(preset: str, table: Path, work: Path, ranks: int, chunk_lines:
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PHRASE_RESCORE_QUIET": "1"}
     env.pop("WORLD_SIZE", None)
     one, many = work / f"{preset}.one.gz", work / f"{preset}.many.gz"
-    common = ["score", str(ckpt), str(table), "--chunk-lines", str(chunk_lines), "--restart"]
-    pairs, r1, w1 = _score(_cli() + common + ["--out", str(one), "--threads", "1"], env, cores={0})
+    runner = work / "runner.py"
+    runner.write_text(RUNNER)
+    s1, w1 = _score([sys.executable, str(runner), str(ckpt), str(table), str(one), str(chunk_lines), "1"], env,
+                    cores={0})
     load1 = os.getloadavg()[0]
-    launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(ranks),
-                "--no-python"]
-    pairs_n, rn, wn = _score(launcher + _cli() + common + ["--out", str(many)], env)
+    sn, wn = _score([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(ranks),
+                     str(runner), str(ckpt), str(table), str(many), str(chunk_lines), "0"], env)
     load_n = os.getloadavg()[0]
     same = _plain(one) == _plain(many) and one.read_bytes() == many.read_bytes()
-    print(f"{preset}: {pairs} pairs; 1 rank (1 core) {r1:,.0f} pairs/s ({w1:.1f} s wall, load {load1:.1f}); "
-          f"{ranks} ranks {rn:,.0f} pairs/s ({wn:.1f} s wall with start-up, load {load_n:.1f}): "
-          f"{rn / r1:.2f}x; outputs identical: {same}", flush=True)
-    return {"preset": preset, "one": r1, "many": rn, "speedup": rn / r1, "same": same and pairs == pairs_n}
+    r1, rn = s1["pairs_per_s"], sn["pairs_per_s"]
+    c1, cn = s1["pairs_done"] / s1["cpu_seconds"], sn["pairs"] / sn["cpu_seconds"]
+    print(f"{preset}: {s1['pairs']} pairs; 1 rank on 1 core: {r1:,.0f} pairs/s, {c1:,.0f} per CPU-second "
+          f"({s1['seconds']:.1f} s, {w1:.1f} s with start-up, load {load1:.1f}); {ranks} ranks: {rn:,.0f} "
+          f"pairs/s, {cn:,.0f} per CPU-second ({sn['seconds']:.1f} s, {wn:.1f} s with start-up, load "
+          f"{load_n:.1f}): {rn / r1:.2f}x wall, efficiency {cn / c1:.3f}; outputs identical: {same}", flush=True)
+    return {"preset": preset, "one": r1, "many": rn, "speedup": rn / r1, "efficiency": cn / c1,
+            "same": same and s1["pairs"] == sn["pairs"]}
 
 
-def bench_io(work: Path, lines: int, chunk_lines: int, parts: int = 8) -> None:
+def bench_io(work: Path, lines: int, chunk_lines: int, parts: int = 8, table: Path | None = None) -> None:
     plain, gz = work / "io.txt", work / "io.txt.gz"
     t0 = time.perf_counter()
-    generate_table(plain, lines, seed=2)
+    if table is None:
+        generate_table(plain, lines, seed=2)
+    else:                                   # a plain table generated before (generating 1M lines takes minutes)
+        shutil.copyfile(table, plain)
+        lines = chunk_offsets(plain, chunk_lines)[1]
     print(f"\nI/O table: {lines:,} lines, {plain.stat().st_size / 1e6:.0f} MB plain "
-          f"(generated in {time.perf_counter() - t0:.0f} s)", flush=True)
+          f"(made in {time.perf_counter() - t0:.0f} s)", flush=True)
     with open(plain, "rb") as src, open(gz, "wb") as dst:
         with gzip.GzipFile(fileobj=dst, mode="wb", compresslevel=6, mtime=0) as z:
             shutil.copyfileobj(src, z, 1 << 24)
@@ -151,20 +168,23 @@ def main(argv=None) -> int:
     ap.add_argument("--presets", default="paper,small")
     ap.add_argument("--ranks", type=int, default=2)
     ap.add_argument("--chunk-lines", type=int, default=2000, help="lines per chunk of the scaling runs")
+    ap.add_argument("--io-table", type=Path, help="a plain table for the split/join rates instead of generating one "
+                    "(python benchmarks/gen_table.py T --lines 1000000)")
     ap.add_argument("--skip-io", action="store_true")
+    ap.add_argument("--skip-scaling", action="store_true")
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
     print(f"torch {torch.__version__}, {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}", flush=True)
     ok = True
     with tempfile.TemporaryDirectory(prefix="score_distributed_bench.") as tmp:
         work = Path(tmp)
-        for preset in args.presets.split(","):
+        for preset in [] if args.skip_scaling else args.presets.split(","):
             n = args.lines or {"paper": 12_000, "small": 40_000}[preset] // (4 if args.quick else 1)
             table = work / f"{preset}.table.gz"
             generate_table(table, n, seed=1)
             ok &= bench_scaling(preset, table, work, args.ranks, args.chunk_lines)["same"]
         if not args.skip_io:
-            bench_io(work, args.io_lines or (200_000 if args.quick else 1_000_000), 10_000)
+            bench_io(work, args.io_lines or (200_000 if args.quick else 1_000_000), 10_000, table=args.io_table)
     print(f"load average at the end {os.getloadavg()[0]:.1f}")
     return 0 if ok else 1
 

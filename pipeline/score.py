@@ -168,7 +168,8 @@ def score_table(model_path, table_path, out_path, config: ScoreConfig | None = N
         renamed at the end. Rerunning after an interruption resumes (see the module docstring).
     :returns: summary dict: ``lines``, ``pairs``, ``sources`` (distinct per chunk, summed),
         ``rejected``, ``seconds``, ``pairs_per_s``, ``lines_per_s``, ``resumed_from_line``,
-        ``restart_reason``, ``device``, ``workers``, ``matmul``, ``rejects``, ``out``, ``config``;
+        ``restart_reason``, ``device``, ``workers``, ``matmul``, ``rejects``, ``out``, ``config``,
+        ``pairs_done`` (by this run) and ``cpu_seconds`` (the process's CPU time while scoring; of all ranks);
         under torchrun also ``ranks`` and ``rank``, with ``pairs_per_s`` and ``lines_per_s`` of all ranks
         together and ``resumed_from_line`` the lines the ranks had done before (every rank returns it,
         rank 0 after joining OUT).
@@ -225,7 +226,7 @@ def _score_sharded(model, vocabs, table_path, out_path, config: ScoreConfig, ide
                                  "use --matmul auto or torch")
     identity = {**identity, "device": device.type}
     gz = wants_gzip(out_path)
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     # rank 0 cuts the table and takes the choices every rank must share (a BLAS like a single run's)
     shared: tuple | str = ""
     if d.is_main:
@@ -266,6 +267,7 @@ def _score_sharded(model, vocabs, table_path, out_path, config: ScoreConfig, ide
                          shard=shard, num_scores=n_scores, matmul=matmul, show=d.is_main)
             result = {"lines": s["lines"] - s["resumed_from_line"], "pairs": s["pairs_done"],
                       "resumed": s["resumed_from_line"], "workers": workers}
+        result["cpu_seconds"] = time.process_time() - c0
     except Exception as e:           # every rank reaches the gather below, so none waits for a failed one
         result, error = str(e), e
     results = d.all_gather_object(result)
@@ -299,6 +301,7 @@ def _score_sharded(model, vocabs, table_path, out_path, config: ScoreConfig, ide
             "pairs_per_s": pairs_done / seconds if seconds > 0 else 0.0,
             "lines_per_s": lines_done / seconds if seconds > 0 else 0.0,
             "resumed_from_line": sum(r["resumed"] for r in results), "restart_reason": None,
+            "cpu_seconds": sum(r["cpu_seconds"] for r in results),
             "device": str(device), "workers": results[d.rank]["workers"], "matmul": matmul, "rejects": rejects,
             "out": os.fspath(out_path), "config": asdict(config), "ranks": d.world_size, "rank": d.rank}
 
@@ -318,7 +321,7 @@ def _run(model, vocabs, table_path, out: ChunkedOutput, rejects, config: ScoreCo
     matmul = out.notes["matmul"]
     scorer = FastScorer(model, device, precision=config.precision, precompute_vocab=config.precompute_vocab,
                         max_tokens=config.max_tokens, matmul=matmul)
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
 
     reader = read_phrase_table(table_path, on_error=config.on_error, rejects_path=rejects,
                                span=None if shard is None else shard.span, num_scores=num_scores)
@@ -435,6 +438,7 @@ def _run(model, vocabs, table_path, out: ChunkedOutput, rejects, config: ScoreCo
     return {"lines": out.lines, "pairs": prior.get("pairs", 0), "sources": prior.get("sources", 0),
             "rejected": prior.get("rejected", 0), "seconds": seconds,
             "pairs_per_s": counts["pairs"] / seconds if seconds > 0 else 0.0, "pairs_done": counts["pairs"],
+            "cpu_seconds": time.process_time() - c0,
             "lines_per_s": counts["lines"] / seconds if seconds > 0 else 0.0,
             "resumed_from_line": start_line, "restart_reason": out.restart_reason, "device": str(device),
             "workers": workers, "matmul": matmul, "rejects": rejects, "out": os.fspath(out.path),

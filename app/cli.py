@@ -488,11 +488,26 @@ def sample_cmd(model, phrase, greedy, device, **kw):
 @click.option("--rejects", type=click.Path(dir_okay=False), help="Where --on-error keep lists bad lines.")
 @click.option("--vocab", type=click.Path(exists=True, dir_okay=False),
               help="Vocabulary JSON, for a checkpoint that carries none.")
-def score_cmd(model, table, out, rejects, vocab, **kw):
+@click.option("--reverse-model", type=click.Path(exists=True),
+              help="A model trained in the other direction (prepare on the swapped table): appends log p(e|f) "
+                   "as one more column.")
+@click.option("--ensemble-model", type=click.Path(exists=True),
+              help="A second model of the same direction: the logprob column becomes the two models' mean log p.")
+def score_cmd(model, table, out, rejects, vocab, reverse_model, ensemble_model, **kw):
     """Append log p(f|e) and the unknown-word penalty to every line of a phrase TABLE (resumable)."""
     from phrase_rescore.pipeline.score import ScoreConfig, score_table
 
     cfg = ScoreConfig(rejects=rejects, vocab=vocab, **collect(ScoreConfig, kw))
+    if reverse_model or ensemble_model:
+        from phrase_rescore.pipeline.score_columns import score_with_extras
+
+        _check_paths({"MODEL": model, "TABLE": table, "--reverse-model": reverse_model,
+                      "--ensemble-model": ensemble_model}, {"--out": out})
+        s = score_with_extras(model, table, out, cfg, reverse_model=reverse_model, ensemble_model=ensemble_model)
+        click.echo(f"scored {s['lines']} lines ({s['pairs_per_s']:.0f} pairs/s forward"
+                   + (", ensemble" if ensemble_model else "") + (", reverse column" if reverse_model else "")
+                   + f"): {out}")
+        return
     s = score_table(model, table, out, cfg)
     if s.get("rank", 0):  # under torchrun rank 0 reports for all ranks
         return

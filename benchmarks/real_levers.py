@@ -1,0 +1,155 @@
+"""Levers on the real-text benchmark: extra neural columns measured against the same baseline runs.
+
+Works in the working directory of ``benchmarks/real_quality.py`` (its workflow's artifacts, and the
+baseline test outputs it kept per MERT run under ``runs/BACKEND-seedN/``) and writes under
+``WORKDIR/levers/``:
+
+- ``reverse``: a model trained in the other direction (``prepare`` on the swapped table, the vocabulary
+  counted from the swapped corpus), its log p(e|f) appended as a third column to +RNN+WP
+  (``score --reverse-model``), tuned with ``moses-ini --weights RNN,WP,0.2``;
+- ``ensemble``: a second model trained on the same pairs with another seed; the +RNN+WP table's
+  log p(f|e) column becomes the mean of the two models' log-probabilities (``score --ensemble-model``).
+
+Each lever's model trains with the main run's settings (preset, time budget, patience); each lever is
+tuned with the same MERT seeds as the main run and scored on the test half with the p-value of the
+mean over runs (``real_quality.mean_delta_p``) against the main run's baseline.
+
+    nice -n 10 python benchmarks/real_levers.py --workdir runs/real --lever reverse --stage train
+    nice -n 10 python benchmarks/real_levers.py --workdir runs/real --lever reverse --stage eval --backend moses
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+from pathlib import Path
+
+sys.path.insert(0, os.fspath(Path(__file__).resolve().parent))
+
+from real_quality import _safe, mean_delta_p  # noqa: E402
+
+
+def _manifest_params(work: Path, stage: str) -> dict:
+    """The parameters a stage of the main run ran with (its attempt record while it is still running)."""
+    done = work / stage / "stage-manifest.json"
+    return json.loads((done if done.exists() else work / stage / ".attempt.json").read_text())["params"]
+
+
+def train_models(work: Path, lever: str) -> dict:
+    """Prepare and train the lever's extra model (skipped when its model.pt exists)."""
+    import torch
+
+    from phrase_rescore.moses_integration.table_columns import swap_table
+    from phrase_rescore.pipeline.prepare import PrepareConfig, prepare
+    from phrase_rescore.pipeline.train import TrainConfig, train
+
+    torch.set_num_threads(1)
+    out = work / "levers" / lever
+    out.mkdir(parents=True, exist_ok=True)
+    table = work / "build-smt" / "smt" / "phrase-table.gz"
+    src_tok, tgt_tok = work / "build-smt" / "smt" / "corpus" / "clean.src", work / "build-smt" / "smt" / "corpus" / "clean.tgt"
+    pp = {k: v for k, v in _manifest_params(work, "prepare").items() if k in ("vocab_size", "valid_fraction", "seed")}
+    tp = {k: v for k, v in _manifest_params(work, "train").items()
+          if k in ("preset", "max_steps", "time_budget_s", "patience", "valid_every", "batch_size", "seed")}
+    if (out / "model" / "model.pt").exists():
+        return {"model": os.fspath(out / "model" / "model.pt"), "skipped": True}
+    if lever == "reverse":
+        swapped = out / "phrase-table.swapped.gz"
+        if not swapped.exists():
+            swap_table(table, swapped)
+        pairs = out / "pairs"
+        if not (pairs / "vocab.json").exists():
+            prepare(swapped, pairs, PrepareConfig(**pp, src_corpus=os.fspath(tgt_tok), tgt_corpus=os.fspath(src_tok)))
+    elif lever == "ensemble":
+        pairs = work / "prepare" / "pairs"
+        tp["seed"] = int(tp.get("seed", 1)) + 1
+    else:
+        raise SystemExit(f"unknown lever {lever}")
+    s = train(pairs, out / "model", TrainConfig(**tp, resume=(out / "model" / "last.pt").exists()))
+    summary = {"steps": s.steps, "stop_reason": s.stop_reason, "best_valid_ppl": s.best_valid_ppl,
+               "pairs_per_s": s.pairs_per_s, "model": s.model}
+    (out / "train-summary.json").write_text(json.dumps(summary, indent=1, default=str))
+    return summary
+
+
+def evaluate_lever(work: Path, lever: str, backend: str, seeds: list[int]) -> dict:
+    """Score, write the moses.ini, tune once per seed and decode the test half; compare with the baseline runs."""
+    from phrase_rescore.core.fileio import read_text_lines
+    from phrase_rescore.moses_integration.report import EvaluateConfig, SystemSpec, evaluate
+    from phrase_rescore.moses_integration.rewrite import RewriteConfig, rewrite_moses_ini
+    from phrase_rescore.moses_integration.tuning import TuneConfig, tune
+    from phrase_rescore.pipeline.score import ScoreConfig
+    from phrase_rescore.pipeline.score_columns import score_ensemble, score_reverse
+
+    out = work / "levers" / lever
+    model = out / "model" / "model.pt"
+    table_wp = work / "score" / "phrase-table.rnn-wp.gz"
+    table = out / "phrase-table.lever.gz"
+    tune_params = _manifest_params(work, "tune-rnn-wp")
+    threads = int(tune_params.get("threads", 1))
+    if not table.exists():
+        cfg = ScoreConfig(columns=("logprob",), threads=threads)
+        if lever == "reverse":
+            score_reverse(model, work / "build-smt" / "smt" / "phrase-table.gz", table_wp, table, cfg, out / "tmp")
+        else:
+            score_ensemble(model, work / "build-smt" / "smt" / "phrase-table.gz", table_wp, table, cfg, out / "tmp",
+                           column=-2)
+    mi = _manifest_params(work, "moses-ini-rnn-wp")
+    weights = (mi["rnn_weight"], mi["wp_weight"]) + ((mi["rnn_weight"],) if lever == "reverse" else ())
+    ini = out / "moses.ini"
+    rewrite_moses_ini(RewriteConfig(old_ini=work / "build-smt" / "smt" / "moses.ini", table=table, out=ini,
+                                    weights=weights))
+    ref = read_text_lines(work / "split" / "split" / "test.ref")
+    base_runs, lever_runs, bleus = [], [], []
+    for seed in seeds:
+        base = work / "runs" / f"{backend}-seed{seed}" / "test.Baseline.detok"
+        if not base.exists():
+            continue
+        d = out / f"{backend}-seed{seed}"
+        tcfg = TuneConfig(ini=ini, dev_src=work / "tokenize" / "dev.tok.src", dev_ref=work / "tokenize" / "dev.tok.ref",
+                          workdir=d / "tune", out=d / "moses.tuned.ini", backend=backend,
+                          max_iterations=int(tune_params["max_iterations"]), nbest=int(tune_params["nbest"]),
+                          threads=threads, seed=seed)
+        if not (d / "moses.tuned.ini").exists():
+            tune(tcfg)
+        name = f"+RNN+WP+{lever}"
+        ev = EvaluateConfig(systems=[SystemSpec(name, d / "moses.tuned.ini")], test_src=work / "tokenize" / "test.tok.src",
+                            test_ref=work / "split" / "split" / "test.ref", workdir=d / "eval", backend=backend,
+                            target_lang=_manifest_params(work, "evaluate")["target_lang"],
+                            case=_manifest_params(work, "evaluate")["case"], threads=threads)
+        df = evaluate(ev)
+        bleus.append(float(df["test_bleu"].iloc[0]))
+        base_runs.append(read_text_lines(base))
+        lever_runs.append(read_text_lines(d / "eval" / f"test.{_safe(name)}.detok"))
+    import pandas as pd
+
+    base_bleu = [float(pd.read_csv(work / "runs" / f"{backend}-seed{s}" / "table1.csv")["test_bleu"].iloc[0])
+                 for s in seeds if (work / "runs" / f"{backend}-seed{s}" / "table1.csv").exists()][:len(bleus)]
+    res = {"lever": lever, "backend": backend, "test_bleu": bleus, "baseline_test_bleu": base_bleu,
+           "mean": statistics.mean(bleus) if bleus else None,
+           "delta": statistics.mean(bleus) - statistics.mean(base_bleu) if bleus else None,
+           "p": mean_delta_p(ref, base_runs, lever_runs, 1000) if bleus else None}
+    (out / f"result-{backend}.json").write_text(json.dumps(res, indent=1))
+    print(json.dumps(res, indent=1))
+    return res
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--workdir", required=True)
+    ap.add_argument("--lever", required=True, choices=("reverse", "ensemble"))
+    ap.add_argument("--stage", required=True, choices=("train", "eval"))
+    ap.add_argument("--backend", default="embedded")
+    ap.add_argument("--seeds", default="1,2,3")
+    args = ap.parse_args(argv)
+    work = Path(args.workdir).resolve()
+    if args.stage == "train":
+        print(json.dumps(train_models(work, args.lever), indent=1, default=str))
+    else:
+        evaluate_lever(work, args.lever, args.backend, [int(s) for s in args.seeds.split(",")])
+
+
+if __name__ == "__main__":
+    main()

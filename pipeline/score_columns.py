@@ -1,0 +1,92 @@
+"""More neural columns than the paper's: p(e|f) from a model trained in the other direction, and an ensemble
+of two models' log p(f|e) in one column (``score --reverse-model`` / ``--ensemble-model``).
+
+Both run :func:`~phrase_rescore.pipeline.score.score_table` again on the same table and merge its column
+into the forward scoring line by line (:mod:`phrase_rescore.moses_integration.table_columns`):
+
+- reverse: the table with source and target exchanged (``swap_table``) is scored by the reverse model
+  (trained by ``prepare`` + ``train`` on that swapped table), and its log p(e|f) is appended as the last
+  column, after the paper's columns;
+- ensemble: the table is scored by the second model (trained on the same pairs, e.g. another seed), and
+  the log p(f|e) column becomes (log p_1 + log p_2) / 2.
+
+Intermediate files go to ``work`` (a folder this module creates and removes its own files from); the
+final table is written atomically, so an interrupted run leaves no partial OUT.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+from pathlib import Path
+
+from phrase_rescore.core.errors import PhraseRescoreError
+from phrase_rescore.moses_integration.table_columns import append_last_column, ensemble_column, swap_table
+
+from .score import ScoreConfig, score_table
+
+
+#: the names of the intermediate files in the work folder (and of score_table's files beside them)
+INTERMEDIATE = ("forward.gz", "ensemble.gz", "swapped.gz", "swapped.scored.gz", "second-model.scored.gz")
+
+
+def _logprob_only(cfg: ScoreConfig) -> ScoreConfig:
+    return dataclasses.replace(cfg, columns=("logprob",), rejects=None)
+
+
+def score_reverse(model_rev, table, scored, out, cfg: ScoreConfig, work) -> dict:
+    """Append log p(e|f) by ``model_rev`` to ``scored`` (``table`` scored forward) into ``out``."""
+    work = Path(work)
+    work.mkdir(parents=True, exist_ok=True)
+    swapped, rev = work / "swapped.gz", work / "swapped.scored.gz"
+    swap_table(table, swapped, compresslevel=1)
+    res = score_table(model_rev, swapped, rev, dataclasses.replace(_logprob_only(cfg), compresslevel=1))
+    n = append_last_column(scored, rev, out, swapped=True, compresslevel=cfg.compresslevel)
+    for p in (swapped, rev):
+        p.unlink()
+    return {"lines": n, "reverse_pairs_per_s": res.get("pairs_per_s")}
+
+
+def score_ensemble(model2, table, scored, out, cfg: ScoreConfig, work, column: int) -> dict:
+    """Replace score ``column`` of ``scored`` (the log p(f|e) column) by the mean log-probability of its model
+    and ``model2`` into ``out``."""
+    work = Path(work)
+    work.mkdir(parents=True, exist_ok=True)
+    other = work / "second-model.scored.gz"
+    res = score_table(model2, table, other, dataclasses.replace(_logprob_only(cfg), compresslevel=1))
+    n = ensemble_column(scored, other, out, column, compresslevel=cfg.compresslevel)
+    other.unlink()
+    return {"lines": n, "ensemble_pairs_per_s": res.get("pairs_per_s")}
+
+
+def score_with_extras(model, table, out, cfg: ScoreConfig, reverse_model=None, ensemble_model=None) -> dict:
+    """``score_table`` with the columns of ``cfg``, then the ensemble (of the log p column) and the reverse
+    column when their models are given. Intermediate files live in ``OUT.extras/`` while it runs."""
+    if ensemble_model is None and reverse_model is None:
+        raise PhraseRescoreError("score_with_extras needs a reverse model, an ensemble model or both")
+    if ensemble_model is not None and "logprob" not in cfg.columns:
+        raise PhraseRescoreError("--ensemble-model averages the logprob column: --columns must include logprob")
+    out = Path(out)
+    work = out.with_name(out.name + ".extras")
+    work.mkdir(parents=True, exist_ok=True)
+    cur = work / "forward.gz"
+    res = score_table(model, table, cur, dataclasses.replace(cfg, compresslevel=1))
+    steps = [s for s in ("ensemble", "reverse") if (ensemble_model if s == "ensemble" else reverse_model)]
+    for i, step in enumerate(steps):
+        last = i == len(steps) - 1
+        nxt = out if last else work / f"{step}.gz"
+        if step == "ensemble":
+            col = list(cfg.columns).index("logprob") - len(cfg.columns)
+            res.update(score_ensemble(ensemble_model, table, cur, nxt, cfg, work, col))
+        else:
+            res.update(score_reverse(reverse_model, table, cur, nxt, cfg, work))
+        cur.unlink()
+        cur = nxt
+    for p in work.iterdir():  # ours only: the intermediate tables and what score_table keeps beside them
+        if p.name.startswith(INTERMEDIATE):
+            p.unlink()
+    try:
+        work.rmdir()
+    except OSError:  # something of the user's is in it
+        pass
+    res["out"] = os.fspath(out)
+    return res

@@ -232,7 +232,8 @@ def _score_sharded(model, vocabs, table_path, out_path, config: ScoreConfig, ide
     if d.is_main:
         try:
             matmul = config.matmul if config.matmul != "auto" else choose_matmul(device, config.precision)
-            shards = sharded.load_or_plan(table_path, out_path, config.chunk_lines, d.world_size)
+            shards = sharded.load_or_plan(table_path, out_path, config.chunk_lines, d.world_size,
+                                          fresh=config.restart)
             try:
                 n_scores = num_scores(table_path)
             except PhraseRescoreError:   # no good line at all: each rank rejects every line, as a single run

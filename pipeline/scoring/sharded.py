@@ -112,8 +112,9 @@ def plan_path(out) -> Path:
     return out.with_name(out.name + ".shards.json")
 
 
-def load_or_plan(table, out, chunk_lines: int, count: int) -> list[Shard]:
-    """:func:`plan`, kept in ``OUT.shards.json`` for a relaunch of the same job on the same table."""
+def load_or_plan(table, out, chunk_lines: int, count: int, fresh: bool = False) -> list[Shard]:
+    """:func:`plan`, kept in ``OUT.shards.json`` for a relaunch of the same job on the same table
+    (``fresh``: cut the table again)."""
     st = os.stat(table)
     key = {"table": os.path.abspath(table), "table_size": st.st_size, "table_mtime_ns": st.st_mtime_ns,
            "chunk_lines": chunk_lines, "count": count}
@@ -121,7 +122,7 @@ def load_or_plan(table, out, chunk_lines: int, count: int) -> list[Shard]:
     try:
         with open(path, encoding="utf-8") as f:
             saved = json.load(f)
-        if saved.get("format") == PLAN_FORMAT and saved.get("key") == key:
+        if saved.get("format") == PLAN_FORMAT and saved.get("key") == key and not fresh:
             return [Shard(**s) for s in saved["shards"]]
     except (FileNotFoundError, json.JSONDecodeError, UnicodeDecodeError, TypeError, KeyError):
         pass

@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 import torch
 
+from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.core.version import code_version
 from _tables import write_table
 from phrase_rescore.moses_integration.phrase_table import read_phrase_table
@@ -25,7 +26,7 @@ from phrase_rescore.pipeline.model.checkpoint import save_checkpoint
 from phrase_rescore.pipeline.model.encdec import EncDecConfig, RNNEncoderDecoder
 from phrase_rescore.pipeline.score import ScoreConfig, score_table
 from phrase_rescore.pipeline.scoring.chunked import ChunkedOutput, crc32_combine
-from phrase_rescore.pipeline.scoring.sharded import chunk_offsets, plan
+from phrase_rescore.pipeline.scoring.sharded import chunk_offsets, part_output, plan
 from phrase_rescore.pipeline.vocab import Vocab, Vocabularies
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -107,6 +108,17 @@ def test_chunk_offsets_and_plan_tile_the_table_at_chunk_boundaries(tmp_path):
                                                                           s.lines_before + s.lines + 1))
                         got += [e.raw for e in entries]
                     assert got == lines
+
+
+def test_a_file_with_a_parts_name_that_score_did_not_write_is_refused(tmp_path):
+    table = tmp_path / "pt"
+    write_table(table, _table_lines(n_sources=5))
+    shard = plan(table, 4, 2)[1]
+    theirs = tmp_path / "out.gz.part-00001-of-00002"
+    theirs.write_bytes(b"not score's")
+    with pytest.raises(PhraseRescoreError, match="without its manifest"):
+        part_output(tmp_path / "out.gz", shard, {}, 6, gzip=True)
+    assert theirs.read_bytes() == b"not score's"
 
 
 def test_crc32_combine_equals_the_crc_of_the_concatenation():

@@ -105,7 +105,7 @@ print("matmul n=8192 (torch.matmul, best of 3 x 20): " + ", ".join(f"{k} {v:.1f}
 EOF
 
 step matmul 35 "$work" "$PY" "$work/matmul.py"
-step cuda-tests 80 "$root" "$PY" -m pytest -q -s -rs -m cuda -p no:cacheprovider tests/test_cuda.py
+step cuda-tests 80 "$root" "$PY" -m pytest -q -s -rs -m cuda -p no:cacheprovider tests
 step score-bench 300 "$work" "$PY" "$root/benchmarks/score_bench.py" --device cuda --lines 1000000 --presets paper,small
 step train-bench 45 "$work" "$PY" "$root/benchmarks/train_bench.py" --device cuda --rounds 2
 
@@ -120,7 +120,7 @@ if [[ $dry == 1 ]]; then
             if grep -q -- "$o" <<<"$help"; then say "  $script $o: ok"; else say "  $script has no $o"; rc=1; fi
         done
     done
-    collected=$(cd "$root" && "$PY" -m pytest -q --collect-only -m cuda -p no:cacheprovider tests/test_cuda.py 2>&1 | grep -c "::")
+    collected=$(cd "$root" && "$PY" -m pytest -q --collect-only -m cuda -p no:cacheprovider tests 2>&1 | grep -c "::")
     say "  CUDA-marked tests collected: $collected"
     [[ $collected -ge 1 ]] || rc=1
     exit $rc

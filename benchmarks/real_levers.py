@@ -8,7 +8,9 @@ baseline test outputs it kept per MERT run under ``runs/BACKEND-seedN/``) and wr
   counted from the swapped corpus), its log p(e|f) appended as a third column to +RNN+WP
   (``score --reverse-model``), tuned with ``moses-ini --weights RNN,WP,0.2``;
 - ``ensemble``: a second model trained on the same pairs with another seed; the +RNN+WP table's
-  log p(f|e) column becomes the mean of the two models' log-probabilities (``score --ensemble-model``).
+  log p(f|e) column becomes the mean of the two models' log-probabilities (``score --ensemble-model``);
+- ``longer``: the main run's model trained on (resumed) to a larger time budget, its patience still
+  able to stop it: training nearer convergence instead of the main run's cap.
 
 Each lever's model trains with the main run's settings (preset, time budget, patience); each lever is
 tuned with the same MERT seeds as the main run and scored on the test half with the p-value of the
@@ -37,7 +39,7 @@ def _manifest_params(work: Path, stage: str) -> dict:
     return json.loads((done if done.exists() else work / stage / ".attempt.json").read_text())["params"]
 
 
-def train_models(work: Path, lever: str) -> dict:
+def train_models(work: Path, lever: str, budget: float | None = None) -> dict:
     """Prepare and train the lever's extra model (skipped when its model.pt exists)."""
     import torch
 
@@ -53,7 +55,7 @@ def train_models(work: Path, lever: str) -> dict:
     pp = {k: v for k, v in _manifest_params(work, "prepare").items() if k in ("vocab_size", "valid_fraction", "seed")}
     tp = {k: v for k, v in _manifest_params(work, "train").items()
           if k in ("preset", "max_steps", "time_budget_s", "patience", "valid_every", "batch_size", "seed")}
-    if (out / "model" / "model.pt").exists():
+    if (out / "model" / "model.pt").exists() and (out / "train-summary.json").exists():
         return {"model": os.fspath(out / "model" / "model.pt"), "skipped": True}
     if lever == "reverse":
         swapped = out / "phrase-table.swapped.gz"
@@ -65,6 +67,13 @@ def train_models(work: Path, lever: str) -> dict:
     elif lever == "ensemble":
         pairs = work / "prepare" / "pairs"
         tp["seed"] = int(tp.get("seed", 1)) + 1
+    elif lever == "longer":
+        import shutil
+
+        pairs = work / "prepare" / "pairs"
+        if not (out / "model" / "last.pt").exists():
+            shutil.copytree(work / "train" / "model", out / "model")
+        tp["time_budget_s"] = float(budget)
     else:
         raise SystemExit(f"unknown lever {lever}")
     s = train(pairs, out / "model", TrainConfig(**tp, resume=(out / "model" / "last.pt").exists()))
@@ -80,7 +89,7 @@ def evaluate_lever(work: Path, lever: str, backend: str, seeds: list[int]) -> di
     from phrase_rescore.moses_integration.report import EvaluateConfig, SystemSpec, evaluate
     from phrase_rescore.moses_integration.rewrite import RewriteConfig, rewrite_moses_ini
     from phrase_rescore.moses_integration.tuning import TuneConfig, tune
-    from phrase_rescore.pipeline.score import ScoreConfig
+    from phrase_rescore.pipeline.score import ScoreConfig, score_table
     from phrase_rescore.pipeline.score_columns import score_ensemble, score_reverse
 
     out = work / "levers" / lever
@@ -93,9 +102,12 @@ def evaluate_lever(work: Path, lever: str, backend: str, seeds: list[int]) -> di
         cfg = ScoreConfig(columns=("logprob",), threads=threads)
         if lever == "reverse":
             score_reverse(model, work / "build-smt" / "smt" / "phrase-table.gz", table_wp, table, cfg, out / "tmp")
-        else:
+        elif lever == "ensemble":
             score_ensemble(model, work / "build-smt" / "smt" / "phrase-table.gz", table_wp, table, cfg, out / "tmp",
                            column=-2)
+        else:
+            score_table(model, work / "build-smt" / "smt" / "phrase-table.gz", table,
+                        ScoreConfig(columns=("logprob", "unk"), threads=threads))
     mi = _manifest_params(work, "moses-ini-rnn-wp")
     weights = (mi["rnn_weight"], mi["wp_weight"]) + ((mi["rnn_weight"],) if lever == "reverse" else ())
     ini = out / "moses.ini"
@@ -105,8 +117,6 @@ def evaluate_lever(work: Path, lever: str, backend: str, seeds: list[int]) -> di
     base_runs, lever_runs, bleus = [], [], []
     for seed in seeds:
         base = work / "runs" / f"{backend}-seed{seed}" / "test.Baseline.detok"
-        if not base.exists():
-            continue
         d = out / f"{backend}-seed{seed}"
         tcfg = TuneConfig(ini=ini, dev_src=work / "tokenize" / "dev.tok.src", dev_ref=work / "tokenize" / "dev.tok.ref",
                           workdir=d / "tune", out=d / "moses.tuned.ini", backend=backend,
@@ -120,13 +130,16 @@ def evaluate_lever(work: Path, lever: str, backend: str, seeds: list[int]) -> di
                             target_lang=_manifest_params(work, "evaluate")["target_lang"],
                             case=_manifest_params(work, "evaluate")["case"], threads=threads)
         df = evaluate(ev)
+        if not base.exists():  # the main run has not finished this seed: compare later (rerun this command)
+            print(f"seed {seed}: {name} test BLEU {float(df['test_bleu'].iloc[0]):.2f}; no baseline run yet")
+            continue
         bleus.append(float(df["test_bleu"].iloc[0]))
         base_runs.append(read_text_lines(base))
         lever_runs.append(read_text_lines(d / "eval" / f"test.{_safe(name)}.detok"))
     import pandas as pd
 
     base_bleu = [float(pd.read_csv(work / "runs" / f"{backend}-seed{s}" / "table1.csv")["test_bleu"].iloc[0])
-                 for s in seeds if (work / "runs" / f"{backend}-seed{s}" / "table1.csv").exists()][:len(bleus)]
+                 for s in seeds if (work / "runs" / f"{backend}-seed{s}" / "table1.csv").exists()]
     res = {"lever": lever, "backend": backend, "test_bleu": bleus, "baseline_test_bleu": base_bleu,
            "mean": statistics.mean(bleus) if bleus else None,
            "delta": statistics.mean(bleus) - statistics.mean(base_bleu) if bleus else None,
@@ -139,14 +152,16 @@ def evaluate_lever(work: Path, lever: str, backend: str, seeds: list[int]) -> di
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--workdir", required=True)
-    ap.add_argument("--lever", required=True, choices=("reverse", "ensemble"))
+    ap.add_argument("--lever", required=True, choices=("reverse", "ensemble", "longer"))
+    ap.add_argument("--train-budget", type=float, default=2700.0,
+                    help="longer: the total training time, the main run's included (train.time_budget_s)")
     ap.add_argument("--stage", required=True, choices=("train", "eval"))
     ap.add_argument("--backend", default="embedded")
     ap.add_argument("--seeds", default="1,2,3")
     args = ap.parse_args(argv)
     work = Path(args.workdir).resolve()
     if args.stage == "train":
-        print(json.dumps(train_models(work, args.lever), indent=1, default=str))
+        print(json.dumps(train_models(work, args.lever, args.train_budget), indent=1, default=str))
     else:
         evaluate_lever(work, args.lever, args.backend, [int(s) for s in args.seeds.split(",")])
 

@@ -81,12 +81,13 @@ class _Stack:
         self.max_size = max_size
         self.beam = beam            # ln(beam_threshold), <= 0
         self.keep_arcs = keep_arcs
-        self.lr_state = lr_state    # 0: no LexicalReordering; 1: backward only; 2: with a forward model
+        self.lr_state = lr_state    # 0: no LexicalReordering (or the empty hypothesis's stack); 1: backward
+                                    # only; 2: with a forward model
 
     def add_prune(self, h: Hypothesis) -> None:
         if h.total < self.worst:
             return
-        if self.lr_state == 0 or h.opt is None:
+        if not self.lr_state:
             key = (h.cov, h.lm_state, h.last_end)
         elif self.lr_state == 1:
             key = (h.cov, h.lm_state, h.last_end, h.opt.start)
@@ -170,7 +171,7 @@ def search(words: Sequence[str], table: OptionTable, params: SearchParams) -> li
     lr_state = 0 if lrm is None else 2 if lrm.forward else 1
     lr_back = lrm is not None and lrm.backward
     lr_fwd = lrm is not None and lrm.forward
-    stacks = [_Stack(params.stack_size, beam, params.keep_arcs, lr_state) for _ in range(n + 1)]
+    stacks = [_Stack(params.stack_size, beam, params.keep_arcs, lr_state if i else 0) for i in range(n + 1)]
     start_state = lm.begin_state()
     init = Hypothesis(0.0, None, 0, 0, start_state, -1, None, None, 0.0, 0)
     if n == 0:

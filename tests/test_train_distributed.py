@@ -5,6 +5,8 @@ import shutil
 import socket
 import subprocess
 import sys
+import time
+import types
 from pathlib import Path
 
 import numpy as np
@@ -46,10 +48,23 @@ def _rank_main(rank, world, port, fn, args):
     fn(*args)
 
 
-def on_ranks(world, fn, *args):
-    """``fn(*args)`` in ``world`` forked processes joined as torchrun would join them (env://, gloo)."""
-    torch.multiprocessing.start_processes(_rank_main, args=(world, _free_port(), fn, args), nprocs=world,
-                                          start_method="fork")
+def on_ranks(world, fn, *args, timeout=240):
+    """``fn(*args)`` in ``world`` forked processes joined as torchrun would join them (env://, gloo).
+
+    Ranks that wait for a collective the others never join would wait forever: they fail the test instead.
+    What every rank imports lazily (DDP; torch._dynamo, which the first optimizer loads, seconds of
+    imports) is imported here once, so that the forked ranks inherit it.
+    """
+    import torch._dynamo  # noqa: F401
+    from torch.nn.parallel import DistributedDataParallel  # noqa: F401
+    ctx = torch.multiprocessing.start_processes(_rank_main, args=(world, _free_port(), fn, args), nprocs=world,
+                                                join=False, start_method="fork")
+    deadline = time.monotonic() + timeout
+    while not ctx.join(timeout=0.5):
+        if time.monotonic() > deadline:
+            for p in ctx.processes:
+                p.kill()
+            pytest.fail(f"the ranks still run after {timeout} s: one waits for a collective the others skipped")
 
 
 def _tensors(path):
@@ -139,3 +154,21 @@ def test_more_ranks_than_pairs_per_batch_is_refused(pairs_dir, tmp_path):
                        match=r"2 processes \(WORLD_SIZE\) for a batch of 1 pairs"):
         on_ranks(2, _train_batch_of_one, pairs_dir, tmp_path / "m")
     assert not (tmp_path / "m" / "last.pt").exists()
+
+
+def _train_with_a_fast_clock_on_rank_1(pairs, out):
+    if os.environ["RANK"] == "1":   # this rank's clock runs 1000 s per reading: alone it would stop at once
+        from phrase_rescore.pipeline import train as train_module
+        start, readings = time.monotonic(), [0]
+
+        def monotonic():
+            readings[0] += 1
+            return start + 1000.0 * readings[0]
+        train_module.time = types.SimpleNamespace(monotonic=monotonic)
+    train(pairs, out, TrainConfig(max_steps=6, time_budget_s=50, **ARGS))
+
+
+def test_rank_0s_clock_decides_the_time_budget_for_all_ranks(pairs_dir, tmp_path):
+    on_ranks(2, _train_with_a_fast_clock_on_rank_1, pairs_dir, tmp_path / "m")
+    _, ts = _tensors(tmp_path / "m" / "last.pt")
+    assert ts["step"] == 6 and ts["log"][-1]["step"] == 6 and ts["elapsed_s"] < 50

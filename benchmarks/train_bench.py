@@ -9,6 +9,7 @@ random phrase pairs of 1-7 words (+ eos), lengths like a real phrase table (mean
     python benchmarks/train_bench.py            # CPU (or CUDA when present), full step counts
     python benchmarks/train_bench.py --quick    # a few steps each
     python benchmarks/train_bench.py --device cuda --presets paper
+    python benchmarks/train_bench.py --presets small --threads 1,2   # torch threads: 2 against 1
 """
 from __future__ import annotations
 
@@ -96,18 +97,43 @@ def time_training(model, batches, device, warmup=1):
     return sum(len(b[0][0]) for b in batches[warmup:]) / dt
 
 
+def compare_threads(args, counts: list[int], device) -> None:
+    """pairs/s of the encoder-decoder (the paper's GRU) at each torch thread count, rounds interleaved."""
+    torch.set_flush_denormal(True)
+    print(f"device {device}, torch {torch.__version__}, thread counts {counts}, batch 64")
+    print(f"{'preset':<7} {'threads':>7} {'pairs/s':>9} {'steps/s':>8} {'ratio':>6}")
+    for preset in args.presets.split(","):
+        steps = {"small": 6 if args.quick else 40, "paper": 3 if args.quick else 12}[preset]
+        batches = random_batches(steps + 1, VOCAB[preset])
+        torch.manual_seed(0)
+        model = RNNEncoderDecoder(EncDecConfig.preset(preset, VOCAB[preset], VOCAB[preset])).to(device)
+        best = {n: 0.0 for n in counts}
+        for _ in range(args.rounds):
+            for n in counts:
+                torch.set_num_threads(n)
+                best[n] = max(best[n], time_training(model, batches, device))
+        for n in counts:
+            print(f"{preset:<7} {n:>7} {best[n]:>9.1f} {best[n] / 64:>8.2f} {best[n] / best[counts[0]]:>6.2f}",
+                  flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="a few steps per configuration")
     ap.add_argument("--presets", default="small,paper")
     ap.add_argument("--device", default="auto")
     ap.add_argument("--rounds", type=int, default=3, help="interleaved measurements per model; the best counts")
-    ap.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    ap.add_argument("--threads", default="0",
+                    help="torch threads (0: torch's default); a list (1,2) compares thread counts instead, "
+                         "interleaved in this process, each against the first")
     args = ap.parse_args()
     device = torch.device("cuda" if args.device == "auto" and torch.cuda.is_available() else
                           "cpu" if args.device == "auto" else args.device)
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    counts = [int(x) for x in args.threads.split(",")]
+    if len(counts) > 1:
+        return compare_threads(args, counts, device)
+    if counts[0]:
+        torch.set_num_threads(counts[0])
     torch.set_flush_denormal(True)  # as phrase_rescore.pipeline.train does
     print(f"device {device}, torch {torch.__version__}, {torch.get_num_threads()} threads, batch 64")
     print(f"{'preset':<7} {'gru':<6} {'pairs/s':>9} {'nn.GRU pairs/s':>15} {'ratio':>6}")

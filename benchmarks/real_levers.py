@@ -96,7 +96,9 @@ def evaluate_lever(work: Path, lever: str, backend: str, seeds: list[int]) -> di
     model = out / "model" / "model.pt"
     table_wp = work / "score" / "phrase-table.rnn-wp.gz"
     table = out / "phrase-table.lever.gz"
-    tune_params = _manifest_params(work, "tune-rnn-wp")
+    tune_params = next((_manifest_params(work, st) for st in ("tune-rnn-wp", "tune-rnn", "tune-baseline")
+                        if (work / st / "stage-manifest.json").exists() or (work / st / ".attempt.json").exists()),
+                       {"max_iterations": 5, "nbest": 100, "threads": 2})   # workflows/multi30k.toml's [tune]
     threads = int(tune_params.get("threads", 1))
     if not table.exists():
         cfg = ScoreConfig(columns=("logprob",), threads=threads)
@@ -108,7 +110,8 @@ def evaluate_lever(work: Path, lever: str, backend: str, seeds: list[int]) -> di
         else:
             score_table(model, work / "build-smt" / "smt" / "phrase-table.gz", table,
                         ScoreConfig(columns=("logprob", "unk"), threads=threads))
-    mi = _manifest_params(work, "moses-ini-rnn-wp")
+    done = (work / "moses-ini-rnn-wp" / "stage-manifest.json").exists()
+    mi = _manifest_params(work, "moses-ini-rnn-wp") if done else {"rnn_weight": 0.2, "wp_weight": -0.2}
     weights = (mi["rnn_weight"], mi["wp_weight"]) + ((mi["rnn_weight"],) if lever == "reverse" else ())
     ini = out / "moses.ini"
     rewrite_moses_ini(RewriteConfig(old_ini=work / "build-smt" / "smt" / "moses.ini", table=table, out=ini,
@@ -127,8 +130,8 @@ def evaluate_lever(work: Path, lever: str, backend: str, seeds: list[int]) -> di
         name = f"+RNN+WP+{lever}"
         ev = EvaluateConfig(systems=[SystemSpec(name, d / "moses.tuned.ini")], test_src=work / "tokenize" / "test.tok.src",
                             test_ref=work / "split" / "split" / "test.ref", workdir=d / "eval", backend=backend,
-                            target_lang=_manifest_params(work, "evaluate")["target_lang"],
-                            case=_manifest_params(work, "evaluate")["case"], threads=threads)
+                            target_lang=_manifest_params(work, "tokenize")["target_lang"],
+                            case=_manifest_params(work, "tokenize")["case"], threads=threads)
         df = evaluate(ev)
         if not base.exists():  # the main run has not finished this seed: compare later (rerun this command)
             print(f"seed {seed}: {name} test BLEU {float(df['test_bleu'].iloc[0]):.2f}; no baseline run yet")

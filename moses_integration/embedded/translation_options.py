@@ -21,11 +21,11 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from phrase_rescore.core.errors import PhraseRescoreError
-from phrase_rescore.core.fileio import read_lines
+from phrase_rescore.core.fileio import GZIP_READ_ERRORS, gzip_read_error, open_binary_read
 from phrase_rescore.core.progress import bar
 
 from ..moses_values import floor_log
-from ..phrase_table import read_phrase_table
+from ..phrase_table import EMPTY_TABLE, _parse
 from .features import LN10, UNKNOWN_SCORE, DecoderSpec, ReorderingModel
 
 
@@ -113,6 +113,68 @@ def source_phrases(sentences: Iterable[Sequence[str]], max_len: int) -> set[str]
     return out
 
 
+_CHUNK = 1 << 24     # bytes decompressed and split per read
+_STRIP_MORE = frozenset(range(0x1c, 0x20)) | frozenset(range(0x80, 0x100))   # str.strip() strips more there
+
+
+def _kept_lines(path: str, keep: set[str] | None, desc: str, progress: bool, refuse_empty: bool = True):
+    """``(line number, line bytes without the \\n, ended by \\n)`` of the lines of a Moses text table
+    (``source ||| ...``, plain or gzip) whose trimmed source phrase is in ``keep`` (every line when None).
+
+    The file is read in large blocks and a line's source is compared as bytes before anything else is
+    done with it, so a line the input cannot use costs one search for ``|||`` and one set lookup (as
+    Moses's filter-model-given-input, such lines are not parsed). A source whose ends hold bytes that
+    Python's ``str.strip`` treats differently from ``bytes.strip`` (non-ASCII, 0x1c-0x1f) is decoded and
+    stripped as text, so the lines kept are those a text comparison keeps.
+    """
+    keep_b = None if keep is None else {k.encode("utf-8") for k in keep}
+    pb = bar(desc=desc, unit="line") if progress else None
+    line_no = 0
+    tail = b""
+    with open_binary_read(path) as f:
+        try:
+            while True:
+                block = f.read(_CHUNK)
+                if not block:
+                    break
+                lines = (tail + block).split(b"\n")
+                tail = lines.pop()
+                if keep_b is None:
+                    for i, raw in enumerate(lines, start=line_no + 1):
+                        yield i, raw, True
+                else:
+                    for i, raw in enumerate(lines, start=line_no + 1):
+                        j = raw.find(b"|||")
+                        src = (raw if j < 0 else raw[:j]).strip()
+                        if src in keep_b:
+                            yield i, raw, True
+                        elif src and (src[0] in _STRIP_MORE or src[-1] in _STRIP_MORE):
+                            try:
+                                text = src.decode("utf-8").strip()
+                            except UnicodeDecodeError:
+                                yield i, raw, True        # the parser names the problem
+                                continue
+                            if text in keep:
+                                yield i, raw, True
+                line_no += len(lines)
+                if pb is not None:
+                    pb.update(len(lines))
+            if tail:
+                line_no += 1
+                j = tail.find(b"|||")
+                src = (tail if j < 0 else tail[:j]).strip()
+                if keep_b is None or src in keep_b or (src and (src[0] in _STRIP_MORE or src[-1] in _STRIP_MORE)
+                                                       and src.decode("utf-8", "replace").strip() in keep):
+                    yield line_no, tail, False
+        except GZIP_READ_ERRORS as e:
+            raise gzip_read_error(e, path, line_no) from None
+        finally:
+            if pb is not None:
+                pb.close()
+    if line_no == 0 and refuse_empty:
+        raise PhraseRescoreError(EMPTY_TABLE, path)
+
+
 class PhraseTable:
     """The phrase-table entries needed for an input, with the ln-floored scores of each target."""
 
@@ -122,9 +184,10 @@ class PhraseTable:
         self.entries: dict[str, list[tuple[tuple[str, ...], tuple[float, ...]]]] = {}
         self.max_source_len = 0
         n_scores = spec.num_tm_features
-        reader = read_phrase_table(self.path)
-        it = bar(reader, desc="loading phrase table", unit="line") if progress else reader
-        for e in it:
+        for line_no, raw, newline in _kept_lines(self.path, keep, "loading phrase table", progress):
+            e = _parse(raw, line_no, newline)
+            if e.error is not None:
+                raise PhraseRescoreError(e.error, self.path, line_no)
             if keep is not None and e.source not in keep:
                 continue
             if len(e.scores) != n_scores:
@@ -149,9 +212,15 @@ class ReorderingTable:
         self.path = model.path
         self.entries: dict[tuple[str, str], tuple[float, ...]] = {}
         n = model.size
-        lines = read_lines(self.path)
-        it = bar(lines, desc="loading reordering table", unit="line") if progress else lines
-        for line_no, text, _ in it:
+        for line_no, raw, _ in _kept_lines(self.path, keep, "loading reordering table", progress,
+                                           refuse_empty=False):
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise PhraseRescoreError(f"invalid UTF-8 at byte {e.start} ({e.reason}): expected UTF-8 text",
+                                         self.path, line_no) from None
+            if text.endswith("\r"):
+                text = text[:-1]
             src, sep, rest = text.partition("|||")
             src = src.strip()
             if keep is not None and src not in keep:

@@ -143,6 +143,8 @@ def test_seq2seq_two_ranks_train_like_one_process(tmp_path, monkeypatch):
     assert [h["valid_ppl"] for h in tb["history"]] == pytest.approx([h["valid_ppl"] for h in ta["history"]], rel=1e-5)
     assert [h["train_loss"] for h in tb["history"]] == pytest.approx([h["train_loss"] for h in ta["history"]],
                                                                      rel=1e-5)
+    with pytest.raises(PhraseRescoreError, match=r"last.pt was saved by a run of 2 process\(es\), this one has 1"):
+        _seq2seq(src, tgt, tmp_path / "two")
 
 
 def _train_batch_of_one(pairs, out):

@@ -58,7 +58,7 @@ class Hypothesis:
         self.total = score if total is None else total  # score + future-cost estimate
         self.cov = cov              # covered source words, bit i for word i
         self.ncov = ncov
-        self.lm_state = lm_state
+        self.lm_state = lm_state    # the KenLM state after the last word, as a small int (one per distinct state)
         self.last_end = last_end    # last source position of the last phrase (-1: none yet)
         self.prev = prev
         self.opt = opt              # TranslationOption applied (None for the empty hypothesis)
@@ -172,8 +172,19 @@ def search(words: Sequence[str], table: OptionTable, params: SearchParams) -> li
     lr_back = lrm is not None and lrm.backward
     lr_fwd = lrm is not None and lrm.forward
     stacks = [_Stack(params.stack_size, beam, params.keep_arcs, lr_state if i else 0) for i in range(n + 1)]
-    start_state = lm.begin_state()
-    init = Hypothesis(0.0, None, 0, 0, start_state, -1, None, None, 0.0, 0)
+    # KenLM states are numbered as they appear (equal states, one number), so that recombination keys and
+    # the LM cache hash small ints instead of states; options are numbered by their target words
+    states = [lm.begin_state()]
+    state_id = {states[0]: 0}
+    words_id: dict[tuple[str, ...], int] = {}
+    for row in opts:
+        for lst in row:
+            for o in lst:
+                o.wid = words_id.setdefault(o.words, len(words_id))
+                # the static score plus the backward score of each orientation, as the inner loop adds them
+                o.sb = tuple([o.static + b for b in o.lr.backward]) if lr_back else None
+    n_words = len(words_id)
+    init = Hypothesis(0.0, None, 0, 0, 0, -1, None, None, 0.0, 0)
     if n == 0:
         return [init]
     stacks[0].add_prune(init)
@@ -184,8 +195,8 @@ def search(words: Sequence[str], table: OptionTable, params: SearchParams) -> li
     w_d = table.w_d
     lm_nonneg = w_lm >= 0
     fcache: dict[int, float] = {}
-    lm_cache: dict = {}      # (state, words) -> (log10 sum, new state)
-    end_cache: dict = {}     # state -> log10 P(</s> | state)
+    lm_cache: dict = {}      # state id * n_words + words id -> (log10 sum, new state id)
+    end_cache: dict = {}     # state id -> log10 P(</s> | state)
     span_mask = [[((1 << (k + 1)) - 1) << i for k in range(len(opts[i]))] for i in range(n)]
 
     for stack in stacks[:-1]:
@@ -231,25 +242,29 @@ def search(words: Sequence[str], table: OptionTable, params: SearchParams) -> li
                     target = stacks[ncov]
                     bound = target.worst - fut - base   # LM log-probs are <= 0: with w_lm >= 0 this is exact
                     for o in lst:
-                        st = o.static if ori is None else o.static + o.lr.backward[ori]
+                        st = o.static if ori is None else o.sb[ori]
                         if lm_nonneg and st < bound:
                             continue
-                        key = (hstate, o.words)
+                        key = hstate * n_words + o.wid
                         hit = lm_cache.get(key)
                         if hit is None:
-                            a = hstate
+                            a = states[hstate]
                             s10 = 0.0
                             for w in o.words:
                                 b = State()
                                 s10 += model.BaseScore(a, w, b)
                                 a = b
-                            hit = (s10, a)
+                            sid = state_id.get(a)
+                            if sid is None:
+                                sid = state_id[a] = len(states)
+                                states.append(a)
+                            hit = (s10, sid)
                             lm_cache[key] = hit
                         s10, nstate = hit
                         if done:
                             e = end_cache.get(nstate)
                             if e is None:
-                                e = model.BaseScore(nstate, "</s>", State())
+                                e = model.BaseScore(states[nstate], "</s>", State())
                                 end_cache[nstate] = e
                             s10 += e
                         score = base + st + w_lm_ln * s10

@@ -161,13 +161,20 @@ def write_report(work: Path, n_boot: int) -> None:
     lines += ["", "· = current, skipped (run by an earlier row).", "",
               f"Machine: {log['machine']['cpus']} CPUs, {log['machine']['platform']}; load average at the end "
               f"{', '.join(f'{x:.1f}' for x in log['machine']['loadavg_at_end'])}.", ""]
-    for r in log["runs"].values():
-        for s in r["stages"]:
-            if s["stage"] == "train" and s["status"] == "ran" and s["summary"]:
-                t = s["summary"]
-                lines.append(f"Training: {t.get('steps')} steps, stopped by {t.get('stop_reason')}, best validation "
-                             f"perplexity {float(t.get('best_valid_ppl') or 'nan'):.2f}, "
-                             f"{float(t.get('pairs_per_s') or 'nan'):.0f} pairs/s.")
+    stages = [s["stage"] for s in next(iter(log["runs"].values()))["stages"]]
+    manifests = {st: json.loads((work / st / "stage-manifest.json").read_text())
+                 for st in stages if (work / st / "stage-manifest.json").exists()}
+    lines += ["Wall time of the run that wrote each stage's current outputs (its stage-manifest.json):", "",
+              "| " + " | ".join(manifests) + " | total |", "|---" * (len(manifests) + 1) + "|",
+              "| " + " | ".join(f"{m['wall_s']:.0f}" for m in manifests.values())
+              + f" | {sum(m['wall_s'] for m in manifests.values()):.0f} |", ""]
+    for st, m in manifests.items():
+        if st == "train" and m.get("summary"):
+            t = m["summary"]
+            lines.append(f"Training: {t.get('steps')} steps, stopped by {t.get('stop_reason')}, best validation "
+                         f"perplexity {float(t.get('best_valid_ppl') or 'nan'):.2f} (unigram "
+                         f"{float(t.get('unigram_valid_ppl') or 'nan'):.1f}), "
+                         f"{float(t.get('pairs_per_s') or 'nan'):.0f} pairs/s.")
     (work / "real_quality.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
     (work / "real_quality.json").write_text(json.dumps(summary, indent=1), encoding="utf-8")
     print("\n".join(lines))

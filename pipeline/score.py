@@ -170,9 +170,11 @@ def score_table(model_path, table_path, out_path, config: ScoreConfig | None = N
         ``rejected``, ``seconds``, ``pairs_per_s``, ``lines_per_s``, ``resumed_from_line``,
         ``restart_reason``, ``device``, ``workers``, ``matmul``, ``rejects``, ``out``, ``config``,
         ``pairs_done`` (by this run) and ``cpu_seconds`` (the process's CPU time while scoring; of all ranks);
-        under torchrun also ``ranks`` and ``rank``, with ``pairs_per_s`` and ``lines_per_s`` of all ranks
-        together and ``resumed_from_line`` the lines the ranks had done before (every rank returns it,
-        rank 0 after joining OUT).
+        under torchrun also ``ranks`` and ``rank``, with ``seconds`` the split's, the slowest rank's
+        scoring (timed as a single run's: from its scorer built to its part written) and the join's,
+        ``pairs_per_s``, ``lines_per_s`` and ``cpu_seconds`` of all ranks together over them, and
+        ``resumed_from_line`` the lines the ranks had done before (every rank returns it, rank 0 after
+        joining OUT).
     """
     config = config or ScoreConfig()
     from .model.checkpoint import resolve_checkpoint
@@ -226,10 +228,10 @@ def _score_sharded(model, vocabs, table_path, out_path, config: ScoreConfig, ide
                                  "use --matmul auto or torch")
     identity = {**identity, "device": device.type}
     gz = wants_gzip(out_path)
-    t0, c0 = time.perf_counter(), time.process_time()
     # rank 0 cuts the table and takes the choices every rank must share (a BLAS like a single run's)
     shared: tuple | str = ""
     if d.is_main:
+        t0, c0 = time.perf_counter(), time.process_time()
         try:
             matmul = config.matmul if config.matmul != "auto" else choose_matmul(device, config.precision)
             shards = sharded.load_or_plan(table_path, out_path, config.chunk_lines, d.world_size,
@@ -239,6 +241,7 @@ def _score_sharded(model, vocabs, table_path, out_path, config: ScoreConfig, ide
             except PhraseRescoreError:   # no good line at all: each rank rejects every line, as a single run
                 n_scores = None
             shared = (shards, n_scores, matmul)
+            split = (time.perf_counter() - t0, time.process_time() - c0)
         except PhraseRescoreError as e:
             shared = str(e)
     shared = d.broadcast_object(shared)
@@ -259,7 +262,8 @@ def _score_sharded(model, vocabs, table_path, out_path, config: ScoreConfig, ide
         part_rejects = None if rejects is None else out.path.with_name(out.path.name + ".rejects")
         done = None if config.restart else out.finished()
         if done is not None and (part_rejects is None or part_rejects.exists()):
-            result = {"lines": 0, "pairs": 0, "resumed": done["lines"], "workers": 0}
+            result = {"lines": 0, "pairs": 0, "resumed": done["lines"], "workers": 0, "seconds": 0.0,
+                      "cpu_seconds": 0.0}
         else:
             workers = 1 if device.type != "cpu" else int(config.threads or distributed.rank_threads())
             with one_thread_each() if device.type == "cpu" else contextlib.nullcontext(), \
@@ -267,8 +271,8 @@ def _score_sharded(model, vocabs, table_path, out_path, config: ScoreConfig, ide
                 s = _run(model, vocabs, table_path, out, part_rejects, config, device, pool, workers, model_path,
                          shard=shard, num_scores=n_scores, matmul=matmul, show=d.is_main)
             result = {"lines": s["lines"] - s["resumed_from_line"], "pairs": s["pairs_done"],
-                      "resumed": s["resumed_from_line"], "workers": workers}
-        result["cpu_seconds"] = time.process_time() - c0
+                      "resumed": s["resumed_from_line"], "workers": workers, "seconds": s["seconds"],
+                      "cpu_seconds": s["cpu_seconds"]}
     except Exception as e:           # every rank reaches the gather below, so none waits for a failed one
         result, error = str(e), e
     results = d.all_gather_object(result)
@@ -280,7 +284,9 @@ def _score_sharded(model, vocabs, table_path, out_path, config: ScoreConfig, ide
     parts = [part(s) for s in shards]
     states = [p.finished() for p in parts]
     d.barrier()                      # every rank has read the parts' states before rank 0 removes them
+    join = (0.0, 0.0)
     if d.is_main:
+        t0, c0 = time.perf_counter(), time.process_time()
         missing = [p.path for p, st in zip(parts, states) if st is None]
         if missing:
             raise PhraseRescoreError("a rank's part is missing or not the one this job wrote: rerun the "
@@ -292,8 +298,10 @@ def _score_sharded(model, vocabs, table_path, out_path, config: ScoreConfig, ide
             sharded.join_files(rejects, rejected_parts)
         sharded.remove([f for p in parts for f in (p.path, p.done_path)] + rejected_parts +
                        [sharded.plan_path(out_path)] + sharded.stale_parts(out_path))
+        join = (time.perf_counter() - t0, time.process_time() - c0)
+    split, join = d.broadcast_object((split, join) if d.is_main else None)
     d.barrier()                      # OUT is complete when any rank returns
-    seconds = time.perf_counter() - t0
+    seconds = split[0] + max(r["seconds"] for r in results) + join[0]
     totals = {k: sum((st or {}).get("stats", {}).get(k, 0) for st in states)
               for k in ("pairs", "sources", "rejected")}
     lines_done = sum(r["lines"] for r in results)
@@ -302,7 +310,7 @@ def _score_sharded(model, vocabs, table_path, out_path, config: ScoreConfig, ide
             "pairs_per_s": pairs_done / seconds if seconds > 0 else 0.0,
             "lines_per_s": lines_done / seconds if seconds > 0 else 0.0,
             "resumed_from_line": sum(r["resumed"] for r in results), "restart_reason": None,
-            "cpu_seconds": sum(r["cpu_seconds"] for r in results),
+            "cpu_seconds": split[1] + sum(r["cpu_seconds"] for r in results) + join[1],
             "device": str(device), "workers": results[d.rank]["workers"], "matmul": matmul, "rejects": rejects,
             "out": os.fspath(out_path), "config": asdict(config), "ranks": d.world_size, "rank": d.rank}
 

@@ -96,9 +96,8 @@ def evaluate_lever(work: Path, lever: str, backend: str, seeds: list[int]) -> di
     model = out / "model" / "model.pt"
     table_wp = work / "score" / "phrase-table.rnn-wp.gz"
     table = out / "phrase-table.lever.gz"
-    tune_params = next((_manifest_params(work, st) for st in ("tune-rnn-wp", "tune-rnn", "tune-baseline")
-                        if (work / st / "stage-manifest.json").exists() or (work / st / ".attempt.json").exists()),
-                       {"max_iterations": 5, "nbest": 100, "threads": 2})   # workflows/multi30k.toml's [tune]
+    # the baseline's tuning settings, so that the lever is tuned as the configurations it is compared with
+    tune_params = _manifest_params(work, "tune-baseline")
     threads = int(tune_params.get("threads", 1))
     if not table.exists():
         cfg = ScoreConfig(columns=("logprob",), threads=threads)

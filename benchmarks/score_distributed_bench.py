@@ -24,7 +24,6 @@ I/O rates of the split and the join.
 from __future__ import annotations
 
 import argparse
-import collections
 import gzip
 import json
 import os
@@ -40,14 +39,12 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from gen_table import generate_table  # noqa: E402
+from score_bench import untrained_checkpoint  # noqa: E402
 
 from phrase_rescore.core.fileio import open_binary_read  # noqa: E402
 from phrase_rescore.moses_integration.phrase_table import read_phrase_table  # noqa: E402
-from phrase_rescore.pipeline.model.checkpoint import save_checkpoint  # noqa: E402
-from phrase_rescore.pipeline.model.encdec import EncDecConfig, RNNEncoderDecoder  # noqa: E402
 from phrase_rescore.pipeline.scoring.chunked import ChunkedOutput  # noqa: E402
 from phrase_rescore.pipeline.scoring.sharded import chunk_offsets, join_parts, plan  # noqa: E402
-from phrase_rescore.pipeline.vocab import Vocabularies, build_vocab  # noqa: E402
 
 # what one process (or each rank) runs: score_table, and rank 0 prints its summary
 RUNNER = """\
@@ -79,15 +76,7 @@ def _plain(path: Path) -> bytes:
 
 
 def bench_scaling(preset: str, table: Path, work: Path, ranks: int, chunk_lines: int) -> dict:
-    cs, ct = collections.Counter(), collections.Counter()
-    for e in read_phrase_table(table):
-        cs.update(e.source.split())
-        ct.update(e.target.split())
-    vocabs = Vocabularies(build_vocab(cs, 15000), build_vocab(ct, 15000))
-    torch.manual_seed(0)
-    cfg = EncDecConfig.preset(preset, len(vocabs.source), len(vocabs.target))
-    ckpt = work / f"{preset}.pt"
-    save_checkpoint(ckpt, RNNEncoderDecoder(cfg), vocabs)
+    _, _, ckpt = untrained_checkpoint(preset, table, work)
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PHRASE_RESCORE_QUIET": "1"}
     env.pop("WORLD_SIZE", None)
     one, many = work / f"{preset}.one.gz", work / f"{preset}.many.gz"

@@ -1,12 +1,19 @@
 """Table 1 on real text: the whole pipeline on Multi30k English-French, several MERT runs, either backend.
 
-Runs ``workflows/multi30k.toml`` (split, build-smt, tokenize, prepare, train, score, moses-ini, tune,
-evaluate) in one working directory, then reruns only tune and evaluate for each further MERT run (the
-workflow's ``tune.seed``; the embedded MERT is seeded by it, mert-moses.pl draws its random restarts
-unseeded) and for each backend. Each run's Table 1 and decoded test output are kept under
-``WORKDIR/runs/BACKEND-seedN/``. The report ``WORKDIR/real_quality.md`` (and ``.json``) gives, per
-backend and configuration, the test BLEU of every MERT run, their mean and spread, the mean Δ against
-the baseline and its p-value, and the wall time of every stage.
+Runs ``workflows/multi30k.toml`` in two layers of workflow runs (``phrase-rescore run`` of files this
+script writes under ``WORKDIR/workflows/``, every parameter spelled out so that each stage hashes as in
+the main workflow):
+
+- the shared stages once, in WORKDIR: split, build-smt and tokenize (``shared-system``), then prepare,
+  train, score, train-cslm and moses-ini (``shared-models``);
+- per backend and MERT seed, the tuning and evaluation stages in ``WORKDIR/seeds/BACKEND-seedN/``, a
+  workflow whose ``[inputs]`` are the shared stages' outputs (the embedded MERT is seeded by
+  ``tune.seed``; mert-moses.pl draws its random restarts unseeded, so its runs differ by chance alone).
+  The baseline's tuning needs only the built system: with ``--jobs`` above 1 it runs beside training.
+
+The report ``WORKDIR/real_quality.md`` (and ``.json``) gives, per backend and configuration, the test
+BLEU of every MERT run, their mean and spread, the mean Δ against the baseline and its p-value, and the
+wall time of every stage and job (logs under ``WORKDIR/logs/``).
 
 The p-value of the mean Δ is sacrebleu's paired bootstrap (``sacrebleu --paired-bs``, the Moses script
 bootstrap-hypothesis-difference-significance.pl) with the statistic averaged over the MERT runs, as
@@ -17,11 +24,12 @@ every run of both configurations, and the p-value is the share of resamples whos
     export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
     nice -n 10 python benchmarks/real_quality.py --workdir runs/real               # embedded, 3 MERT runs
     MOSES_HOME=../shared/moses nice -n 10 python benchmarks/real_quality.py --workdir runs/real \\
-        --backends moses,embedded --train-budget 1200
+        --backends moses --jobs 2 --job-threads 1 --train-budget 3000
     python benchmarks/real_quality.py --workdir runs/real --report-only           # rewrite the report
 
 Run it from the project's root (the workflow's [inputs] name ../shared/data/multi30k-en-fr), or give
-the data with ``--set inputs.train_src=...``. ``--set SECTION.KEY=VALUE`` goes to the workflow.
+the data with ``--set inputs.train_src=...``. ``--set SECTION.KEY=VALUE`` goes to the workflow;
+``--dry-run`` writes the workflow files and lists the jobs.
 """
 from __future__ import annotations
 
@@ -31,6 +39,7 @@ import os
 import platform
 import shutil
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -39,55 +48,160 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKFLOW = ROOT / "workflows" / "multi30k.toml"
-CONFIGS = ("Baseline", "+RNN", "+RNN+WP")
+CONFIGS = ("Baseline", "+RNN", "+CSLM+RNN", "+CSLM+RNN+WP", "+RNN+WP")
 
 
 def _safe(name: str) -> str:
     return "".join(c if c.isalnum() or c in "-_+." else "_" for c in name)
 
 
+def _per_seed(stage: str) -> bool:
+    """Stages that depend on MERT's seed: the tuning runs and what decodes with their weights."""
+    return stage.startswith("tune-") or stage == "evaluate"
+
+
+def _toml(v) -> str:
+    """A TOML value of a stage parameter (strings, numbers, booleans and lists of them: JSON spells them alike)."""
+    if isinstance(v, tuple):
+        v = list(v)
+    return json.dumps(v, ensure_ascii=False)
+
+
+def write_workflow(path: Path, name: str, stages: list[str], inputs: dict[str, Path],
+                   sections: dict[str, dict]) -> Path:
+    """A workflow file naming every parameter explicitly, so that its stages hash as the main workflow's do."""
+    lines = ["# written by benchmarks/real_quality.py", "", "[workflow]", f"name = {_toml(name)}",
+             f"stages = {_toml(stages)}", "", "[inputs]"]
+    lines += [f"{k} = {_toml(os.fspath(v))}" for k, v in sorted(inputs.items())]
+    for sec, params in sections.items():
+        lines += ["", f"[{sec}]"] + [f"{k} = {_toml(v)}" for k, v in params.items() if v is not None]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def _sections(wf, registry, stages: list[str], **fixed) -> dict[str, dict]:
+    out: dict[str, dict] = {}
+    for s in stages:
+        sec = out.setdefault(registry.stages[s].section, {})
+        sec.update({k: v for k, v in wf.params[s].items() if v is not None})
+        sec.update({k: v for k, v in fixed.items() if k in wf.params[s]})
+    return out
+
+
+def _ancestors(stages: list[str], registry, targets: list[str]) -> list[str]:
+    """The stages among ``stages`` that ``targets`` need, transitively (by consumed and produced artifacts)."""
+    producer = {a: s for s in stages for a in registry.stages[s].produces}
+    need, todo = set(), list(targets)
+    while todo:
+        for a in registry.stages[todo.pop()].consumes:
+            p = producer.get(a)
+            if p is not None and p not in need:
+                need.add(p)
+                todo.append(p)
+    return [s for s in stages if s in need]
+
+
+class Job:
+    """One ``phrase-rescore run`` of a generated workflow file, started once the jobs it needs have finished."""
+
+    def __init__(self, key: str, toml: Path, workdir: Path, after: tuple = ()):
+        self.key, self.toml, self.workdir, self.after = key, toml, workdir, after
+        self.proc = None
+        self.t0 = self.wall_s = None
+
+    def start(self, exe: str, logs: Path) -> None:
+        logs.mkdir(parents=True, exist_ok=True)
+        self.log = open(logs / f"{self.key}.log", "w", encoding="utf-8")
+        self.t0 = time.monotonic()
+        self.proc = subprocess.Popen([exe, "run", os.fspath(self.toml), "--workdir", os.fspath(self.workdir)],
+                                     stdout=self.log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        print(f"[{time.strftime('%H:%M:%S')}] started {self.key} (log {logs / (self.key + '.log')})", flush=True)
+
+
+def run_jobs(jobs: list[Job], slots: int, logs: Path) -> dict[str, float]:
+    """Run the jobs, at most ``slots`` at once, each when the jobs in its ``after`` have succeeded."""
+    exe = shutil.which("phrase-rescore") or os.fspath(Path(sys.executable).with_name("phrase-rescore"))
+    waiting, running, done = list(jobs), [], {}
+    while waiting or running:
+        for j in [j for j in waiting if all(a in done for a in j.after)][:max(0, slots - len(running))]:
+            waiting.remove(j)
+            j.start(exe, logs)
+            running.append(j)
+        time.sleep(2.0)
+        for j in [j for j in running if j.proc.poll() is not None]:
+            running.remove(j)
+            j.log.close()
+            if j.proc.returncode != 0:
+                for r in running:
+                    r.proc.terminate()
+                raise SystemExit(f"{j.key} failed (exit {j.proc.returncode}); see {logs / (j.key + '.log')}")
+            done[j.key] = round(time.monotonic() - j.t0, 1)
+            print(f"[{time.strftime('%H:%M:%S')}] finished {j.key} in {done[j.key]:.0f} s", flush=True)
+    return done
+
+
 def run_all(args) -> None:
-    import torch
-
+    """The shared stages once in WORKDIR; per backend and MERT seed, the tuning and evaluation stages in
+    WORKDIR/seeds/BACKEND-seedN, a workflow whose [inputs] are the shared stages' outputs. With ``--jobs``
+    above 1 the baseline's tuning runs start as soon as the system is built, beside the training."""
     from phrase_rescore.app.stages import default_registry
-    from phrase_rescore.app.workflow import load_workflow, run_workflow
+    from phrase_rescore.app.workflow import load_workflow
 
-    torch.set_num_threads(1)
     registry = default_registry()
     work = Path(args.workdir).resolve()
-    log_path = work / "real_quality.log.json"
-    log = json.loads(log_path.read_text()) if log_path.exists() else {"runs": {}}
     base = [f"train.time_budget_s={float(args.train_budget)}", f"train.preset={args.preset!r}",
             f"tune.max_iterations={int(args.max_iterations)}"] + list(args.set)
+    wf = load_workflow(args.workflow, registry, overrides=base)
+    shared = [s for s in wf.stages if not _per_seed(s)]
+    seeded = [s for s in wf.stages if _per_seed(s)]
+    user_inputs = {a: p.resolve() for a, p in wf.inputs.items()}
+    arts = {a: work / s / rel for s in shared for a, rel in registry.stages[s].produces.items()}
+    arts.update(user_inputs)
+    gen = work / "workflows"
+    first = _ancestors(shared, registry, ["tune-baseline"]) if "tune-baseline" in seeded else []
+    rest = [s for s in shared if s not in first]
+    jobs = []
+    if first:
+        jobs.append(Job("shared-system", write_workflow(gen / "shared-system.toml", wf.name, first, {
+            a: p for a, p in user_inputs.items() if any(a in registry.stages[s].consumes for s in first)},
+            _sections(wf, registry, first)), work))
+    if rest:
+        jobs.append(Job("shared-models", write_workflow(gen / "shared-models.toml", wf.name, shared, user_inputs,
+                                                        _sections(wf, registry, shared)), work,
+                        after=("shared-system",) if first else ()))
+    threads = int(args.job_threads or max(1, (os.cpu_count() or 1) // max(1, args.jobs)))
     for backend in args.backends.split(","):
         for seed in range(1, args.mert_runs + 1):
             key = f"{backend}-seed{seed}"
-            overrides = base + [f"common.backend={backend!r}", f"tune.seed={seed}"]
-            wf = load_workflow(args.workflow, registry, overrides=overrides)
-            t0 = time.monotonic()
-            results = run_workflow(wf, registry, work, echo=lambda m: print(m, file=sys.stderr, flush=True))
-            dest = work / "runs" / key
-            if dest.exists():
-                shutil.rmtree(dest)
-            dest.mkdir(parents=True)
-            ev = work / "evaluate"
-            for name in ("table1.md", "table1.csv"):
-                shutil.copy2(ev / name, dest / name)
-            for c in CONFIGS:
-                for split in ("dev", "test"):
-                    f = ev / "work" / f"{split}.{_safe(c)}.detok"
-                    if f.exists():
-                        shutil.copy2(f, dest / f.name)
-            log["runs"][key] = {"backend": backend, "seed": seed, "wall_s": round(time.monotonic() - t0, 1),
-                                "overrides": overrides,
-                                "stages": [{"stage": r.name, "status": r.status, "wall_s": round(r.wall_s, 1),
-                                            "summary": r.summary if r.name in ("train", "prepare", "score")
-                                            else None} for r in results]}
-            log["test_ref"] = os.fspath(work / "split" / "split" / "test.ref")
-            log["machine"] = {"cpus": os.cpu_count(), "platform": platform.platform(),
-                              "processor": platform.processor(), "loadavg_at_end": list(os.getloadavg())}
-            log_path.write_text(json.dumps(log, indent=1, default=str))
-            write_report(work, args.bootstrap)
+            fixed = {"backend": backend, "seed": seed, "threads": threads}
+
+            def seed_job(name: str, stages: list[str], after: tuple) -> Job:
+                produced = {a for s in stages for a in registry.stages[s].produces}
+                inputs = {a: p for a, p in arts.items() if a not in produced
+                          and any(a in registry.stages[s].consumes for s in stages)}
+                return Job(name, write_workflow(gen / f"{name}.toml", f"{wf.name}-{key}", stages, inputs,
+                                                _sections(wf, registry, stages, **fixed)), work / "seeds" / key, after)
+            if "tune-baseline" in seeded:
+                jobs.append(seed_job(f"{key}-baseline", ["tune-baseline"], ("shared-system",) if first else ()))
+            jobs.append(seed_job(key, seeded, tuple(j.key for j in jobs if j.key in (
+                "shared-models", f"{key}-baseline"))))
+    if args.dry_run:
+        for j in jobs:
+            print(f"{j.key}: {j.toml} in {j.workdir}" + (f", after {', '.join(j.after)}" if j.after else ""))
+        return
+    log_path = work / "real_quality.log.json"
+    log = json.loads(log_path.read_text()) if log_path.exists() else {}
+    log.update({"workflow": os.fspath(Path(args.workflow).resolve()), "overrides": base, "jobs": args.jobs,
+                "job_threads": threads, "test_ref": os.fspath(arts["test_ref"]),
+                "seeds": sorted({j.workdir.name for j in jobs if j.workdir != work})})
+    t0 = time.monotonic()
+    log["job_wall_s"] = {**log.get("job_wall_s", {}), **run_jobs(jobs, max(1, args.jobs), work / "logs")}
+    log["wall_s"] = round(time.monotonic() - t0, 1)
+    log["machine"] = {"cpus": os.cpu_count(), "platform": platform.platform(),
+                      "processor": platform.processor(), "loadavg_at_end": list(os.getloadavg())}
+    log_path.write_text(json.dumps(log, indent=1, default=str))
+    write_report(work, args.bootstrap)
 
 
 def mean_delta_p(ref: list[str], base_runs: list[list[str]], sys_runs: list[list[str]], n: int, seed: int = 12345):
@@ -106,25 +220,33 @@ def mean_delta_p(ref: list[str], base_runs: list[list[str]], sys_runs: list[list
     return (int(np.sum(centred > obs)) + 1) / (n + 1)
 
 
+def _wall(d: Path, stage: str):
+    m = d / stage / "stage-manifest.json"
+    return json.loads(m.read_text()).get("wall_s") if m.exists() else None
+
+
 def write_report(work: Path, n_boot: int) -> None:
+    """WORKDIR/real_quality.md and .json from the seed runs' Table 1 files and the stages' manifests."""
     import pandas as pd
 
     from phrase_rescore.core.fileio import read_text_lines
 
     log = json.loads((work / "real_quality.log.json").read_text())
     ref = read_text_lines(log["test_ref"])
+    seeds = [k for k in log["seeds"] if (work / "seeds" / k / "evaluate" / "table1.csv").exists()]
     by_backend: dict[str, list[str]] = {}
-    for key, r in log["runs"].items():
-        by_backend.setdefault(r["backend"], []).append(key)
+    for key in seeds:
+        by_backend.setdefault(key.rsplit("-seed", 1)[0], []).append(key)
     lines = ["# Table 1 on Multi30k English-French (benchmarks/real_quality.py)", ""]
     summary = {}
     for backend, keys in by_backend.items():
-        tables = {k: pd.read_csv(work / "runs" / k / "table1.csv") for k in keys}
+        ev = {k: work / "seeds" / k / "evaluate" for k in keys}
+        tables = {k: pd.read_csv(ev[k] / "table1.csv") for k in keys}
         lines += [f"## Backend {backend}: {len(keys)} MERT run(s)", "",
                   "| Configuration | Test BLEU per run | mean ± sd | Δ mean | p (mean) | Dev BLEU mean |",
                   "|---|---|---:|---:|---:|---:|"]
-        hyps = {c: [read_text_lines(work / "runs" / k / f"test.{_safe(c)}.detok") for k in keys
-                    if (work / "runs" / k / f"test.{_safe(c)}.detok").exists()] for c in CONFIGS}
+        hyps = {c: [read_text_lines(ev[k] / "work" / f"test.{_safe(c)}.detok") for k in keys
+                    if (ev[k] / "work" / f"test.{_safe(c)}.detok").exists()] for c in CONFIGS}
         base_mean = None
         summary[backend] = {}
         for c in CONFIGS:
@@ -140,7 +262,8 @@ def write_report(work: Path, n_boot: int) -> None:
                 base_mean, delta, p = mean, 0.0, None
             else:
                 delta = mean - base_mean
-                p = mean_delta_p(ref, hyps["Baseline"], hyps[c], n_boot) if len(hyps[c]) == len(hyps["Baseline"]) else None
+                p = (mean_delta_p(ref, hyps["Baseline"], hyps[c], n_boot)
+                     if len(hyps[c]) == len(hyps["Baseline"]) == len(vals) else None)
             summary[backend][c] = {"test_bleu": vals, "mean": mean, "sd": sd, "delta": delta, "p": p,
                                    "dev_mean": statistics.mean(devs) if devs else None}
             lines.append(f"| {c} | {', '.join(f'{v:.2f}' for v in vals)} | {mean:.2f} ± {sd:.2f} | {delta:+.2f} | "
@@ -152,29 +275,35 @@ def write_report(work: Path, n_boot: int) -> None:
                      f"{'–' if pd.isna(r['test_p']) else format(r['test_p'], '.3f')})" for _, r in t.iterrows()]
             lines.append(f"- {k}: " + "; ".join(cells))
         lines.append("")
-    lines += ["## Stage wall times (seconds)", "", "| Run | " + " | ".join(
-        s["stage"] for s in next(iter(log["runs"].values()))["stages"]) + " | total |", ""]
-    lines[-1] = "|---" * (len(next(iter(log["runs"].values()))["stages"]) + 2) + "|"
-    for key, r in log["runs"].items():
-        lines.append(f"| {key} | " + " | ".join(f"{s['wall_s']:.0f}" if s["status"] == "ran" else "·"
-                                                for s in r["stages"]) + f" | {r['wall_s']:.0f} |")
-    lines += ["", "· = current, skipped (run by an earlier row).", "",
+    shared = [d.name for d in sorted(work.iterdir()) if (d / "stage-manifest.json").exists()]
+    order = {s: i for i, s in enumerate(("split", "build-smt", "tokenize", "prepare", "train", "score",
+                                         "train-cslm", "moses-ini-rnn", "moses-ini-rnn-wp"))}
+    shared.sort(key=lambda s: order.get(s, len(order)))
+    walls = {s: _wall(work, s) for s in shared}
+    lines += ["## Stage wall times (seconds)", "",
+              "Shared stages (once; each manifest's wall time):", "",
+              "| " + " | ".join(shared) + " | total |", "|---" * (len(shared) + 1) + "|",
+              "| " + " | ".join(f"{walls[s]:.0f}" for s in shared) + f" | {sum(walls.values()):.0f} |", "",
+              "Per MERT run:", ""]
+    seed_stages = ["tune-baseline", "tune-rnn", "tune-rnn-wp", "evaluate"]
+    lines += ["| Run | " + " | ".join(seed_stages) + " | total |", "|---" * (len(seed_stages) + 2) + "|"]
+    for k in seeds:
+        w = [_wall(work / "seeds" / k, s) for s in seed_stages]
+        lines.append(f"| {k} | " + " | ".join("–" if x is None else f"{x:.0f}" for x in w)
+                     + f" | {sum(x for x in w if x):.0f} |")
+    lines += ["", f"{log.get('jobs', 1)} job(s) at once, {log.get('job_threads', 1)} decoder thread(s) each; "
+              f"the whole run took {log.get('wall_s', float('nan')):.0f} s of wall time.", "",
               f"Machine: {log['machine']['cpus']} CPUs, {log['machine']['platform']}; load average at the end "
               f"{', '.join(f'{x:.1f}' for x in log['machine']['loadavg_at_end'])}.", ""]
-    stages = [s["stage"] for s in next(iter(log["runs"].values()))["stages"]]
-    manifests = {st: json.loads((work / st / "stage-manifest.json").read_text())
-                 for st in stages if (work / st / "stage-manifest.json").exists()}
-    lines += ["Wall time of the run that wrote each stage's current outputs (its stage-manifest.json):", "",
-              "| " + " | ".join(manifests) + " | total |", "|---" * (len(manifests) + 1) + "|",
-              "| " + " | ".join(f"{m['wall_s']:.0f}" for m in manifests.values())
-              + f" | {sum(m['wall_s'] for m in manifests.values()):.0f} |", ""]
-    for st, m in manifests.items():
-        if st == "train" and m.get("summary"):
-            t = m["summary"]
-            lines.append(f"Training: {t.get('steps')} steps, stopped by {t.get('stop_reason')}, best validation "
-                         f"perplexity {float(t.get('best_valid_ppl') or 'nan'):.2f} (unigram "
-                         f"{float(t.get('unigram_valid_ppl') or 'nan'):.1f}), "
-                         f"{float(t.get('pairs_per_s') or 'nan'):.0f} pairs/s.")
+    for st in ("train", "train-cslm"):
+        m = work / st / "stage-manifest.json"
+        t = json.loads(m.read_text()).get("summary") if m.exists() else None
+        if t:
+            lines.append(f"{st}: {t.get('steps')} steps, stopped by {t.get('stop_reason')}, best validation "
+                         f"perplexity {float(t.get('best_valid_ppl') or 'nan'):.2f}"
+                         + (f" (unigram {float(t['unigram_valid_ppl']):.1f})" if t.get("unigram_valid_ppl") else "")
+                         + (f", n-gram LM {float(t['ngram_valid_ppl']):.2f}" if t.get("ngram_valid_ppl") else "")
+                         + ".")
     (work / "real_quality.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
     (work / "real_quality.json").write_text(json.dumps(summary, indent=1), encoding="utf-8")
     print("\n".join(lines))
@@ -190,8 +319,13 @@ def main(argv=None) -> None:
     ap.add_argument("--preset", default="small")
     ap.add_argument("--max-iterations", type=int, default=5, help="MERT iterations per run")
     ap.add_argument("--bootstrap", type=int, default=1000)
+    ap.add_argument("--jobs", type=int, default=1, help="workflow runs at once (the shared stages, and the "
+                    "MERT runs: the baseline's start beside the training)")
+    ap.add_argument("--job-threads", type=int, default=0, help="decoder threads of each MERT run "
+                    "(default: CPUs / jobs)")
     ap.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE")
     ap.add_argument("--report-only", action="store_true")
+    ap.add_argument("--dry-run", action="store_true", help="write the workflow files, list the jobs, run nothing")
     args = ap.parse_args(argv)
     if args.report_only:
         write_report(Path(args.workdir).resolve(), args.bootstrap)

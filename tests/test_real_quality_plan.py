@@ -1,0 +1,77 @@
+"""benchmarks/real_quality.py splits workflows/multi30k.toml into shared and per-MERT-seed workflow runs.
+
+What a user relies on: the generated files give every stage the parameters the main workflow gives it
+(so a stage already run is found current and not redone), each seed run gets its own seed and backend,
+and the baseline's tuning waits only for the stages that build the system.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import real_quality  # noqa: E402
+
+from phrase_rescore.app.stages import default_registry  # noqa: E402
+from phrase_rescore.app.workflow import load_workflow, plan  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def planned(tmp_path_factory):
+    work = tmp_path_factory.mktemp("rq")
+    data = work / "data"
+    data.mkdir()
+    for name in ("train.en", "train.fr", "val.en", "val.fr"):
+        (data / name).write_text("a b\n", encoding="utf-8")
+    argv = ["--workdir", str(work / "w"), "--backends", "moses,embedded", "--mert-runs", "2", "--jobs", "2",
+            "--job-threads", "1", "--train-budget", "60", "--dry-run",
+            "--set", f"inputs.train_src={str(data / 'train.en')!r}", "--set", f"inputs.train_tgt={str(data / 'train.fr')!r}",
+            "--set", f"inputs.heldout_src={str(data / 'val.en')!r}", "--set", f"inputs.heldout_ref={str(data / 'val.fr')!r}"]
+    real_quality.main(argv)
+    registry = default_registry()
+    main = load_workflow(real_quality.WORKFLOW, registry, overrides=[
+        "train.time_budget_s=60.0", "train.preset='small'", "tune.max_iterations=5",
+        f"inputs.train_src={str(data / 'train.en')!r}", f"inputs.train_tgt={str(data / 'train.fr')!r}",
+        f"inputs.heldout_src={str(data / 'val.en')!r}", f"inputs.heldout_ref={str(data / 'val.fr')!r}"])
+    gen = work / "w" / "workflows"
+    return main, registry, gen
+
+
+def test_shared_stages_keep_the_main_workflows_parameters(planned):
+    main, registry, gen = planned
+    system = load_workflow(gen / "shared-system.toml", registry)
+    models = load_workflow(gen / "shared-models.toml", registry)
+    assert system.stages == ["split", "build-smt", "tokenize"]
+    assert models.stages == [s for s in main.stages if not s.startswith("tune-") and s != "evaluate"]
+    for wf in (system, models):
+        for s in wf.stages:
+            assert wf.params[s] == main.params[s], s
+
+
+@pytest.mark.parametrize("key,backend,seed", [("moses-seed1", "moses", 1), ("embedded-seed2", "embedded", 2)])
+def test_each_seed_run_differs_only_in_seed_backend_and_threads(planned, key, backend, seed):
+    main, registry, gen = planned
+    wf = load_workflow(gen / f"{key}.toml", registry)
+    assert wf.stages == [s for s in main.stages if s.startswith("tune-") or s == "evaluate"]
+    for s in wf.stages:
+        expected = dict(main.params[s])
+        expected.update({k: v for k, v in (("backend", backend), ("seed", seed), ("threads", 1)) if k in expected})
+        assert wf.params[s] == expected, s
+    # every artifact the seed stages read comes from the shared stages' folders in the main workdir
+    p = plan(wf, registry)
+    assert all(src == "inputs" for s in wf.stages for a, src in p.inputs_of[s].items()
+               if src is not None and src not in wf.stages)
+    assert wf.inputs["phrase_table"] == gen.parent / "build-smt" / "smt" / "phrase-table.gz"
+    assert wf.inputs["model"] == gen.parent / "train" / "model" / "model.pt"
+
+
+def test_the_baselines_tuning_needs_only_the_built_system(planned):
+    main, registry, gen = planned
+    wf = load_workflow(gen / "moses-seed1-baseline.toml", registry)
+    assert wf.stages == ["tune-baseline"]
+    assert set(wf.inputs) == {"moses_ini", "phrase_table", "lm", "dev_src_tok", "dev_ref_tok"}
+    assert wf.params["tune-baseline"]["seed"] == 1

@@ -1,0 +1,280 @@
+"""Re-ranking weights tuned by Moses's own optimizers on a fixed n-best list: ``extractor``, then ``mert`` or
+``kbmira``, run as one iteration of ``scripts/training/mert-moses.pl`` runs them, without the decoder.
+
+Cho et al. (2014, section 5) add the CSLM's log p(e) to the n-best lists and retune all weights before
+re-ranking; this is that retuning with the real Moses programs (the embedded MERT,
+:mod:`.embedded.mert`, does the same in Python). The commands, with mert-moses.pl's defaults
+(``--sctype BLEU``, ``case:true``, starting-point ranges 0..1)::
+
+    extractor --sctype BLEU --scconfig case:true --scfile scores.dat --ffile features.dat -r REF -n NBEST
+    mert -d DIM --sctype BLEU --scconfig case:true --scfile scores.dat --ffile features.dat --ifile init.opt
+         -n RESTARTS -r SEED --threads T                          (writes weights.txt, L1-normalized)
+    kbmira --dense-init init.dense --ffile features.dat --scfile scores.dat -o mert.out --random-seed SEED
+                                                                  (writes ``F<i> <weight>`` lines)
+
+``init.opt`` is mert's starting point: the current weights, the minima and the maxima of its random
+restarts, one line each; ``init.dense`` is the same starting point as ``name= value`` lines, one per
+weight (mert-moses.pl's ``run<i>.dense``). kbmira's weights are divided by their L1 norm, as
+mert-moses.pl's ``get_weights_from_mert`` does, so that both tuners give weights on mert's scale.
+
+The programs run with argument lists (no shell) in a folder of this module's (:func:`tune_nbest_moses`'s
+``workdir``), each with its output kept in ``<program>.log`` there; a failure raises
+:class:`~phrase_rescore.core.errors.PhraseRescoreError` naming the log. The tuned weights are also written
+(atomically) to ``workdir/weights.ini``. A sentence of the references without any hypothesis in the list
+counts as an empty translation, as in the embedded MERT: the list is then copied with an empty hypothesis
+(every feature 0) in its place, so that its reference length still counts towards the brevity penalty.
+"""
+from __future__ import annotations
+
+import math
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Mapping, Sequence
+
+from phrase_rescore.core.errors import PhraseRescoreError
+from phrase_rescore.core.fileio import atomic_open, read_text_lines
+from phrase_rescore.core.outdir import claim_output_dir
+
+from .embedded.bleu_stats import Reference, corpus_bleu
+from .moses_install import MosesInstall, find_moses
+from .moses_values import format_weight
+from .nbest import NBestEntry, format_features, read_nbest_groups
+from .tune_moses import run_logged
+
+TUNERS = ("mert", "kbmira")
+#: mert-moses.pl's scorer arguments for the extractor and mert (its defaults: BLEU, case-sensitive)
+SCORER_ARGS = ("--sctype", "BLEU", "--scconfig", "case:true")
+#: mert-moses.pl's range of the random restarts' starting points when no ``--range`` is given
+RANGE = (0.0, 1.0)
+WORK_COMMAND = "rescore-nbest (Moses re-ranking tuner)"
+
+
+def no_moses_message(tuner: str, option: str = "--tuner") -> str:
+    return (f"{option} {tuner} runs Moses's extractor and {tuner}, but no Moses installation was found: set "
+            f"MOSES_HOME to a Moses installation with bin/extractor and bin/{tuner} (or put its bin/moses on "
+            f"PATH), or use {option} embedded")
+
+
+def require_tuner(tuner: str, moses_home: str | os.PathLike | None = None, option: str = "--tuner") -> MosesInstall:
+    """The Moses installation that has ``bin/extractor`` and ``bin/<tuner>``.
+
+    :raises PhraseRescoreError: no installation (one line naming MOSES_HOME), or it lacks the program.
+    """
+    if tuner not in TUNERS:
+        raise PhraseRescoreError(f"{option} {tuner}: expected one of {', '.join(TUNERS)}")
+    install = find_moses(moses_home)
+    if install is None:
+        raise PhraseRescoreError(no_moses_message(tuner, option))
+    for prog in ("extractor", tuner):
+        if install.tool(prog) is None:
+            raise PhraseRescoreError(f"{option} {tuner}: the Moses installation has no executable bin/{prog}",
+                                     install.bin_dir / prog)
+    return install
+
+
+@dataclass
+class NBestTuneResult:
+    """What :func:`tune_nbest_moses` produced.
+
+    :ivar weights: the tuned weights by feature name, in the n-best list's feature order.
+    :ivar tool_bleu: the optimizer's own dev BLEU (fraction) of its weights: mert's ``Best point: ... => B``,
+        kbmira's ``Best BLEU = B`` (on the extractor's statistics, features rounded to 6 digits).
+    :ivar seconds: wall time of the extractor and the optimizer together.
+    """
+
+    weights: dict[str, list[float]]
+    tool_bleu: float | None
+    workdir: Path
+    weights_ini: Path
+    logs: dict[str, Path]
+    argv: dict[str, list[str]]
+    seconds: float
+
+
+def nbest_layout(nbest_path: str | os.PathLike, num_sentences: int
+                 ) -> tuple[list[tuple[str, int]], list[int]]:
+    """The features of the list (name, number of values), the same on every line, and the sentence ids
+    ``0 .. num_sentences-1`` that have no hypothesis."""
+    layout, missing = None, []
+    for sid, group in read_nbest_groups(nbest_path, num_sentences=num_sentences):
+        if not group:
+            missing.append(sid)
+        for e in group:
+            lay = [(n, len(v)) for n, v in e.features]
+            if layout is None:
+                layout = lay
+            elif lay != layout:
+                raise PhraseRescoreError(f"expected the same features as the first hypothesis {layout}, found {lay}",
+                                         nbest_path, e.line_no)
+    if layout is None:
+        raise PhraseRescoreError("the dev n-best list has no hypotheses", nbest_path)
+    return layout, missing
+
+
+def start_vector(layout: Sequence[tuple[str, int]], init: Mapping[str, Sequence[float]] | None) -> list[float]:
+    """The starting weights in the list's feature order; a feature missing from ``init`` starts at 0."""
+    out = []
+    for name, k in layout:
+        vals = list((init or {}).get(name) or [0.0] * k)
+        if len(vals) != k:
+            raise PhraseRescoreError(f"the starting weights give {len(vals)} value(s) for feature {name!r}, "
+                                     f"which has {k} in the n-best list")
+        out.extend(float(v) for v in vals)
+    return out
+
+
+def by_name(layout: Sequence[tuple[str, int]], vector: Sequence[float]) -> dict[str, list[float]]:
+    out, i = {}, 0
+    for name, k in layout:
+        out[name] = [float(x) for x in vector[i:i + k]]
+        i += k
+    return out
+
+
+def reranked_bleu(nbest_path: str | os.PathLike, refs: Sequence[str], weights: Mapping[str, Sequence[float]]) -> float:
+    """Corpus BLEU (fraction, :mod:`.embedded.bleu_stats`) of the n-best list's best hypotheses under
+    ``weights`` (a weighted sum of every feature; ties keep the list's order; an empty output where a
+    sentence has none) against tokenized references."""
+    best = []
+    for _, group in read_nbest_groups(nbest_path, num_sentences=len(refs)):
+        top, top_score = "", None
+        for e in group:
+            sc = sum(a * b for name, vals in e.features for a, b in zip(weights.get(name, ()), vals))
+            if top_score is None or sc > top_score:
+                top, top_score = e.hypothesis, sc
+        best.append(top)
+    return corpus_bleu(best, [Reference(r) for r in refs])
+
+
+def _filled_copy(nbest_path, out: Path, layout, missing: set[int], num_sentences: int) -> None:
+    """``nbest_path`` with an empty hypothesis (all features 0) for every sentence in ``missing``."""
+    zero = [(n, [0.0] * k) for n, k in layout]
+    with atomic_open(out, "w") as f:
+        for sid, group in read_nbest_groups(nbest_path, num_sentences=num_sentences):
+            if sid in missing:
+                f.write(f"{sid} |||  ||| {format_features(zero)} ||| 0\n")
+            for e in group:
+                f.write(e.to_line().rstrip("\r\n") + "\n")
+
+
+def _header_names(features_dat: Path) -> list[str]:
+    """The feature names of the extractor's first ``FEATURES_TXT_BEGIN_0 SENT N DIM NAME...`` header."""
+    with open(features_dat, encoding="utf-8", errors="replace") as f:
+        for line in f:
+            if line.startswith("FEATURES_TXT_BEGIN"):
+                return line.split()[4:]
+    return []
+
+
+def _parse_floats(text: str, where: Path, dim: int) -> list[float]:
+    try:
+        vals = [float(t) for t in text.split()]
+    except ValueError:
+        vals = []
+    if len(vals) != dim or not all(math.isfinite(v) for v in vals):
+        raise PhraseRescoreError(f"expected {dim} finite weights, found {text.strip()[:200]!r}", where)
+    return vals
+
+
+def _last_number_after(log: Path, line_marker: str, marker: str) -> float | None:
+    """The number after ``marker`` on the last line of ``log`` with ``line_marker`` (None when there is none)."""
+    found = None
+    for line in read_text_lines(log):
+        if line_marker in line and marker in line:
+            try:
+                found = float(line.rsplit(marker, 1)[1].split()[0])
+            except (ValueError, IndexError):
+                pass
+    return found
+
+
+def tune_nbest_moses(nbest: str | os.PathLike, ref: str | os.PathLike, init: Mapping[str, Sequence[float]] | None,
+                     install: MosesInstall, workdir: str | os.PathLike, tuner: str = "mert", restarts: int = 20,
+                     seed: int = 0, threads: int = 1, echo: Callable[[str], None] | None = None) -> NBestTuneResult:
+    """Tune re-ranking weights on a dev n-best list (the new feature already in it) with Moses's ``mert`` or
+    ``kbmira`` (see the module docstring for the commands).
+
+    :param ref: the tokenized references, one line per dev sentence (tokenized as the n-best list is).
+    :param init: the starting weights by feature name; a feature of the list missing here starts at 0.
+    :param install: the Moses installation (:func:`require_tuner`).
+    :param workdir: the folder for the programs' files (created and marked as ours; refused when it holds
+        files we did not write).
+    :param restarts: mert's random restarts (``-n``); kbmira has none.
+    :param seed: mert's ``-r``, kbmira's ``--random-seed``.
+    :param echo: receives the programs' output lines (default: nothing; they are in the logs).
+    """
+    if tuner not in TUNERS:
+        raise PhraseRescoreError(f"unknown re-ranking tuner {tuner!r}: expected one of {', '.join(TUNERS)}")
+    echo = echo if echo is not None else (lambda s: None)
+    refs = read_text_lines(ref)
+    layout, missing = nbest_layout(nbest, len(refs))
+    start = start_vector(layout, init)
+    dim = len(start)
+    names = [n for n, k in layout for _ in range(k)]
+    work = claim_output_dir(Path(workdir).resolve(), option="re-ranking tuner folder", command=WORK_COMMAND)
+    t0 = time.perf_counter()
+    nbest_in = Path(nbest).resolve()
+    if missing:
+        nbest_in = work / "nbest.filled"
+        _filled_copy(nbest, nbest_in, layout, set(missing), len(refs))
+    scores, feats = work / "scores.dat", work / "features.dat"
+    for p in (scores, feats, work / "weights.txt", work / "mert.out"):   # never read a previous run's output
+        p.unlink(missing_ok=True)
+    tool = lambda name: os.fspath(install.bin_dir / name)  # noqa: E731
+    argv = {"extractor": [tool("extractor"), *SCORER_ARGS, "--scfile", scores.name, "--ffile", feats.name,
+                          "-r", os.fspath(Path(ref).resolve()), "-n", os.fspath(nbest_in)]}
+    logs = {"extractor": work / "extractor.log"}
+    run_logged(argv["extractor"], logs["extractor"], cwd=work, echo=echo, what="Moses extractor")
+    got = _header_names(feats)
+    want = [f"{n}_{i}" for n, k in layout for i in range(k)]
+    if got != want:
+        raise PhraseRescoreError(f"the extractor read the features {got}, expected {want} from the n-best list",
+                                 feats)
+    logs[tuner] = work / f"{tuner}.log"
+    if tuner == "mert":
+        with atomic_open(work / "init.opt", "w") as f:
+            f.write(" ".join(format_weight(v) for v in start) + "\n")
+            f.write(" ".join(format_weight(RANGE[0]) for _ in start) + "\n")
+            f.write(" ".join(format_weight(RANGE[1]) for _ in start) + "\n")
+        argv["mert"] = [tool("mert"), "-d", str(dim), *SCORER_ARGS, "--scfile", scores.name, "--ffile", feats.name,
+                        "--ifile", "init.opt", "-n", str(int(restarts)), "-r", str(int(seed)),
+                        "--threads", str(int(threads))]
+        run_logged(argv["mert"], logs["mert"], cwd=work, echo=echo, what="Moses mert")
+        out = work / "weights.txt"
+        if not out.is_file():
+            raise PhraseRescoreError(f"Moses mert finished but wrote no weights.txt; see {logs['mert']}", out)
+        vector = _parse_floats(out.read_text(encoding="utf-8", errors="replace"), out, dim)
+        tool_bleu = _last_number_after(logs["mert"], "Best point:", "=>")
+    else:
+        with atomic_open(work / "init.dense", "w") as f:
+            for n, v in zip(names, start):
+                f.write(f"{n}= {format_weight(v)}\n")
+        argv["kbmira"] = [tool("kbmira"), "--dense-init", "init.dense", "--ffile", feats.name, "--scfile",
+                          scores.name, "-o", "mert.out", "--random-seed", str(int(seed))]
+        run_logged(argv["kbmira"], logs["kbmira"], cwd=work, echo=echo, what="Moses kbmira")
+        out = work / "mert.out"
+        if not out.is_file():   # kbmira writes only weights whose BLEU beats 0
+            raise PhraseRescoreError(f"Moses kbmira finished but wrote no weights (no epoch reached a BLEU above "
+                                     f"0); see {logs['kbmira']}", out)
+        dense: dict[int, str] = {}
+        for line in read_text_lines(out):
+            parts = line.split()
+            if len(parts) == 2 and parts[0][:1] == "F" and parts[0][1:].isdigit():
+                dense[int(parts[0][1:])] = parts[1]
+        vector = _parse_floats(" ".join(dense.get(i, "nan") for i in range(dim)) if len(dense) == dim else "",
+                               out, dim)
+        l1 = sum(abs(v) for v in vector)
+        if l1 < 1e-9:
+            raise PhraseRescoreError(f"Moses kbmira's weights are all 0; see {logs['kbmira']}", out)
+        vector = [v / l1 for v in vector]
+        tool_bleu = _last_number_after(logs["kbmira"], "Best BLEU", "Best BLEU =")
+    seconds = time.perf_counter() - t0
+    weights = by_name(layout, vector)
+    weights_ini = work / "weights.ini"
+    with atomic_open(weights_ini, "w") as f:
+        f.write("[weight]\n")
+        for n, vs in weights.items():
+            f.write(f"{n}= " + " ".join(format_weight(v) for v in vs) + "\n")
+    return NBestTuneResult(weights, tool_bleu, work, weights_ini, logs, argv, seconds)

@@ -404,7 +404,7 @@ def train_cslm_cmd(corpus, out_dir, valid, lm, **kw):
               help="Re-rank by a moses.ini's [weight] section (with a weight for the new feature) "
                    "instead of the paper's even average of model and SMT scores.")
 @click.option("--dev-nbest", type=click.Path(exists=True, dir_okay=False),
-              help="Tune the re-ranking weights with MERT on this dev n-best list (with --dev-src, --dev-ref).")
+              help="Tune the re-ranking weights on this dev n-best list (with --dev-src, --dev-ref; see --tuner).")
 @click.option("--dev-src", type=click.Path(exists=True, dir_okay=False), help="Tokenized dev source.")
 @click.option("--dev-ref", type=click.Path(exists=True, dir_okay=False), help="Tokenized dev reference.")
 @options("phrase_rescore.pipeline.rescore_nbest:RescoreConfig")
@@ -418,7 +418,9 @@ def rescore_nbest_cmd(nbest, src, models, out_nbest, out_1best, weights_ini, dev
     s = rescore_nbest(RescoreConfig(nbest, src, list(models), out_nbest, out_1best, weights_ini=weights_ini,
                                     dev_nbest=dev_nbest, dev_src=dev_src, dev_ref=dev_ref, **values))
     if s.tuned_weights:
-        click.echo(f"MERT on the dev n-best: BLEU {100 * s.dev_bleu:.2f}; weights {s.tuned_weights}")
+        who = "the embedded MERT" if s.tuner == "embedded" else f"Moses {s.tuner}"
+        click.echo(f"{who} on the dev n-best ({s.tune_seconds:.1f} s): BLEU {100 * s.dev_bleu:.2f}; "
+                   f"weights {s.tuned_weights}")
     click.echo(f"rescored {s.hypotheses} hypotheses of {s.sentences} sentences with {s.model_kind} "
                f"({s.hyps_per_s:.0f} hyp/s); feature {s.feature_name}; 1-best changed for {s.changed_1best}: {out_1best}")
 

@@ -29,7 +29,7 @@ generated too: ``[demo-data]``, ``[split]``, ``[build-smt]``, ``[prepare]``, ``[
 ``train --resume``, ``score --columns``/``--raw-logprob``/``--restart``); ``[moses-ini]`` takes
 ``moses-ini``'s options with ``rnn_weight`` and ``wp_weight`` for ``--weights``, since its two stages add
 one column and two. ``[train-cslm]`` takes ``train-cslm``'s options; ``[evaluate]`` adds ``nbest_size``,
-``cslm_weight`` and ``rerank_restarts`` for the +CSLM rows (:class:`CSLMRerank`), which ``rescore-nbest``
+``cslm_weight``, ``rerank_restarts`` and ``rerank_tuner`` for the +CSLM rows (:class:`CSLMRerank`), which ``rescore-nbest``
 makes one by one outside a workflow.
 """
 from __future__ import annotations
@@ -338,11 +338,15 @@ def _run_tune(config: str):
 class CSLMRerank:
     """``[evaluate]``'s settings of the +CSLM rows, used when the workflow trains a CSLM (Cho et al. section 5):
     the tuned +RNN and +RNN+WP systems decode dev and test to n-best lists, ``CSLM0 = log p(e)`` is added to
-    every hypothesis, the weights are retuned by MERT on the dev list and re-rank both lists."""
+    every hypothesis, the weights are retuned by MERT on the dev list and re-rank both lists: by the embedded
+    MERT, or by Moses's ``mert`` or ``kbmira`` (``rerank_tuner``, with the Moses of ``moses_home``)."""
 
     nbest_size: int = setting(100, at_least=1, help="Distinct hypotheses per sentence in the lists the CSLM re-ranks.")
     cslm_weight: float = setting(0.1, help="CSLM0's starting weight for MERT (the others start at the tuned ones).")
     rerank_restarts: int = setting(20, at_least=1, help="MERT's random restarts on the dev n-best list.")
+    rerank_tuner: str = setting("embedded", choices=("embedded", "mert", "kbmira"),
+                                help="Who retunes the weights on the dev n-best list: the embedded MERT, or Moses's "
+                                     "mert or kbmira (from moses_home / MOSES_HOME).")
 
 
 def _check_evaluate(p: dict) -> None:
@@ -376,7 +380,7 @@ def _cslm_row(ctx: StageContext, config: str, base, cslm: Path, work: Path):
     weights_path = Path(f"{out['test']}.weights.ini")
     stamp = {"cslm": sha256_file(cslm), "ini": sha256_file(base.ini), "dev_ref": sha256_file(ctx.input("dev_ref_tok")),
              **{f"{k}_nbest": sha256_file(v) for k, v in base.nbest.items()},
-             **{k: p[k] for k in ("cslm_weight", "rerank_restarts")}}
+             **{k: p[k] for k in ("cslm_weight", "rerank_restarts", "rerank_tuner")}}
     stamp_path = work / f"{config}.stamp.json"
     summary = {}
     if not _stamp_ok(stamp_path, stamp, [*out.values(), weights_path]):
@@ -389,11 +393,13 @@ def _cslm_row(ctx: StageContext, config: str, base, cslm: Path, work: Path):
                                         os.fspath(out["test"]), feature_name="CSLM0", weights_ini=os.fspath(init_path),
                                         dev_nbest=os.fspath(base.nbest["dev"]),
                                         dev_src=os.fspath(ctx.input("dev_src_tok")),
-                                        dev_ref=os.fspath(ctx.input("dev_ref_tok")), mert_restarts=p["rerank_restarts"]))
+                                        dev_ref=os.fspath(ctx.input("dev_ref_tok")), mert_restarts=p["rerank_restarts"],
+                                        tuner=p["rerank_tuner"], moses_home=p["moses_home"] or None))
         weights = read_moses_ini(s.tuned_weights).weights
         n_dev = len(read_sentences(ctx.input("dev_src_tok")))
         changed_dev = rerank_nbest(f"{work / f'test.{config}.nbest'}.dev", weights, out["dev"], n_dev)
         summary = {"hypotheses": s.hypotheses, "hyps_per_s": round(s.hyps_per_s), "mert_dev_bleu": s.dev_bleu,
+                   "tuner": s.tuner, "tune_seconds": round(s.tune_seconds, 2),
                    "changed_test": s.changed_1best, "changed_dev": changed_dev}
         with atomic_open(stamp_path, "w") as f:
             json.dump(stamp, f, indent=1)
@@ -433,6 +439,10 @@ def run_evaluate(ctx: StageContext) -> dict:
         if dev_src is None or ctx.input("dev_ref_tok") is None:
             raise PhraseRescoreError("the +CSLM rows retune their weights on the dev n-best list; they need the "
                                      "tokenized dev set (dev_src_tok, dev_ref_tok)")
+        if p["rerank_tuner"] != "embedded":   # before any decoding
+            from phrase_rescore.moses_integration.nbest_tuning import require_tuner
+
+            require_tuner(p["rerank_tuner"], p["moses_home"] or None, option="rerank_tuner =")
         backend = get_backend(p["backend"], p["moses_home"] or None)
         for config, (_, base) in CSLM_CONFIGURATIONS.items():
             if base not in rows:

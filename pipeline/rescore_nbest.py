@@ -12,8 +12,10 @@ The scorer is a Seq2Seq checkpoint or the phrase-level RNN Encoder-Decoder of Ch
 sentences, for comparison; several checkpoints of one kind are an ensemble (log-probabilities averaged).
 Both models expose the same two methods for it (:class:`ScoringModel`). A target-language CSLM checkpoint
 (``train-cslm``) instead adds ``CSLM0= log p(hyp)``, the sentence's natural-log probability under the
-CSLM (:class:`CSLMScorer`); with ``--dev-nbest`` the weights of all features are retuned by MERT on the dev
-n-best list and re-rank the test list, as Cho et al. (section 5) rescore with the CSLM.
+CSLM (:class:`CSLMScorer`); with ``--dev-nbest`` the weights of all features are retuned on the dev n-best
+list and re-rank the test list, as Cho et al. (section 5) rescore with the CSLM: by the embedded MERT
+(``--tuner embedded``), or by Moses's own ``extractor`` and ``mert`` or ``kbmira`` (``--tuner mert``,
+``--tuner kbmira``, :mod:`~phrase_rescore.moses_integration.nbest_tuning`) from ``MOSES_HOME``.
 """
 from __future__ import annotations
 
@@ -225,6 +227,35 @@ def tune_rerank_weights(nbest_path: str | os.PathLike, ref_path: str | os.PathLi
     return out, float(res.score)
 
 
+#: the tuners of the re-ranking weights: the embedded MERT, or Moses's mert or kbmira
+TUNERS = ("embedded", "mert", "kbmira")
+
+
+def tune_rerank_weights_with(tuner: str, nbest_path: str | os.PathLike, ref_path: str | os.PathLike,
+                             init: dict[str, list[float]] | None, restarts: int = 20, seed: int = 0,
+                             install=None, workdir: str | os.PathLike | None = None
+                             ) -> tuple[dict[str, list[float]], float]:
+    """:func:`tune_rerank_weights` (``tuner="embedded"``), or Moses's ``mert``/``kbmira`` from ``install``
+    working in ``workdir`` (:func:`~phrase_rescore.moses_integration.nbest_tuning.tune_nbest_moses`).
+
+    :returns: ``(weights by feature name, dev BLEU of the n-best list re-ranked by them)``, the BLEU from
+        :mod:`~phrase_rescore.moses_integration.embedded.bleu_stats` for every tuner.
+    """
+    if tuner == "embedded":
+        return tune_rerank_weights(nbest_path, ref_path, init, restarts, seed)
+    from phrase_rescore.core.fileio import read_text_lines
+    from phrase_rescore.moses_integration.nbest_tuning import require_tuner, reranked_bleu, tune_nbest_moses
+
+    if tuner not in TUNERS:
+        raise PhraseRescoreError(f"unknown re-ranking tuner {tuner!r}: expected one of {', '.join(TUNERS)}")
+    if install is None:
+        install = require_tuner(tuner)
+    if workdir is None:
+        raise PhraseRescoreError(f"the {tuner} tuner needs a folder to work in")
+    res = tune_nbest_moses(nbest_path, ref_path, init, install, workdir, tuner=tuner, restarts=restarts, seed=seed)
+    return res.weights, reranked_bleu(nbest_path, read_text_lines(ref_path), res.weights)
+
+
 def rerank_nbest(nbest_path: str | os.PathLike, weights: dict[str, list[float]], out_1best: str | os.PathLike,
                  num_sentences: int) -> int:
     """Write the best hypothesis of every sentence of an n-best list under ``weights`` (every feature of the
@@ -268,7 +299,8 @@ class RescoreConfig:
         None = the paper's even average with the SMT total score. With ``dev_*`` it is MERT's starting point.
     :param dev_nbest, dev_src, dev_ref: tune the re-ranking weights with MERT on this dev n-best list
         (rescored first, written to ``out_nbest + ".dev"``) against tokenized references; the weights go to
-        ``out_1best + ".weights.ini"`` and re-rank ``nbest``.
+        ``out_1best + ".weights.ini"`` and re-rank ``nbest``. With ``tuner`` ``mert`` or ``kbmira`` Moses's
+        programs work in the folder ``out_1best + ".mert"`` (``".kbmira"``), their logs kept there.
     """
 
     nbest: str
@@ -286,7 +318,13 @@ class RescoreConfig:
     dev_src: str | None = None
     dev_ref: str | None = None
     mert_restarts: int = setting(20, at_least=1, help="MERT's random restarts.")
-    seed: int = setting(0, at_least=0, help="Seed of MERT's random restarts.")
+    seed: int = setting(0, at_least=0, help="Seed of MERT's random restarts (mert -r, kbmira --random-seed).")
+    tuner: str = setting("embedded", choices=TUNERS,
+                         help="Who tunes the re-ranking weights on the dev n-best list: the embedded MERT, or "
+                              "Moses's mert or kbmira (from MOSES_HOME).")
+    moses_home: str | None = setting(None, type=str, envvar="MOSES_HOME",
+                                     help="Moses installation root for --tuner mert/kbmira (default: $MOSES_HOME, "
+                                          "or moses on PATH).")
 
     @staticmethod
     def check_settings(values: dict, name) -> None:
@@ -305,6 +343,8 @@ class RescoreSummary:
     hyps_per_s: float
     tuned_weights: str | None = None
     dev_bleu: float | None = None
+    tuner: str = "embedded"
+    tune_seconds: float | None = None
 
 
 def rescore_nbest(cfg: RescoreConfig) -> RescoreSummary:
@@ -312,6 +352,14 @@ def rescore_nbest(cfg: RescoreConfig) -> RescoreSummary:
     from .translate import default_device
 
     t0 = time.perf_counter()
+    install = None
+    if cfg.tuner != "embedded":   # before any model is loaded or list scored
+        from phrase_rescore.moses_integration.nbest_tuning import require_tuner
+
+        if not cfg.dev_nbest:
+            raise PhraseRescoreError(f"--tuner {cfg.tuner} tunes the re-ranking weights on a dev n-best list: give "
+                                     "--dev-nbest, --dev-src and --dev-ref")
+        install = require_tuner(cfg.tuner, cfg.moses_home)
     device = default_device(cfg.device)
     scorer, kind = load_scorer(cfg.checkpoints, device, cfg.hyp_batch)
     name = cfg.feature_name or FEATURE_NAMES[kind]
@@ -322,7 +370,7 @@ def rescore_nbest(cfg: RescoreConfig) -> RescoreSummary:
         weights = read_moses_ini(cfg.weights_ini).weights
         if name not in weights and not cfg.dev_nbest:
             raise PhraseRescoreError(f"no weight for the rescoring feature {name!r} in [weight]", cfg.weights_ini)
-    tuned_path, dev_bleu = None, None
+    tuned_path, dev_bleu, tune_seconds = None, None, None
     dev = (cfg.dev_nbest, cfg.dev_src, cfg.dev_ref)
     if any(dev):
         if not all(dev):
@@ -330,7 +378,10 @@ def rescore_nbest(cfg: RescoreConfig) -> RescoreSummary:
         dev_out = os.fspath(cfg.out_nbest) + ".dev"
         _rescore_file(scorer, name, cfg.dev_nbest, read_sentences(cfg.dev_src), dev_out, None, None,
                       cfg.sentences_per_chunk, "rescore dev")
-        weights, dev_bleu = tune_rerank_weights(dev_out, cfg.dev_ref, weights, cfg.mert_restarts, cfg.seed)
+        t_tune = time.perf_counter()
+        weights, dev_bleu = tune_rerank_weights_with(cfg.tuner, dev_out, cfg.dev_ref, weights, cfg.mert_restarts,
+                                                     cfg.seed, install, os.fspath(cfg.out_1best) + f".{cfg.tuner}")
+        tune_seconds = time.perf_counter() - t_tune
         tuned_path = os.fspath(cfg.out_1best) + ".weights.ini"
         write_weights(tuned_path, weights)
     sources = read_sentences(cfg.source)
@@ -338,7 +389,7 @@ def rescore_nbest(cfg: RescoreConfig) -> RescoreSummary:
                                    cfg.sentences_per_chunk, "rescore")
     dt = time.perf_counter() - t0
     return RescoreSummary(len(sources), n_hyp, changed, name, kind, dt, n_hyp / dt if dt else 0.0, tuned_path,
-                          dev_bleu)
+                          dev_bleu, cfg.tuner, tune_seconds)
 
 
 def _rescore_file(scorer: SentenceScorer, name: str, nbest_path, sources: list[list[str]], out_nbest,

@@ -35,7 +35,7 @@ STAGES = {
     "tune-rnn": ("tune", TuneConfig, set()),
     "tune-rnn-wp": ("tune", TuneConfig, set()),
     # evaluate lowercases the references and detokenizes as build-smt built the system (--detok-lang)
-    "evaluate": ("evaluate", EvaluateConfig, {"nbest_size", "cslm_weight", "rerank_restarts"}),  # +CSLM rows
+    "evaluate": ("evaluate", EvaluateConfig, {"nbest_size", "cslm_weight", "rerank_restarts", "rerank_tuner"}),  # +CSLM rows
     "train-cslm": ("train-cslm", TrainCSLMConfig, set()),
     # the two stages add one column and two: one initial weight each instead of --weights
     "moses-ini-rnn": ("moses-ini", RewriteConfig, {"rnn_weight"}),

@@ -22,7 +22,6 @@ resume under another one is refused.
 """
 from __future__ import annotations
 
-import csv
 import dataclasses
 import math
 import time
@@ -35,15 +34,15 @@ import torch
 from phrase_rescore.core import progress
 from phrase_rescore.core.config import setting
 from phrase_rescore.core.errors import PhraseRescoreError
-from phrase_rescore.core.fileio import atomic_open
 
 from .device import check_device
 from .distributed import Dist
 from .distributed import setup as setup_distributed
-from .model.checkpoint import BEST, ENCDEC, LAST, read_checkpoint, save_checkpoint
+from .model.checkpoint import ENCDEC, LAST, read_checkpoint, save_checkpoint
 from .model.encdec import EncDecConfig, RNNEncoderDecoder
 from .model.gru import RESET_FORMS
 from .pairs import PairSet, UniformSampler, check_pairs_dir, length_batches, load_pairs, pairs_paths
+from .training_loop import TrainingLoop, check_run_dir, check_same_settings, check_world_size
 from .vocab import Vocabularies
 
 LOG_COLUMNS = ["step", "pairs_seen", "elapsed_s", "train_loss", "train_ppl", "valid_ppl", "best_valid_ppl", "lr"]
@@ -183,13 +182,6 @@ def unigram_perplexity(train: PairSet, valid: PairSet, vocab_size: int, max_pair
     return float(np.exp(-logp[ids].mean())) if len(ids) else float("nan")
 
 
-def _write_log(path: Path, rows: list[dict]) -> None:
-    with atomic_open(path, "w") as f:
-        w = csv.DictWriter(f, fieldnames=LOG_COLUMNS, lineterminator="\n")
-        w.writeheader()
-        w.writerows(rows)
-
-
 def train(pairs_dir, out_dir, config: TrainConfig = TrainConfig()) -> TrainSummary:
     """Train on ``pairs_dir`` (written by ``prepare``) into ``out_dir``.
 
@@ -207,12 +199,8 @@ def train(pairs_dir, out_dir, config: TrainConfig = TrainConfig()) -> TrainSumma
     parts = check_pairs_dir(pairs_dir)["parts"]
     data_hashes = {name: parts[name]["sha256"] for name in ("train.parquet", "valid.parquet", "vocab.json")}
     out = Path(out_dir)
-    last_path, best_path, log_path = out / LAST, out / BEST, out / "train_log.csv"
-    if config.resume and not last_path.exists():
-        raise PhraseRescoreError("nothing to resume: no last.pt here", out)
-    if not config.resume and last_path.exists():
-        raise PhraseRescoreError("this directory already holds a training run; pass --resume to continue it "
-                                 "or choose another --out", out)
+    last_path = out / LAST
+    check_run_dir(out, config.resume)
     dist = setup_distributed(config.device)
     device = dist.device
     if device.type == "cpu":
@@ -238,25 +226,17 @@ def train(pairs_dir, out_dir, config: TrainConfig = TrainConfig()) -> TrainSumma
     model = RNNEncoderDecoder(model_cfg).to(device)
     optimizer = torch.optim.Adadelta(model.parameters(), lr=config.lr, rho=config.rho, eps=config.eps)
     sampler = UniformSampler(len(train_set), config.batch_size, config.seed)
-    state = {"step": 0, "pairs_seen": 0, "elapsed_s": 0.0, "best_valid_ppl": math.inf, "bad_evals": 0,
-             "log": []}
+    loop = TrainingLoop(out, max_steps=config.max_steps, valid_every=config.valid_every, patience=config.patience,
+                        time_budget_s=config.time_budget_s, log_columns=LOG_COLUMNS, desc="train",
+                        position={"pairs_seen": 0}, dist=dist, clock=time.monotonic)  # this module's clock
 
     if config.resume:
         ckpt = read_checkpoint(last_path, device, ENCDEC)
         ts = ckpt["train_state"]
         if not ts:
             raise PhraseRescoreError("last.pt holds no training state", last_path)
-        old = ts["config"]
-        changed = [k for k in TrainConfig.TRAJECTORY if old.get(k) != getattr(config, k)]
-        if changed:
-            raise PhraseRescoreError("cannot resume with different settings: " + ", ".join(
-                f"{k} was {old.get(k)!r}, now {getattr(config, k)!r}" for k in changed), last_path)
-        saved_world = ts.get("world_size", 1)
-        if saved_world != dist.world_size:
-            raise PhraseRescoreError(
-                f"cannot resume: last.pt was saved by a run of {saved_world} process(es), this one has "
-                f"{dist.world_size} (WORLD_SIZE); relaunch with {saved_world} in all (torchrun --nnodes x "
-                "--nproc-per-node), or train into another --out", last_path)
+        check_same_settings(ts["config"], config, TrainConfig.TRAJECTORY, last_path)
+        check_world_size(ts.get("world_size", 1), dist, last_path, "train into another --out")
         if ts["data_sha256"] != data_hash:
             raise PhraseRescoreError("cannot resume: train.parquet changed since this run started", paths["train"])
         for name, digest in (ts.get("pairs_sha256") or {}).items():
@@ -271,120 +251,69 @@ def train(pairs_dir, out_dir, config: TrainConfig = TrainConfig()) -> TrainSumma
         optimizer.load_state_dict(ts["optimizer"])
         sampler.load_state_dict(ts["sampler"])
         torch.set_rng_state(ts["torch_rng"])
-        state = {k: ts[k] for k in state}
-        state["log"] = [dict(r) for r in ts["log"]]
-        if dist.is_main:
-            _write_log(log_path, state["log"])   # a kill between last.pt and the log leaves the log behind
+        loop.resume(ts)
 
     log_prob = dist.data_parallel(model, "log_prob")    # gradients averaged over the ranks in backward
-
-    def train_state() -> dict:
-        return {"config": config.to_dict(), "data_sha256": data_hash, "pairs_sha256": data_hashes,
-                "optimizer": optimizer.state_dict(),
-                "sampler": sampler.state_dict(), "torch_rng": torch.get_rng_state(),
-                "world_size": dist.world_size, **state}
 
     unigram = unigram_perplexity(train_set, valid_set, len(vocabs.target), config.valid_max_pairs)
     params = [p for p in model.parameters()]
     model.train()
-    run_start, last_valid = time.monotonic(), math.nan
-    window_loss, window_pairs, window_tokens = 0.0, 0, 0  # since the last validation
-    start_step, stop = state["step"], None
-    bar = progress.bar(total=config.max_steps, desc="train", unit="step", initial=state["step"])
+
+    def train_step() -> tuple[float, int, int]:
+        """One Adadelta step on a batch of pairs: (its loss, eq (4); its pairs; its target tokens)."""
+        step = loop.state["step"] + 1
+        idx = next(sampler)                                                # the global batch
+        mine = np.array_split(idx, dist.world_size)[dist.rank] if dist.enabled else idx
+        s, sm, t, tm = train_set.batch(mine, device=device)                # (b, S), (b, T)
+        if dist.enabled:    # this slice's share of eq (4); DDP averages the N ranks' gradients
+            lp_sum = -log_prob(s, sm, t, tm).sum()
+            loss = lp_sum * (dist.world_size / len(idx))
+            loss_sum, n_tokens = dist.all_reduce_sum([lp_sum.item(), tm.sum().item()])
+            loss_value, n_tokens = loss_sum / len(idx), int(n_tokens)
+        else:
+            loss = -log_prob(s, sm, t, tm).mean()                          # eq (4)
+            loss_value, n_tokens = loss.item(), int(tm.sum())
+        if not math.isfinite(loss_value):
+            raise PhraseRescoreError(
+                f"training loss became {loss_value} at step {step}; stopped. The last good "
+                f"checkpoint is kept in {last_path} (step {_saved_step(last_path)}); try a lower --lr or "
+                "--clip-norm", out)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        norm = torch.nn.utils.clip_grad_norm_(params, config.clip_norm)
+        if not torch.isfinite(norm):
+            raise PhraseRescoreError(
+                f"gradient norm became {float(norm)} at step {step}; stopped. The last good "
+                f"checkpoint is kept in {last_path} (step {_saved_step(last_path)})", out)
+        optimizer.step()
+        loop.state["pairs_seen"] += len(idx)
+        return loss_value, len(idx), n_tokens
+
+    def own_state() -> dict:
+        """last.pt's training state beside the loop's: what decides the rest of the trajectory."""
+        return {"config": config.to_dict(), "data_sha256": data_hash, "pairs_sha256": data_hashes,
+                "optimizer": optimizer.state_dict(),
+                "sampler": sampler.state_dict(), "torch_rng": torch.get_rng_state(),
+                "world_size": dist.world_size}
+
     # With N(0, 0.01^2) weights, gradients reach the subnormal range, where x86 CPUs run 10-100x slower
     # (measured on a tiny model with std 0.01: 270 pairs/s without, 6,000 with); flushing them to zero changes nothing measurable.
     # torch has no getter for this process-wide flag: it goes back to torch's default (off) on exit.
     torch.set_flush_denormal(True)
-
-    def validate_and_save(on_schedule: bool) -> None:
-        nonlocal window_loss, window_pairs, window_tokens, last_valid
-        ev = validation_perplexity(model, valid_set, device, config.valid_max_pairs, config.valid_batch_tokens,
-                                   dist)
-        last_valid = ev["ppl"]
-        improved = ev["pairs"] > 0 and ev["ppl"] < state["best_valid_ppl"]
-        if improved:
-            state["best_valid_ppl"] = ev["ppl"]
-            if dist.is_main:
-                save_checkpoint(best_path, model, vocabs, None)
-            if on_schedule:
-                state["bad_evals"] = 0
-        elif ev["pairs"] == 0:  # no held-out pairs: the model is the latest weights; patience never runs out
-            if dist.is_main:
-                save_checkpoint(best_path, model, vocabs, None)
-        elif on_schedule:
-            state["bad_evals"] += 1
-        train_loss = window_loss / window_pairs if window_pairs else math.nan      # per pair, eq (4)
-        train_ppl = math.exp(window_loss / window_tokens) if window_tokens else math.nan
-        state["log"].append({"step": state["step"], "pairs_seen": state["pairs_seen"],
-                             "elapsed_s": round(state["elapsed_s"], 3), "train_loss": train_loss,
-                             "train_ppl": train_ppl, "valid_ppl": ev["ppl"],
-                             "best_valid_ppl": state["best_valid_ppl"], "lr": config.lr})
-        window_loss, window_pairs, window_tokens = 0.0, 0, 0
-        if dist.is_main:
-            save_checkpoint(last_path, model, vocabs, train_state())
-            _write_log(log_path, state["log"])
-        dist.barrier()                  # no rank runs ahead of the checkpoint
-        bar.set_postfix(loss=f"{train_loss:.3f}", valid_ppl=f"{ev['ppl']:.2f}", refresh=False)
-
     try:
-        while True:
-            if state["step"] >= config.max_steps:
-                stop = "max_steps"
-            elif config.time_budget_s is not None and dist.broadcast([state["elapsed_s"]])[0] >= config.time_budget_s:
-                stop = "time_budget"    # rank 0's clock decides for all
-            elif config.patience is not None and state["bad_evals"] >= config.patience:
-                stop = "patience"
-            if stop:
-                break
-            t0 = time.monotonic()
-            idx = next(sampler)                                                # the global batch
-            mine = np.array_split(idx, dist.world_size)[dist.rank] if dist.enabled else idx
-            s, sm, t, tm = train_set.batch(mine, device=device)                # (b, S), (b, T)
-            if dist.enabled:    # this slice's share of eq (4); DDP averages the N ranks' gradients
-                lp_sum = -log_prob(s, sm, t, tm).sum()
-                loss = lp_sum * (dist.world_size / len(idx))
-                loss_sum, n_tokens = dist.all_reduce_sum([lp_sum.item(), tm.sum().item()])
-                loss_value, n_tokens = loss_sum / len(idx), int(n_tokens)
-            else:
-                loss = -log_prob(s, sm, t, tm).mean()                          # eq (4)
-                loss_value, n_tokens = loss.item(), int(tm.sum())
-            if not math.isfinite(loss_value):
-                raise PhraseRescoreError(
-                    f"training loss became {loss_value} at step {state['step'] + 1}; stopped. The last good "
-                    f"checkpoint is kept in {last_path} (step {_saved_step(last_path)}); try a lower --lr or "
-                    "--clip-norm", out)
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            norm = torch.nn.utils.clip_grad_norm_(params, config.clip_norm)
-            if not torch.isfinite(norm):
-                raise PhraseRescoreError(
-                    f"gradient norm became {float(norm)} at step {state['step'] + 1}; stopped. The last good "
-                    f"checkpoint is kept in {last_path} (step {_saved_step(last_path)})", out)
-            optimizer.step()
-            state["step"] += 1
-            state["pairs_seen"] += len(idx)
-            window_loss += loss_value * len(idx)
-            window_pairs += len(idx)
-            window_tokens += n_tokens
-            state["elapsed_s"] += time.monotonic() - t0
-            bar.update(1)
-            if state["step"] % 20 == 0:
-                bar.set_postfix(loss=f"{window_loss / window_pairs:.3f}", valid_ppl=f"{last_valid:.2f}", refresh=False)
-            if state["step"] % config.valid_every == 0:
-                validate_and_save(on_schedule=True)
-        if not state["log"] or state["log"][-1]["step"] != state["step"]:
-            validate_and_save(on_schedule=False)
+        stop = loop.run(
+            train_step,
+            validate=lambda: validation_perplexity(model, valid_set, device, config.valid_max_pairs,
+                                                   config.valid_batch_tokens, dist)["ppl"],
+            save=lambda path, train_state: save_checkpoint(path, model, vocabs, train_state),
+            own_state=own_state, log_extra=lambda: {"lr": config.lr},
+            held_out=len(valid_set) > 0 and config.valid_max_pairs != 0)
     finally:
-        bar.close()
         torch.set_flush_denormal(False)
-    wall = time.monotonic() - run_start
-    steps_here = state["step"] - start_step
-    pairs_per_s = steps_here * config.batch_size / wall if wall > 0 and steps_here else 0.0
-    return TrainSummary(steps=state["step"], stop_reason=stop, best_valid_ppl=state["best_valid_ppl"],
-                        last_valid_ppl=last_valid, pairs_per_s=pairs_per_s, seconds=time.monotonic() - t_start,
-                        out_dir=str(out),
-                        model=str(best_path), device=str(device), history=[dict(r) for r in state["log"]],
-                        unigram_valid_ppl=unigram)
+    return TrainSummary(steps=loop.state["step"], stop_reason=stop, best_valid_ppl=loop.state["best_valid_ppl"],
+                        last_valid_ppl=loop.last_valid, pairs_per_s=loop.per_second(config.batch_size),
+                        seconds=time.monotonic() - t_start, out_dir=str(out), model=str(loop.best_path),
+                        device=str(device), history=[dict(r) for r in loop.state["log"]], unigram_valid_ppl=unigram)
 
 
 def _saved_step(path: Path):

@@ -20,7 +20,6 @@ words outside its shortlist, so both are perplexities of the same words.
 from __future__ import annotations
 
 import collections
-import csv
 import dataclasses
 import json
 import math
@@ -32,14 +31,14 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from phrase_rescore.core import progress
 from phrase_rescore.core.config import setting
 from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.core.fileio import atomic_open, read_sentences, sha256_file
 
 from .device import check_device, resolve_device
-from .model.checkpoint import BEST, CSLM_KIND, LAST, read_checkpoint, save_checkpoint
+from .model.checkpoint import CSLM_KIND, LAST, read_checkpoint, save_checkpoint
 from .model.cslm import CSLM, CSLMConfig, CSLMVocab, corpus_events
+from .training_loop import TrainingLoop, check_run_dir, check_same_settings
 
 LOG_COLUMNS = ["step", "epoch", "elapsed_s", "train_loss", "valid_ppl", "best_valid_ppl"]
 
@@ -139,13 +138,6 @@ def ngram_perplexity(arpa: str | os.PathLike, sentences) -> float:
     return perplexity(load_lm(arpa), sentences)
 
 
-def _write_log(path: Path, rows: list[dict]) -> None:
-    with atomic_open(path, "w") as f:
-        w = csv.DictWriter(f, fieldnames=LOG_COLUMNS, lineterminator="\n")
-        w.writeheader()
-        w.writerows(rows)
-
-
 def train_cslm(corpus: str | os.PathLike, out_dir: str | os.PathLike, config: TrainCSLMConfig = TrainCSLMConfig(),
                valid: str | os.PathLike | None = None, lm: str | os.PathLike | None = None) -> CSLMSummary:
     """Train (or, with ``config.resume``, continue) the CSLM on the tokenized ``corpus``.
@@ -155,12 +147,8 @@ def train_cslm(corpus: str | os.PathLike, out_dir: str | os.PathLike, config: Tr
     """
     t_start = time.monotonic()
     out = Path(out_dir)
-    last_path, best_path, log_path = out / LAST, out / BEST, out / "train_log.csv"
-    if config.resume and not last_path.exists():
-        raise PhraseRescoreError("nothing to resume: no last.pt here", out)
-    if not config.resume and last_path.exists():
-        raise PhraseRescoreError("this directory already holds a training run; pass --resume to continue it "
-                                 "or choose another --out", out)
+    last_path = out / LAST
+    check_run_dir(out, config.resume)
     device = resolve_device(config.device)
     sentences = read_sentences(corpus)
     if valid is not None:
@@ -185,106 +173,67 @@ def train_cslm(corpus: str | os.PathLike, out_dir: str | os.PathLike, config: Tr
     model = CSLM(mcfg).to(device)
     model.train()
     opt = torch.optim.Adam(model.parameters(), lr=config.lr)
-    state = {"step": 0, "epoch": 0, "batch": 0, "elapsed_s": 0.0, "best_valid_ppl": math.inf, "bad_evals": 0,
-             "log": []}
+    loop = TrainingLoop(out, max_steps=config.max_steps, valid_every=config.valid_every, patience=config.patience,
+                        time_budget_s=config.time_budget_s, log_columns=LOG_COLUMNS, desc="train-cslm",
+                        position={"epoch": 0, "batch": 0})
     if config.resume:
         ck = read_checkpoint(last_path, device, CSLM_KIND)
         ts = ck.get("train_state") or {}
         if not ts:
             raise PhraseRescoreError("last.pt holds no training state", last_path)
-        changed = [k for k in TrainCSLMConfig.TRAJECTORY if ts["config"].get(k) != getattr(config, k)]
-        if changed:
-            raise PhraseRescoreError("cannot resume with different settings: " + ", ".join(
-                f"{k} was {ts['config'].get(k)!r}, now {getattr(config, k)!r}" for k in changed), last_path)
+        check_same_settings(ts["config"], config, TrainCSLMConfig.TRAJECTORY, last_path)
         if ts["data_sha256"] != hashes:
             raise PhraseRescoreError("cannot resume: the corpus or the validation text changed since this run "
                                      "started", last_path)
         model.load_state_dict(ck["state_dict"])
         opt.load_state_dict(ts["optimizer"])
         torch.set_rng_state(ts["torch_rng"])
-        state = {k: ts[k] for k in state}
-        state["log"] = [dict(r) for r in ts["log"]]
-        _write_log(log_path, state["log"])
+        loop.resume(ts)
     out.mkdir(parents=True, exist_ok=True)
-
-    def train_state() -> dict:
-        return {"config": dataclasses.asdict(config), "data_sha256": hashes, "optimizer": opt.state_dict(),
-                "torch_rng": torch.get_rng_state(), **state}
 
     n = len(tgt)
     n_batches = math.ceil(n / config.batch_size)
-    window_loss, window_n, last_valid, stop = 0.0, 0, math.nan, None
-    start_step, run_start = state["step"], time.monotonic()
-    pb = progress.bar(total=config.max_steps, desc="train-cslm", unit="step", initial=state["step"])
+    perm = None                 # this epoch's order of the events
 
-    def validate_and_save(on_schedule: bool) -> None:
-        nonlocal window_loss, window_n, last_valid
-        last_valid = cslm_perplexity(model, vctx, vtgt, vextra)
-        if not len(vtgt) or last_valid < state["best_valid_ppl"]:
-            state["best_valid_ppl"] = last_valid if len(vtgt) else state["best_valid_ppl"]
-            save_checkpoint(best_path, model, vocab, None)
-            state["bad_evals"] = 0 if on_schedule else state["bad_evals"]
-        elif on_schedule:
-            state["bad_evals"] += 1
-        state["log"].append({"step": state["step"], "epoch": round(state["epoch"] + state["batch"] / n_batches, 4),
-                             "elapsed_s": round(state["elapsed_s"], 3),
-                             "train_loss": window_loss / window_n if window_n else math.nan,
-                             "valid_ppl": last_valid, "best_valid_ppl": state["best_valid_ppl"]})
-        window_loss, window_n = 0.0, 0
-        save_checkpoint(last_path, model, vocab, train_state())
-        _write_log(log_path, state["log"])
-        pb.set_postfix(valid_ppl=f"{last_valid:.2f}", refresh=False)
+    def train_step() -> tuple[float, int, int]:
+        """One Adam step on the next batch of events: (its mean cross-entropy, its events twice: each is
+        one target token)."""
+        nonlocal perm
+        state = loop.state
+        if perm is None or state["batch"] == 0:
+            perm = np.random.default_rng([config.seed, state["epoch"]]).permutation(n)
+        idx = perm[state["batch"] * config.batch_size:(state["batch"] + 1) * config.batch_size]
+        c = torch.from_numpy(ctx[idx]).to(device)
+        t = torch.from_numpy(tgt[idx]).to(device)
+        loss = torch.nn.functional.nll_loss(model(c), t)
+        if not torch.isfinite(loss):
+            raise PhraseRescoreError(f"training loss became {loss.item()} at step {state['step'] + 1}; stopped "
+                                     "(try a lower --lr)", out)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        state["batch"] += 1
+        if state["batch"] == n_batches:
+            state["epoch"], state["batch"] = state["epoch"] + 1, 0
+        return loss.item(), len(idx), len(idx)
 
-    perm = None
-    try:
-        while True:
-            if state["step"] >= config.max_steps:
-                stop = "max_steps"
-            elif config.time_budget_s is not None and state["elapsed_s"] >= config.time_budget_s:
-                stop = "time_budget"
-            elif config.patience is not None and state["bad_evals"] >= config.patience:
-                stop = "patience"
-            if stop:
-                break
-            t0 = time.monotonic()
-            if perm is None or state["batch"] == 0:
-                perm = np.random.default_rng([config.seed, state["epoch"]]).permutation(n)
-            idx = perm[state["batch"] * config.batch_size:(state["batch"] + 1) * config.batch_size]
-            c = torch.from_numpy(ctx[idx]).to(device)
-            t = torch.from_numpy(tgt[idx]).to(device)
-            loss = torch.nn.functional.nll_loss(model(c), t)
-            if not torch.isfinite(loss):
-                raise PhraseRescoreError(f"training loss became {loss.item()} at step {state['step'] + 1}; stopped "
-                                         "(try a lower --lr)", out)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-            state["step"] += 1
-            state["batch"] += 1
-            if state["batch"] == n_batches:
-                state["epoch"], state["batch"] = state["epoch"] + 1, 0
-            window_loss += loss.item() * len(idx)
-            window_n += len(idx)
-            state["elapsed_s"] += time.monotonic() - t0
-            pb.update(1)
-            if state["step"] % 50 == 0:
-                pb.set_postfix(loss=f"{window_loss / window_n:.3f}", valid_ppl=f"{last_valid:.2f}", refresh=False)
-            if state["step"] % config.valid_every == 0:
-                validate_and_save(on_schedule=True)
-        if not state["log"] or state["log"][-1]["step"] != state["step"]:
-            validate_and_save(on_schedule=False)
-    finally:
-        pb.close()
-    wall = time.monotonic() - run_start
-    steps_here = state["step"] - start_step
+    stop = loop.run(
+        train_step,
+        validate=lambda: cslm_perplexity(model, vctx, vtgt, vextra),
+        save=lambda path, train_state: save_checkpoint(path, model, vocab, train_state),
+        own_state=lambda: {"config": dataclasses.asdict(config), "data_sha256": hashes,
+                           "optimizer": opt.state_dict(), "torch_rng": torch.get_rng_state()},
+        log_extra=lambda: {"epoch": round(loop.state["epoch"] + loop.state["batch"] / n_batches, 4)},
+        held_out=len(vtgt) > 0)
     summary = CSLMSummary(
-        steps=state["step"], stop_reason=stop, best_valid_ppl=state["best_valid_ppl"], last_valid_ppl=last_valid,
+        steps=loop.state["step"], stop_reason=stop, best_valid_ppl=loop.state["best_valid_ppl"],
+        last_valid_ppl=loop.last_valid,
         ngram_valid_ppl=ngram_ppl, valid_sentences=len(valid_sents), valid_tokens=int(len(vtgt)),
         valid_source=os.fspath(valid) if valid is not None else "held out of the corpus",
         shortlist=len(vocab) - 3, oos_types=len(vocab.oos_words),
-        events_per_s=steps_here * config.batch_size / wall if wall > 0 and steps_here else 0.0,
-        seconds=time.monotonic() - t_start, out_dir=os.fspath(out), model=os.fspath(best_path), device=str(device),
-        lm=None if lm is None else os.fspath(lm), history=[dict(r) for r in state["log"]])
+        events_per_s=loop.per_second(config.batch_size), seconds=time.monotonic() - t_start, out_dir=os.fspath(out),
+        model=os.fspath(loop.best_path), device=str(device), lm=None if lm is None else os.fspath(lm),
+        history=[dict(r) for r in loop.state["log"]])
     with atomic_open(out / "summary.json", "w") as f:
         json.dump({k: v for k, v in dataclasses.asdict(summary).items() if k not in ("history", "seconds",
                                                                                     "events_per_s")},

@@ -50,6 +50,7 @@ from .model.checkpoint import BEST, LAST, OLD_BEST, SEQ2SEQ, load_checkpoint, sa
 from .model.seq2seq import Seq2Seq, Seq2SeqConfig
 from .sentences import encode_eos, read_parallel
 from .train import TrainSummary
+from .training_loop import check_world_size
 from .vocab import Vocabularies, build_vocab
 
 
@@ -259,12 +260,7 @@ def train(cfg: TrainSeq2SeqConfig) -> TrainSummary:
             raise PhraseRescoreError(f"cannot resume: the checkpoint's model {model.cfg} differs from the "
                                      f"requested one (use another --out-dir or --no-resume)", last_path)
         _check_resumable(cfg, ck.train_state, hashes, last_path)
-        saved_world = ck.train_state.get("world_size", 1)
-        if saved_world != dist.world_size:
-            raise PhraseRescoreError(
-                f"cannot resume: last.pt was saved by a run of {saved_world} process(es), this one has "
-                f"{dist.world_size} (WORLD_SIZE); relaunch with {saved_world} in all (torchrun --nnodes x "
-                "--nproc-per-node), or use another --out-dir or --no-resume", last_path)
+        check_world_size(ck.train_state.get("world_size", 1), dist, last_path, "use another --out-dir or --no-resume")
         state.update(ck.train_state)
         resumed_from = state["epoch"] + state.get("progress_in_epoch", 0.0)
         if dist.is_main and (out / OLD_BEST).exists() and not best_path.exists():  # the earlier layout's name

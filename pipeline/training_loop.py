@@ -1,0 +1,192 @@
+"""The training loop of the trainers that count updates: ``train`` (the RNN Encoder-Decoder) and
+``train-cslm`` (the CSLM); and the resume checks that ``train-seq2seq`` makes too.
+
+:class:`TrainingLoop` owns the schedule and its bookkeeping; a trainer brings what is its own (model,
+batches, loss, optimizer, what its checkpoint holds) as functions (see :meth:`TrainingLoop.run`). The
+schedule, as nanoGPT's train loop and Joey NMT's ``TrainManager`` run it:
+
+1. stop when ``max_steps`` updates are done, when the training time reaches ``time_budget_s``, or when
+   ``patience`` scheduled validations in a row have not lowered the best validation perplexity;
+2. else take one update and count it: the step, the window's loss (since the last validation), its time;
+3. every ``valid_every`` updates validate: ``model.pt`` when the perplexity is the lowest so far (or
+   always, when there are no held-out data: the model is then the latest weights and patience never runs
+   out), a row of the log, ``last.pt`` with everything a resume needs, the log file.
+
+A run that stops between validations validates once more after the loop, off the schedule (patience
+neither grows nor resets), so that ``last.pt`` and the log end where the run did.
+
+The training time is the time of the updates themselves (validations and checkpoints not counted), this
+run's and earlier ones'. Under ``torchrun`` rank 0's clock decides the time budget (broadcast), so every
+rank stops at the same step; rank 0 alone writes files, and every rank waits for them after a validation.
+
+``last.pt`` holds the loop's counters and log beside the trainer's own state: :meth:`TrainingLoop.resume`
+takes them back and rewrites the log file from them (a kill between ``last.pt`` and the log's rewrite
+leaves a log of one row more).
+"""
+from __future__ import annotations
+
+import csv
+import math
+import time
+from pathlib import Path
+from typing import Callable
+
+from phrase_rescore.core import progress
+from phrase_rescore.core.errors import PhraseRescoreError
+from phrase_rescore.core.fileio import atomic_open
+
+from .distributed import Dist
+from .model.checkpoint import BEST, LAST
+
+LOG = "train_log.csv"
+POSTFIX_EVERY = 20          # updates between refreshes of the progress bar's loss
+
+
+def check_run_dir(out: Path, resume: bool) -> None:
+    """A resume needs ``out/last.pt``; a fresh run must not overwrite one."""
+    last = out / LAST
+    if resume and not last.exists():
+        raise PhraseRescoreError("nothing to resume: no last.pt here", out)
+    if not resume and last.exists():
+        raise PhraseRescoreError("this directory already holds a training run; pass --resume to continue it "
+                                 "or choose another --out", out)
+
+
+def check_same_settings(old: dict, config, trajectory: tuple, last_path: Path) -> None:
+    """Refuse to resume with other values of the settings that decide the trajectory."""
+    changed = [k for k in trajectory if old.get(k) != getattr(config, k)]
+    if changed:
+        raise PhraseRescoreError("cannot resume with different settings: " + ", ".join(
+            f"{k} was {old.get(k)!r}, now {getattr(config, k)!r}" for k in changed), last_path)
+
+
+def check_world_size(saved: int, dist: Dist, last_path: Path, instead: str) -> None:
+    """Refuse to resume under another number of processes than ``last.pt`` was saved by: the ranks' slices
+    of each batch, and so the trajectory, depend on it. ``instead``: the command's other way out."""
+    if saved != dist.world_size:
+        raise PhraseRescoreError(
+            f"cannot resume: last.pt was saved by a run of {saved} process(es), this one has "
+            f"{dist.world_size} (WORLD_SIZE); relaunch with {saved} in all (torchrun --nnodes x "
+            f"--nproc-per-node), or {instead}", last_path)
+
+
+def write_csv_log(path: Path, columns: list[str], rows: list[dict]) -> None:
+    """The training log, one row per validation, rewritten whole (atomically) each time."""
+    with atomic_open(path, "w") as f:
+        w = csv.DictWriter(f, fieldnames=columns, lineterminator="\n")
+        w.writeheader()
+        w.writerows(rows)
+
+
+class TrainingLoop:
+    """The schedule of one training run into ``out_dir`` and its counters.
+
+    ``state`` is what ``last.pt`` keeps of the loop: ``step``, the trainer's ``position`` keys (where its
+    batches stand, e.g. ``pairs_seen``, or ``epoch`` and ``batch``; the trainer advances them),
+    ``elapsed_s`` (training time), ``best_valid_ppl``, ``bad_evals`` (validations without improvement) and
+    ``log`` (the log's rows). ``log_columns`` name the log file's columns: ``step``, ``elapsed_s``,
+    ``train_loss`` (per example over the window), ``train_ppl`` (per target token over the window),
+    ``valid_ppl``, ``best_valid_ppl``, the position keys and what the trainer's ``log_extra`` adds.
+    ``clock`` measures the training time and the wall time of the loop.
+    """
+
+    def __init__(self, out_dir, *, max_steps: int, valid_every: int, patience: int | None,
+                 time_budget_s: float | None, log_columns: list[str], desc: str, position: dict | None = None,
+                 dist: Dist = Dist(), clock: Callable[[], float] = time.monotonic):
+        self.out = Path(out_dir)
+        self.last_path, self.best_path, self.log_path = self.out / LAST, self.out / BEST, self.out / LOG
+        self.max_steps, self.valid_every, self.patience = max_steps, valid_every, patience
+        self.time_budget_s, self.log_columns, self.desc = time_budget_s, log_columns, desc
+        self.dist, self.clock = dist, clock
+        self.state = {"step": 0, **(position or {}), "elapsed_s": 0.0, "best_valid_ppl": math.inf,
+                      "bad_evals": 0, "log": []}
+        self.last_valid = math.nan          # the latest validation perplexity
+        self.steps_here, self.wall_s = 0, 0.0  # this call's updates and the wall time of its loop
+
+    def resume(self, train_state: dict) -> None:
+        """Take the counters and the log back from ``last.pt``'s training state; rewrite the log file."""
+        self.state = {k: train_state[k] for k in self.state}
+        self.state["log"] = [dict(r) for r in train_state["log"]]
+        if self.dist.is_main:
+            write_csv_log(self.log_path, self.log_columns, self.state["log"])
+
+    def stop_reason(self) -> str | None:
+        """Why the run stops before the next update, or None."""
+        if self.state["step"] >= self.max_steps:
+            return "max_steps"
+        if self.time_budget_s is not None and self.dist.broadcast([self.state["elapsed_s"]])[0] >= self.time_budget_s:
+            return "time_budget"        # rank 0's clock decides for all
+        if self.patience is not None and self.state["bad_evals"] >= self.patience:
+            return "patience"
+        return None
+
+    def per_second(self, examples_per_step: int) -> float:
+        """Examples per second of this call's loop (validations included)."""
+        return self.steps_here * examples_per_step / self.wall_s if self.wall_s > 0 and self.steps_here else 0.0
+
+    def run(self, train_step: Callable[[], tuple[float, int, int]], validate: Callable[[], float],
+            save: Callable[[Path, dict | None], None], own_state: Callable[[], dict],
+            log_extra: Callable[[], dict], held_out: bool) -> str:
+        """Train until a stop rule holds; returns its name (``max_steps``, ``time_budget`` or ``patience``).
+
+        :param train_step: one update; returns (the mean loss per example, the examples, the target tokens).
+            It advances the position keys of ``state``; ``state["step"]`` is the number of updates before it.
+        :param validate: the validation perplexity (NaN when there are no held-out data).
+        :param save: write the weights, with ``train_state`` (None for ``model.pt``), to the path.
+        :param own_state: the trainer's part of ``last.pt``'s training state (settings, data hashes,
+            optimizer, RNG...); the loop's ``state`` follows it.
+        :param log_extra: the trainer's columns of the row logged now.
+        :param held_out: whether there are held-out data to validate on.
+        """
+        state, dist = self.state, self.dist
+        run_start, start_step = self.clock(), state["step"]
+        window = {"loss": 0.0, "examples": 0, "tokens": 0}      # since the last validation
+        bar = progress.bar(total=self.max_steps, desc=self.desc, unit="step", initial=state["step"])
+
+        def validate_and_save(on_schedule: bool) -> None:
+            ppl = self.last_valid = validate()
+            if held_out and ppl < state["best_valid_ppl"]:
+                state["best_valid_ppl"] = ppl
+                if dist.is_main:
+                    save(self.best_path, None)
+                if on_schedule:
+                    state["bad_evals"] = 0
+            elif not held_out:  # the model is the latest weights; patience never runs out
+                if dist.is_main:
+                    save(self.best_path, None)
+            elif on_schedule:
+                state["bad_evals"] += 1
+            train_loss = window["loss"] / window["examples"] if window["examples"] else math.nan
+            values = {**state, "elapsed_s": round(state["elapsed_s"], 3), "train_loss": train_loss,
+                      "valid_ppl": ppl, **log_extra()}
+            if "train_ppl" in self.log_columns:
+                values["train_ppl"] = math.exp(window["loss"] / window["tokens"]) if window["tokens"] else math.nan
+            state["log"].append({c: values[c] for c in self.log_columns})
+            window.update(loss=0.0, examples=0, tokens=0)
+            if dist.is_main:
+                save(self.last_path, {**own_state(), **state})
+                write_csv_log(self.log_path, self.log_columns, state["log"])
+            dist.barrier()              # no rank runs ahead of the checkpoint
+            bar.set_postfix(loss=f"{train_loss:.3f}", valid_ppl=f"{ppl:.2f}", refresh=False)
+
+        try:
+            while (stop := self.stop_reason()) is None:
+                t0 = self.clock()
+                loss, examples, tokens = train_step()
+                state["step"] += 1
+                window["loss"] += loss * examples
+                window["examples"] += examples
+                window["tokens"] += tokens
+                state["elapsed_s"] += self.clock() - t0
+                bar.update(1)
+                if state["step"] % POSTFIX_EVERY == 0:
+                    bar.set_postfix(loss=f"{window['loss'] / window['examples']:.3f}",
+                                    valid_ppl=f"{self.last_valid:.2f}", refresh=False)
+                if state["step"] % self.valid_every == 0:
+                    validate_and_save(on_schedule=True)
+            if not state["log"] or state["log"][-1]["step"] != state["step"]:
+                validate_and_save(on_schedule=False)
+        finally:
+            bar.close()
+        self.steps_here, self.wall_s = state["step"] - start_step, self.clock() - run_start
+        return stop

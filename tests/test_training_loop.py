@@ -1,0 +1,263 @@
+"""The training loop the three trainers share (pipeline/training_loop.py): fixed short runs of each trainer
+give the same weights, optimizer state, RNG state and log rows as the trainers gave before the loop was
+shared, and a run resumed from last.pt gives what an uninterrupted one gives, to the bit.
+
+A fingerprint is the sha256 of the saved tensors and numbers (model.pt's and last.pt's weights, last.pt's
+training state: optimizer, sampler, RNG, counters, log) and of the log file's rows, timing columns
+(``elapsed_s``) and file paths left out.
+"""
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+import math
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from phrase_rescore.pipeline.prepare import PrepareConfig, prepare
+from phrase_rescore.pipeline.train import TrainConfig, train
+from phrase_rescore.pipeline.train_cslm import TrainCSLMConfig, train_cslm
+from phrase_rescore.pipeline.train_seq2seq import TrainSeq2SeqConfig
+from phrase_rescore.pipeline.train_seq2seq import train as train_seq2seq
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+UNTIMED = ("elapsed_s",)                                            # wall-clock columns differ run to run
+NOT_RESULTS = ("config", "train_config", "data_sha256", "pairs_sha256")  # settings and input paths/hashes
+
+
+def _digest(h, obj) -> None:
+    """Feed ``obj`` (tensors, numbers, strings, lists, dicts) into ``h`` in a fixed order."""
+    if isinstance(obj, torch.Tensor):
+        t = obj.detach().cpu().contiguous()
+        h.update(f"T{t.dtype}{tuple(t.shape)}".encode())
+        h.update(t.numpy().tobytes() if t.dtype != torch.bfloat16 else t.view(torch.int16).numpy().tobytes())
+    elif isinstance(obj, dict):
+        h.update(b"{")
+        for k in sorted(obj, key=str):
+            if k in UNTIMED or k in NOT_RESULTS:
+                continue
+            h.update(repr(k).encode())
+            _digest(h, obj[k])
+        h.update(b"}")
+    elif isinstance(obj, (list, tuple)):
+        h.update(b"[")
+        for x in obj:
+            _digest(h, x)
+        h.update(b"]")
+    elif isinstance(obj, np.ndarray):
+        h.update(f"A{obj.dtype}{obj.shape}".encode() + obj.tobytes())
+    else:
+        h.update(repr(obj).encode())
+
+
+def _sha(obj) -> str:
+    h = hashlib.sha256()
+    _digest(h, obj)
+    return h.hexdigest()[:16]
+
+
+def _log_rows(path: Path) -> list:
+    if path.suffix == ".jsonl":
+        return [json.loads(line) for line in path.read_text().splitlines()]
+    with open(path, newline="") as f:
+        return [{k: v for k, v in r.items() if k not in UNTIMED} for r in csv.DictReader(f)]
+
+
+def fingerprint(out: Path, summary) -> dict:
+    """What a run leaves behind, as short hashes: the weights of model.pt and last.pt, last.pt's optimizer
+    state, the rest of its training state, the log file's rows; and the summary's steps and stop reason."""
+    best = torch.load(out / "model.pt", weights_only=True)
+    last = torch.load(out / "last.pt", weights_only=True)
+    ts = dict(last["train_state"])
+    log = out / ("train_log.jsonl" if (out / "train_log.jsonl").exists() else "train_log.csv")
+    return {"model.pt": _sha(best["state_dict"]), "last.pt": _sha(last["state_dict"]),
+            "optimizer": _sha(ts.pop("optimizer", None)), "train_state": _sha(ts), "log": _sha(_log_rows(log)),
+            "steps": summary.steps, "stop": summary.stop_reason}
+
+
+# --- the three trainers' fixed runs: 60 updates, validation every 20, and the same resumed at 40
+
+def _pairs(tmp: Path) -> Path:
+    r = random.Random(0)
+    lines = set()
+    while len(lines) < 400:                 # word-for-word 'translations' s_i -> t_(7i+3 mod 30)
+        src = [r.randrange(30) for _ in range(r.randint(1, 4))]
+        lines.add(f"{' '.join(f's{w}' for w in src)} ||| {' '.join(f't{(7 * w + 3) % 30}' for w in src)} "
+                  "||| 0.1 0.2 0.3 0.4\n")
+    (tmp / "table.txt").write_text("".join(sorted(lines)))
+    prepare(tmp / "table.txt", tmp / "pairs", PrepareConfig(vocab_size=100, valid_fraction=0.1, seed=1))
+    return tmp / "pairs"
+
+
+def run_encdec(tmp: Path, out: str, steps: int, resume: bool = False):
+    pairs = tmp / "pairs" if (tmp / "pairs").exists() else _pairs(tmp)
+    cfg = TrainConfig(model_overrides=dict(emb_dim=16, hidden_dim=32, maxout_units=16, rank=16), init_std=0.1,
+                      batch_size=16, max_steps=steps, valid_every=20, patience=2, seed=3, device="cpu",
+                      resume=resume)
+    return train(pairs, tmp / out, cfg)
+
+
+CORPUS = ["the house is small", "the house is little", "it is a small house", "hello", "a house is a house",
+          "the small house is old", "it is old", "hello house"] * 3
+
+
+def run_cslm(tmp: Path, out: str, steps: int, resume: bool = False):
+    (tmp / "corpus.txt").write_text("\n".join(CORPUS) + "\n")
+    (tmp / "valid.txt").write_text("the house is old\nit is a small zebra\n")
+    cfg = TrainCSLMConfig(emb_dim=4, hidden1=8, hidden2=8, order=3, batch_size=16, dropout=0.3, max_steps=steps,
+                          valid_every=20, patience=2, device="cpu", resume=resume)
+    return train_cslm(tmp / "corpus.txt", tmp / out, cfg, valid=tmp / "valid.txt")
+
+
+def run_seq2seq(tmp: Path, out: str, epochs: float):
+    rng = np.random.default_rng(2)
+    src = [list(rng.choice([f"w{i}" for i in range(5)], rng.integers(1, 5))) for _ in range(120)]
+    (tmp / "s.txt").write_text("".join(" ".join(x) + "\n" for x in src))
+    (tmp / "t.txt").write_text("".join(" ".join(x[::-1]) + "\n" for x in src))
+    cfg = TrainSeq2SeqConfig(str(tmp / "s.txt"), str(tmp / "t.txt"), str(tmp / out), valid_size=20, emb_dim=8,
+                             hidden_dim=8, num_layers=1, batch_size=8, decay_start=1.0, seed=4, epochs=epochs,
+                             save_every=5, device="cpu")
+    return train_seq2seq(cfg)
+
+
+def fingerprints(tmp: Path) -> dict:
+    """Each trainer's runs: 60 updates straight; 40, then resumed to 60; 50 (a last validation off the
+    schedule). Seq2Seq counts epochs: 2.5 straight; 1.5, then resumed to 2.5."""
+    tmp.mkdir(parents=True, exist_ok=True)
+    out = {}
+    for name, run in (("encdec", run_encdec), ("cslm", run_cslm)):
+        d = tmp / name
+        d.mkdir(exist_ok=True)
+        out[f"{name} 60"] = fingerprint(d / "a", run(d, "a", 60))
+        run(d, "b", 40)
+        out[f"{name} 40+20"] = fingerprint(d / "b", run(d, "b", 60, resume=True))
+        out[f"{name} 50"] = fingerprint(d / "c", run(d, "c", 50))
+    d = tmp / "seq2seq"
+    d.mkdir(exist_ok=True)
+    out["seq2seq 2.5"] = fingerprint(d / "a", run_seq2seq(d, "a", 2.5))
+    run_seq2seq(d, "b", 1.5)
+    out["seq2seq 1.5+1"] = fingerprint(d / "b", run_seq2seq(d, "b", 2.5))
+    return out
+
+
+# Recorded with the trainers as they were before pipeline/training_loop.py (torch 2.13.0, CPU, AVX512 kernels,
+# one thread). Other CPU kernels (AVX2, another torch) may round differently, so they are compared only
+# where the kernels are the recording's; `python tests/test_training_loop.py` prints a checkout's values.
+RECORDED_ON = ("2.13.0", "AVX512")
+RECORDED = {
+    'encdec 60': {'model.pt': 'fa2d97c2174d65fe', 'last.pt': 'fa2d97c2174d65fe', 'optimizer': '474e191c0ebd742b', 'train_state': '6e0708714659373c', 'log': '54a2d1167e866d23', 'steps': 60, 'stop': 'max_steps'},
+    'encdec 40+20': {'model.pt': 'fa2d97c2174d65fe', 'last.pt': 'fa2d97c2174d65fe', 'optimizer': '474e191c0ebd742b', 'train_state': '6e0708714659373c', 'log': '54a2d1167e866d23', 'steps': 60, 'stop': 'max_steps'},
+    'encdec 50': {'model.pt': '1cf737801d546c4b', 'last.pt': '1cf737801d546c4b', 'optimizer': '47bb04769c079978', 'train_state': '4386a657948121a7', 'log': '0eb440e34bc94804', 'steps': 50, 'stop': 'max_steps'},
+    'cslm 60': {'model.pt': '8376769ff6916aab', 'last.pt': '8376769ff6916aab', 'optimizer': '4a77e9b2b8f5520f', 'train_state': '48fe13266882f53b', 'log': '0dc6395c31088e85', 'steps': 60, 'stop': 'max_steps'},
+    'cslm 40+20': {'model.pt': '8376769ff6916aab', 'last.pt': '8376769ff6916aab', 'optimizer': '4a77e9b2b8f5520f', 'train_state': '48fe13266882f53b', 'log': '0dc6395c31088e85', 'steps': 60, 'stop': 'max_steps'},
+    'cslm 50': {'model.pt': 'fae5262c0cb09c44', 'last.pt': 'fae5262c0cb09c44', 'optimizer': '19d6ebef168394ff', 'train_state': 'cdb0622568c950e9', 'log': 'd360d39d3aff761c', 'steps': 50, 'stop': 'max_steps'},
+    'seq2seq 2.5': {'model.pt': 'a82071c4e75e6768', 'last.pt': '36f0ccff8afc1dff', 'optimizer': 'dc937b59892604f5', 'train_state': 'bb01ed98ce74af4e', 'log': '2fc524fd397a59a8', 'steps': 35, 'stop': 'epochs'},
+    'seq2seq 1.5+1': {'model.pt': 'a82071c4e75e6768', 'last.pt': '36f0ccff8afc1dff', 'optimizer': 'dc937b59892604f5', 'train_state': 'bb01ed98ce74af4e', 'log': '2fc524fd397a59a8', 'steps': 35, 'stop': 'epochs'},
+}
+
+
+def _kernels() -> tuple[str, str]:
+    return torch.__version__.split("+")[0], torch.backends.cpu.get_cpu_capability()
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory, monkeypatch_module):
+    torch.set_num_threads(1)
+    return fingerprints(tmp_path_factory.mktemp("runs"))
+
+
+@pytest.fixture(scope="module")
+def monkeypatch_module():
+    with pytest.MonkeyPatch.context() as m:
+        m.setenv("PHRASE_RESCORE_QUIET", "1")
+        yield m
+
+
+@pytest.mark.parametrize("straight, resumed", [("encdec 60", "encdec 40+20"), ("cslm 60", "cslm 40+20"),
+                                               ("seq2seq 2.5", "seq2seq 1.5+1")])
+def test_a_run_resumed_from_last_pt_is_the_uninterrupted_run_to_the_bit(runs, straight, resumed):
+    assert runs[resumed] == runs[straight]
+
+
+def test_the_fixed_runs_give_what_the_trainers_gave_before_the_loop_was_shared(runs):
+    if _kernels() != RECORDED_ON:
+        pytest.skip(f"recorded with torch {RECORDED_ON[0]} on {RECORDED_ON[1]} kernels; this is torch "
+                    f"{_kernels()[0]} on {_kernels()[1]}, whose float rounding may differ")
+    assert runs == RECORDED
+
+
+# --- the schedule itself, with a scripted trainer: each update's loss is 1, each validation's perplexity
+# the next of a list
+
+def _scripted(tmp_path, ppls, held_out=True, **schedule):
+    from phrase_rescore.pipeline.training_loop import TrainingLoop
+
+    loop = TrainingLoop(tmp_path, log_columns=["step", "elapsed_s", "train_loss", "valid_ppl", "best_valid_ppl"],
+                        desc="test", **{"patience": None, "time_budget_s": None, **schedule})
+    saved, script = [], iter(ppls)
+
+    def save(path, train_state):
+        saved.append((loop.state["step"], path.name))
+        assert (train_state is None) == (path.name == "model.pt")
+        if train_state is not None:
+            assert train_state["mine"] == "kept" and train_state["step"] == loop.state["step"]
+
+    stop = loop.run(lambda: (1.0, 4, 8), validate=lambda: next(script), save=save, own_state=lambda: {"mine": "kept"},
+                    log_extra=dict, held_out=held_out)
+    return stop, loop, saved
+
+
+@pytest.mark.parametrize("schedule, ppls, held_out, stop, steps, bad_evals, best_saved_at", [
+    # patience counts scheduled validations without a new best
+    (dict(max_steps=100, valid_every=3, patience=2), [5, 4, 4.5, 4.6], True, "patience", 12, 2, [3, 6]),
+    # a last validation off the schedule (step 7) may save a new best, but leaves patience as it was
+    (dict(max_steps=7, valid_every=3, patience=5), [5, 6, 4], True, "max_steps", 7, 1, [3, 7]),
+    # without held-out data model.pt is the latest weights, and patience never runs out
+    (dict(max_steps=6, valid_every=2, patience=1), [math.nan] * 3, False, "max_steps", 6, 0, [2, 4, 6]),
+    # a NaN perplexity with held-out data is no improvement
+    (dict(max_steps=10, valid_every=2, patience=1), [3, math.nan], True, "patience", 4, 1, [2]),
+    # the time budget counts the updates' time, so a budget of 0 stops before the first
+    (dict(max_steps=4, valid_every=2, time_budget_s=0.0), [3], True, "time_budget", 0, 0, [0]),
+])
+def test_schedule(tmp_path, schedule, ppls, held_out, stop, steps, bad_evals, best_saved_at):
+    got, loop, saved = _scripted(tmp_path, ppls, held_out, **schedule)
+    assert (got, loop.state["step"], loop.state["bad_evals"]) == (stop, steps, bad_evals)
+    assert [s for s, name in saved if name == "model.pt"] == best_saved_at
+    assert [s for s, name in saved if name == "last.pt"] == [r["step"] for r in loop.state["log"]]
+    with open(tmp_path / "train_log.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert [int(r["step"]) for r in rows] == [r["step"] for r in loop.state["log"]] and len(rows) == len(ppls)
+    assert all(float(r["train_loss"]) == 1.0 for r in rows if int(r["step"]) > 0)
+
+
+def test_resume_takes_the_counters_and_rewrites_the_log(tmp_path):
+    _, first, _ = _scripted(tmp_path, [5, 4], max_steps=4, valid_every=2)
+    (tmp_path / "train_log.csv").write_text("step\n")         # a log a kill left behind
+    from phrase_rescore.pipeline.training_loop import TrainingLoop
+
+    again = TrainingLoop(tmp_path, max_steps=6, valid_every=2, patience=None, time_budget_s=None,
+                         log_columns=["step", "elapsed_s", "train_loss", "valid_ppl", "best_valid_ppl"], desc="test")
+    again.resume({**first.state, "mine": "not the loop's"})
+    assert again.state == first.state and "mine" not in again.state
+    assert (tmp_path / "train_log.csv").read_text().splitlines()[1:] == [
+        ",".join(str(r[c]) for c in ["step", "elapsed_s", "train_loss", "valid_ppl", "best_valid_ppl"])
+        for r in first.state["log"]]
+
+
+if __name__ == "__main__":                  # prints the fingerprints of this checkout's trainers
+    import os
+    import sys
+    import tempfile
+
+    os.environ["PHRASE_RESCORE_QUIET"] = "1"
+    torch.set_num_threads(1)
+    with tempfile.TemporaryDirectory() as t:
+        for k, v in fingerprints(Path(t)).items():
+            print(f"    {k!r}: {v!r},")
+    print(torch.__version__, torch.backends.cpu.get_cpu_capability(), file=sys.stderr)

@@ -8,7 +8,9 @@ gradient's global norm clipped at 1.0. The loss is equation (4): the mean over t
 Outputs in ``out_dir``: ``model.pt`` (best validation perplexity so far), ``last.pt`` (the latest
 state, with everything needed to resume exactly), ``train_log.csv`` (one row per validation).
 A resumed run continues with the same sampler position, optimizer state and RNG state, so it
-produces the same weights as a run that never stopped.
+produces the same weights as a run that never stopped. The schedule (validations, checkpoints, patience,
+time budget, the log) is :class:`~.training_loop.TrainingLoop`'s; the model, batches, loss and
+optimizer are this module's.
 
 Under ``torchrun`` (``WORLD_SIZE`` > 1) the run is data-parallel (DistributedDataParallel): every rank
 draws the same global batch of ``batch_size`` from the same seeded sampler and takes its own contiguous

@@ -11,7 +11,8 @@ is a function of (seed, epoch).
 Outputs in ``out_dir``: ``model.pt`` (the lowest validation perplexity), ``last.pt`` (the latest state:
 weights, Adam's state, the epoch and batch position, the torch RNG state, the log), ``train_log.csv``
 (step, training loss, validation perplexity) and ``summary.json``. ``--resume`` continues from
-``last.pt`` with the same batches, optimizer state and dropout masks as a run that never stopped.
+``last.pt`` with the same batches, optimizer state and dropout masks as a run that never stopped. The
+schedule (validations, checkpoints, patience, time budget, the log) is :class:`~.training_loop.TrainingLoop`'s.
 
 Perplexity (the CSLM's and, with ``--lm``, the n-gram LM's through KenLM) is per token of the held-out
 text, ``</s>`` counted and ``<s>`` not, as KenLM's ``query`` counts; the CSLM's includes log q of the

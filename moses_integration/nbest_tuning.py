@@ -213,7 +213,7 @@ def tune_nbest_moses(nbest: str | os.PathLike, ref: str | os.PathLike, init: Map
     start = start_vector(layout, init)
     dim = len(start)
     names = [n for n, k in layout for _ in range(k)]
-    work = claim_output_dir(Path(workdir).resolve(), option="re-ranking tuner folder", command=WORK_COMMAND)
+    work = claim_output_dir(Path(workdir).resolve(), option="the tuner's folder", command=WORK_COMMAND)
     t0 = time.perf_counter()
     nbest_in = Path(nbest).resolve()
     if missing:

@@ -354,12 +354,14 @@ def rescore_nbest(cfg: RescoreConfig) -> RescoreSummary:
     t0 = time.perf_counter()
     install = None
     if cfg.tuner != "embedded":   # before any model is loaded or list scored
-        from phrase_rescore.moses_integration.nbest_tuning import require_tuner
+        from phrase_rescore.core.outdir import check_claimable
+        from phrase_rescore.moses_integration.nbest_tuning import WORK_COMMAND, require_tuner
 
         if not cfg.dev_nbest:
             raise PhraseRescoreError(f"--tuner {cfg.tuner} tunes the re-ranking weights on a dev n-best list: give "
                                      "--dev-nbest, --dev-src and --dev-ref")
         install = require_tuner(cfg.tuner, cfg.moses_home)
+        check_claimable(os.fspath(cfg.out_1best) + f".{cfg.tuner}", "the tuner's folder", WORK_COMMAND)
     device = default_device(cfg.device)
     scorer, kind = load_scorer(cfg.checkpoints, device, cfg.hyp_batch)
     name = cfg.feature_name or FEATURE_NAMES[kind]

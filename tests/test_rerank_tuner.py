@@ -197,3 +197,91 @@ def test_without_moses_the_tuner_is_one_error_naming_moses_home(tmp_path, monkey
     assert not (tmp_path / "o.txt").exists() and not (tmp_path / "o.txt.mert").exists()
     with pytest.raises(PhraseRescoreError, match="rerank_tuner = mert .*MOSES_HOME"):
         require_tuner("mert", option="rerank_tuner =")
+
+
+WORKFLOW = """
+[workflow]
+name = "cslm-rows"
+stages = ["train-cslm", "evaluate"]
+
+[common]
+backend = "embedded"
+threads = 1
+
+[train-cslm]
+emb_dim = 4
+hidden1 = 8
+hidden2 = 8
+max_steps = 10
+valid_every = 10
+
+[evaluate]
+target_lang = "none"
+bootstrap_samples = 20
+nbest_size = 5
+rerank_restarts = 2
+"""
+
+
+def _workflow(tmp_path: Path, tuner: str) -> tuple[Path, list[str]]:
+    from _tiny_smt import make_tiny_system
+
+    sys_ = make_tiny_system(tmp_path / "smt")
+    (tmp_path / "corpus").write_text("the house is small\nthe house\nhouse is small\nthe small house\n" * 5)
+    ins = {"tuned_baseline": sys_["ini"], "tuned_rnn": sys_["ini"], "tuned_rnn_wp": sys_["ini"],
+           "train_tgt_tok": tmp_path / "corpus", "lm": tmp_path / "smt" / "lm.arpa", "dev_src_tok": sys_["src"],
+           "phrase_table": tmp_path / "smt" / "phrase-table", "dev_ref_tok": sys_["ref"], "dev_ref": sys_["ref"],
+           "test_src_tok": sys_["src"], "test_ref": sys_["ref"]}
+    wf = tmp_path / "wf.toml"
+    wf.write_text(WORKFLOW.replace("rerank_restarts = 2", f'rerank_restarts = 2\nrerank_tuner = "{tuner}"')
+                  + "\n[inputs]\n" + "".join(f'{k} = "{v}"\n' for k, v in ins.items()))
+    return wf, ["--quiet", "run", str(wf), "--workdir", str(tmp_path / "work")]
+
+
+@needs_moses
+def test_evaluate_retunes_the_cslm_rows_with_kbmira(tmp_path, one_thread):
+    import json
+
+    from phrase_rescore.app.cli import main
+
+    _, argv = _workflow(tmp_path, "kbmira")
+    r = CliRunner().invoke(main, argv)
+    assert r.exit_code == 0, r.output + repr(r.exception)
+    ev = tmp_path / "work" / "evaluate"
+    summary = json.loads((ev / "stage-manifest.json").read_text())["summary"]["cslm_rerank"]
+    assert {c: s["tuner"] for c, s in summary.items()} == {"cslm-rnn": "kbmira", "cslm-rnn-wp": "kbmira"}
+    for config in summary:
+        folder = ev / "work" / f"test.{config}.tok.kbmira"
+        assert (folder / "kbmira.log").is_file() and (folder / "extractor.log").is_file()
+        tuned = read_moses_ini(ev / "work" / f"test.{config}.tok.weights.ini").weights
+        assert tuned == read_moses_ini(folder / "weights.ini").weights and "CSLM0" in tuned
+
+
+def test_evaluate_with_a_moses_tuner_but_no_moses_stops_before_decoding(tmp_path, monkeypatch, one_thread):
+    from phrase_rescore.app.cli import main
+
+    monkeypatch.delenv("MOSES_HOME", raising=False)
+    monkeypatch.setenv("PATH", os.pathsep.join(p for p in os.environ.get("PATH", "").split(os.pathsep)
+                                                if not (Path(p) / "moses").exists()))
+    assert find_moses() is None
+    _, argv = _workflow(tmp_path, "mert")
+    r = CliRunner().invoke(main, argv)
+    assert r.exit_code != 0
+    assert "rerank_tuner = mert" in r.output and "MOSES_HOME" in r.output, r.output
+    assert not list((tmp_path / "work" / "evaluate").rglob("*.nbest"))      # nothing was decoded
+
+
+@needs_moses
+def test_a_folder_of_the_users_in_the_tuners_place_is_refused_before_scoring(tmp_path, moses):
+    from phrase_rescore.pipeline.rescore_nbest import RescoreConfig, rescore_nbest
+
+    nbest, ref = write_dev(tmp_path, n_sent=2)
+    (tmp_path / "o.txt.kbmira").mkdir()
+    (tmp_path / "o.txt.kbmira" / "notes.txt").write_text("mine")
+    cfg = RescoreConfig(str(nbest), str(ref), [str(tmp_path / "no-model.pt")], str(tmp_path / "o.nbest"),
+                        str(tmp_path / "o.txt"), dev_nbest=str(nbest), dev_src=str(ref), dev_ref=str(ref),
+                        tuner="kbmira", device="cpu")
+    with pytest.raises(PhraseRescoreError, match="notes.txt"):
+        rescore_nbest(cfg)                   # before the (missing) model is read
+    assert (tmp_path / "o.txt.kbmira" / "notes.txt").read_text() == "mine"
+    assert not (tmp_path / "o.nbest.dev").exists()

@@ -5,11 +5,13 @@ script writes under ``WORKDIR/workflows/``, every parameter spelled out so that 
 the main workflow):
 
 - the shared stages once, in WORKDIR: split, build-smt and tokenize (``shared-system``), then prepare,
-  train, score, train-cslm and moses-ini (``shared-models``);
+  train, score and moses-ini (``shared-models``), then train-cslm (``shared-rest``);
 - per backend and MERT seed, the tuning and evaluation stages in ``WORKDIR/seeds/BACKEND-seedN/``, a
   workflow whose ``[inputs]`` are the shared stages' outputs (the embedded MERT is seeded by
   ``tune.seed``; mert-moses.pl draws its random restarts unseeded, so its runs differ by chance alone).
-  The baseline's tuning needs only the built system: with ``--jobs`` above 1 it runs beside training.
+  Each tuning run is a job of its own, started as soon as the shared stages it reads are done (the
+  baseline's needs only the built system, so with ``--jobs`` above 1 it runs beside the training); the
+  seed's evaluation follows its three.
 
 The report ``WORKDIR/real_quality.md`` (and ``.json``) gives, per backend and configuration, the test
 BLEU of every MERT run, their mean and spread, the mean Δ against the baseline and its p-value, and the
@@ -159,18 +161,26 @@ def run_all(args) -> None:
     arts = {a: work / s / rel for s in shared for a, rel in registry.stages[s].produces.items()}
     arts.update(user_inputs)
     gen = work / "workflows"
-    first = _ancestors(shared, registry, ["tune-baseline"]) if "tune-baseline" in seeded else []
-    rest = [s for s in shared if s not in first]
-    jobs = []
-    if first:
-        jobs.append(Job("shared-system", write_workflow(gen / "shared-system.toml", wf.name, first, {
-            a: p for a, p in user_inputs.items() if any(a in registry.stages[s].consumes for s in first)},
-            _sections(wf, registry, first)), work))
-    if rest:
-        jobs.append(Job("shared-models", write_workflow(gen / "shared-models.toml", wf.name, shared, user_inputs,
-                                                        _sections(wf, registry, shared)), work,
-                        after=("shared-system",) if first else ()))
+    tunes = [s for s in seeded if s.startswith("tune-")]
+    # the shared stages in three runs: what the baseline's tuning needs, what every tuning run needs, the rest
+    layers = [("shared-system", _ancestors(shared, registry, ["tune-baseline"]) if "tune-baseline" in tunes else [])]
+    layers.append(("shared-models", [s for s in _ancestors(shared, registry, tunes) if s not in layers[0][1]]))
+    layers.append(("shared-rest", [s for s in shared if not any(s in st for _, st in layers)]))
+    jobs, done_before, upto = [], (), []
+    for key, stages in layers:
+        if not stages:
+            continue
+        upto = upto + stages
+        jobs.append(Job(key, write_workflow(gen / f"{key}.toml", wf.name, [s for s in shared if s in upto], {
+            a: p for a, p in user_inputs.items() if any(a in registry.stages[s].consumes for s in upto)},
+            _sections(wf, registry, [s for s in shared if s in upto])), work, after=done_before))
+        done_before = (key,)
+    after_stage = {}
+    for key, stages in layers:
+        for s in stages:
+            after_stage[s] = key
     threads = int(args.job_threads or max(1, (os.cpu_count() or 1) // max(1, args.jobs)))
+    seed_jobs: list[list[Job]] = [[], []]
     for backend in args.backends.split(","):
         for seed in range(1, args.mert_runs + 1):
             key = f"{backend}-seed{seed}"
@@ -182,10 +192,16 @@ def run_all(args) -> None:
                           and any(a in registry.stages[s].consumes for s in stages)}
                 return Job(name, write_workflow(gen / f"{name}.toml", f"{wf.name}-{key}", stages, inputs,
                                                 _sections(wf, registry, stages, **fixed)), work / "seeds" / key, after)
-            if "tune-baseline" in seeded:
-                jobs.append(seed_job(f"{key}-baseline", ["tune-baseline"], ("shared-system",) if first else ()))
-            jobs.append(seed_job(key, seeded, tuple(j.key for j in jobs if j.key in (
-                "shared-models", f"{key}-baseline"))))
+            parts = []
+            for t in tunes:   # each tuning run on its own, as soon as the shared stages it reads are done
+                needs = {after_stage[s] for s in _ancestors(shared, registry, [t])}
+                last = [k for k, _ in layers if k in needs][-1:] if needs else []
+                parts.append(seed_job(f"{key}-{t[len('tune-'):]}", [t], tuple(last)))
+            seed_jobs[0] += parts
+            seed_jobs[1].append(seed_job(key, seeded, tuple(j.key for j in parts) + (
+                (jobs[-1].key,) if jobs else ())))
+    # the baselines first (they can start beside the training), then the other tuning runs, then evaluations
+    jobs += sorted(seed_jobs[0], key=lambda j: not j.key.endswith("-baseline")) + seed_jobs[1]
     if args.dry_run:
         for j in jobs:
             print(f"{j.key}: {j.toml} in {j.workdir}" + (f", after {', '.join(j.after)}" if j.after else ""))

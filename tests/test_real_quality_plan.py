@@ -45,9 +45,11 @@ def test_shared_stages_keep_the_main_workflows_parameters(planned):
     main, registry, gen = planned
     system = load_workflow(gen / "shared-system.toml", registry)
     models = load_workflow(gen / "shared-models.toml", registry)
+    rest = load_workflow(gen / "shared-rest.toml", registry)
     assert system.stages == ["split", "build-smt", "tokenize"]
-    assert models.stages == [s for s in main.stages if not s.startswith("tune-") and s != "evaluate"]
-    for wf in (system, models):
+    assert models.stages == [s for s in main.stages if not s.startswith("tune-") and s not in ("evaluate", "train-cslm")]
+    assert rest.stages == [s for s in main.stages if not s.startswith("tune-") and s != "evaluate"]
+    for wf in (system, models, rest):
         for s in wf.stages:
             assert wf.params[s] == main.params[s], s
 
@@ -75,3 +77,13 @@ def test_the_baselines_tuning_needs_only_the_built_system(planned):
     assert wf.stages == ["tune-baseline"]
     assert set(wf.inputs) == {"moses_ini", "phrase_table", "lm", "dev_src_tok", "dev_ref_tok"}
     assert wf.params["tune-baseline"]["seed"] == 1
+
+
+@pytest.mark.parametrize("config", ["rnn", "rnn-wp"])
+def test_each_tuning_run_is_one_stage_fed_by_the_shared_tables(planned, config):
+    main, registry, gen = planned
+    wf = load_workflow(gen / f"embedded-seed1-{config}.toml", registry)
+    assert wf.stages == [f"tune-{config}"]
+    assert wf.params[f"tune-{config}"]["backend"] == "embedded"
+    table = "table_rnn" if config == "rnn" else "table_rnn_wp"
+    assert wf.inputs[table].parent == gen.parent / "score"

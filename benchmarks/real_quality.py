@@ -180,15 +180,15 @@ def run_all(args) -> None:
         for s in stages:
             after_stage[s] = key
     threads = int(args.job_threads or max(1, (os.cpu_count() or 1) // max(1, args.jobs)))
-    seed_jobs: list[list[Job]] = [[], []]
+    baselines, per_seed = [], []
     for backend in args.backends.split(","):
         for seed in range(1, args.mert_runs + 1):
             key = f"{backend}-seed{seed}"
             fixed = {"backend": backend, "seed": seed, "threads": threads}
 
-            def seed_job(name: str, stages: list[str], after: tuple) -> Job:
+            def seed_job(name: str, stages: list[str], after: tuple, drop=()) -> Job:
                 produced = {a for s in stages for a in registry.stages[s].produces}
-                inputs = {a: p for a, p in arts.items() if a not in produced
+                inputs = {a: p for a, p in arts.items() if a not in produced and a not in drop
                           and any(a in registry.stages[s].consumes for s in stages)}
                 return Job(name, write_workflow(gen / f"{name}.toml", f"{wf.name}-{key}", stages, inputs,
                                                 _sections(wf, registry, stages, **fixed)), work / "seeds" / key, after)
@@ -197,11 +197,15 @@ def run_all(args) -> None:
                 needs = {after_stage[s] for s in _ancestors(shared, registry, [t])}
                 last = [k for k, _ in layers if k in needs][-1:] if needs else []
                 parts.append(seed_job(f"{key}-{t[len('tune-'):]}", [t], tuple(last)))
-            seed_jobs[0] += parts
-            seed_jobs[1].append(seed_job(key, seeded, tuple(j.key for j in parts) + (
-                (jobs[-1].key,) if jobs else ())))
-    # the baselines first (they can start beside the training), then the other tuning runs, then evaluations
-    jobs += sorted(seed_jobs[0], key=lambda j: not j.key.endswith("-baseline")) + seed_jobs[1]
+            baselines += [j for j in parts if j.key.endswith("-baseline")]
+            per_seed += [j for j in parts if not j.key.endswith("-baseline")]
+            final = seed_job(key, seeded, tuple(j.key for j in parts) + ((jobs[-1].key,) if jobs else ()))
+            skip = (["cslm"] if seed > args.cslm_runs else []) + (["dev_ref"] if args.no_dev_scores else [])
+            if skip:   # optional inputs of evaluate: without them, no +CSLM rows, no dev column
+                final = seed_job(key, seeded, final.after, drop=skip)
+            per_seed.append(final)
+    # the baselines first (they can start beside the training), then seed by seed its tuning runs and evaluation
+    jobs += baselines + per_seed
     if args.dry_run:
         for j in jobs:
             print(f"{j.key}: {j.toml} in {j.workdir}" + (f", after {', '.join(j.after)}" if j.after else ""))
@@ -339,6 +343,10 @@ def main(argv=None) -> None:
                     "MERT runs: the baseline's start beside the training)")
     ap.add_argument("--job-threads", type=int, default=0, help="decoder threads of each MERT run "
                     "(default: CPUs / jobs)")
+    ap.add_argument("--cslm-runs", type=int, default=1_000_000, help="the +CSLM rows (their n-best lists are the "
+                    "evaluation's costliest decoding) in the first K MERT runs only")
+    ap.add_argument("--no-dev-scores", action="store_true", help="evaluate decodes the test half only "
+                    "(no dev BLEU column; the tuning logs have dev BLEU per iteration)")
     ap.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE")
     ap.add_argument("--report-only", action="store_true")
     ap.add_argument("--dry-run", action="store_true", help="write the workflow files, list the jobs, run nothing")

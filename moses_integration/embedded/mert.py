@@ -91,49 +91,171 @@ def score_at(pool: NBestPool, w: np.ndarray) -> float:
     return bleu(one_best_stats(F, S, mask, np.asarray(w, dtype=np.float64)))
 
 
-def _envelopes(m: np.ndarray, b: np.ndarray, mask: np.ndarray):
-    """Upper envelopes of the lines ``b + m x`` of every sentence.
+class _FlatPool:
+    """The padded pool ``(F, S, mask)`` with its candidates also in one flat array, sentence after sentence
+    and in pool order within a sentence (flat position ``p`` is ``np.nonzero(mask)``'s ``p``-th pair).
 
-    :return: ``first`` (N,) the best candidate as ``x -> -inf``, and breakpoints ``(x, sent, old, new)``:
-        at ``x`` sentence ``sent``'s best candidate changes from ``old`` to ``new``.
+    Model scores and slopes are computed on the padded ``F`` exactly as before (``F @ w``) and then
+    flattened, so that every number the search sees is the same bit for bit.
     """
-    n, k = m.shape
-    rows = np.arange(n)
-    mv = np.where(mask, m, np.inf)
-    mmin = mv.min(axis=1)
-    first = np.where(mask & (m == mmin[:, None]), b, -np.inf).argmax(axis=1)   # lowest slope, highest line
+
+    def __init__(self, F: np.ndarray, S: np.ndarray, mask: np.ndarray):
+        self.F, self.mask = F, mask
+        self.n = len(F)
+        self.sent = np.nonzero(mask)[0]                       # (C,) sentence of each flat position
+        self.S = S[mask]                                      # (C, 9)
+        counts = mask.sum(axis=1)
+        self.starts = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
+        self.size = int(counts.sum())
+        self._flat_index = np.flatnonzero(mask)
+
+    def scores(self, w: np.ndarray) -> np.ndarray:
+        """(C,) ``F @ w`` of every candidate."""
+        return (self.F @ w).ravel()[self._flat_index]
+
+
+PRUNE_MARGIN = 1e-8     # a line left out lies this far below the envelope, relative to its sentence's R + B
+
+
+def _breaks(sent: np.ndarray) -> np.ndarray:
+    """Where each run of equal (sorted) sentence numbers starts."""
+    return np.flatnonzero(np.concatenate([[True], sent[1:] != sent[:-1]]))
+
+
+def _best_of(b: np.ndarray, cand: np.ndarray, brk: np.ndarray, size: int) -> np.ndarray:
+    """Per run of ``cand`` (flat positions, runs starting at ``brk``): the one of highest ``b``, first on ties."""
+    bc = b[cand]
+    top = np.repeat(np.maximum.reduceat(bc, brk), np.diff(np.append(brk, len(cand))))
+    return np.minimum.reduceat(np.where(bc == top, cand, size), brk)
+
+
+class _Slopes:
+    """The flat slopes ``m = F @ direction`` of one direction and, per sentence, its lines of the lowest and of
+    the highest slope (``low``, ``high``: flat positions) and the slope range ``span``."""
+
+    def __init__(self, fp: _FlatPool, m: np.ndarray):
+        self.m = m
+        mmin, mmax = np.minimum.reduceat(m, fp.starts), np.maximum.reduceat(m, fp.starts)
+        self.span = mmax - mmin
+        self.low = np.flatnonzero(m == mmin[fp.sent])
+        self.high = np.flatnonzero(m == mmax[fp.sent])
+        self.low_brk, self.high_brk = _breaks(fp.sent[self.low]), _breaks(fp.sent[self.high])
+
+
+def _gift_wrap(m: np.ndarray, b: np.ndarray, cp: np.ndarray, fp: _FlatPool):
+    """The envelope search itself over the lines at flat positions ``cp`` (increasing; every sentence that has
+    one is searched): from each sentence's lowest line at ``x -> -inf`` (the lowest slope, the highest of
+    those, the first in pool order), repeatedly: among the lines steeper than the current one, the nearest
+    crossing ``x`` is the next breakpoint; of the lines crossing there (within 1e-12 relative) the steepest,
+    first in pool order, takes over (the others only touch). Slopes only grow along an envelope, so a line
+    not steeper than the current one is dropped for good.
+
+    :return: ``first`` (N,) (-1 for a sentence with no line in ``cp``) and breakpoints ``(x, sent, old, new)``
+        in rounds (sentence order within a round).
+    """
+    n, size = fp.n, fp.size
+    cs = fp.sent[cp]
+    brk = _breaks(cs)
+    lens = np.diff(np.append(brk, cs.size))
+    cm_, cb_ = m[cp], b[cp]
+    low = cm_ == np.repeat(np.minimum.reduceat(cm_, brk), lens)
+    first = np.full(n, -1, dtype=np.int64)
+    first[cs[brk]] = _best_of(b, cp[low], _breaks(cs[low]), size)
     cur = first.copy()
     last_x = np.full(n, -np.inf)
-    active = rows
     xs, ss, olds, news = [], [], [], []
-    while active.size:
-        M, B, V = m[active], b[active], mask[active]
-        c = cur[active]
-        cm, cb = M[np.arange(active.size), c], B[np.arange(active.size), c]
-        steeper = V & (M > cm[:, None])
-        with np.errstate(divide="ignore", invalid="ignore"):
-            X = np.where(steeper, (cb[:, None] - B) / (M - cm[:, None]), np.inf)
-        xmin = X.min(axis=1)
-        go = np.isfinite(xmin)
-        if not go.any():
+    while True:
+        cm, cb = m[cur], b[cur]
+        cmc = cm[cs]
+        idx = np.flatnonzero(cm_ > cmc)
+        if not idx.size:
             break
-        A = active[go]
-        X, M, xmin = X[go], M[go], xmin[go]
+        cm_, cb_, cs, cp, cmc = cm_[idx], cb_[idx], cs[idx], cp[idx], cmc[idx]
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            X = (cb[cs] - cb_) / (cm_ - cmc)
+        brk = _breaks(cs)
+        xmin = np.minimum.reduceat(X, brk)
+        go = np.isfinite(xmin)
+        if not go.all():
+            if not go.any():
+                break
+            keep = np.repeat(go, np.diff(np.append(brk, cs.size)))
+            cm_, cb_, cs, cp, X = cm_[keep], cb_[keep], cs[keep], cp[keep], X[keep]
+            brk = _breaks(cs)
+            xmin = xmin[go]
+        A = cs[brk]
         # lines meeting the current one at the same point: the steepest takes over (the others touch only)
-        tol = 1e-12 * np.maximum(1.0, np.abs(xmin))
-        nxt = np.where(X <= (xmin + tol)[:, None], M, -np.inf).argmax(axis=1)
+        near = np.flatnonzero(X <= np.repeat(xmin + 1e-12 * np.maximum(1.0, np.abs(xmin)),
+                                             np.diff(np.append(brk, cs.size))))
+        if near.size == A.size:                     # one line a sentence: it takes over
+            nxt = cp[near]
+        else:
+            hs, hm = cs[near], cm_[near]
+            hb = _breaks(hs)
+            top = np.repeat(np.maximum.reduceat(hm, hb), np.diff(np.append(hb, hs.size)))
+            nxt = np.minimum.reduceat(np.where(hm == top, cp[near], size), hb)
         xmin = np.maximum(xmin, last_x[A])
         xs.append(xmin)
         ss.append(A)
-        olds.append(cur[A].copy())
+        olds.append(cur[A])
         news.append(nxt)
         cur[A] = nxt
         last_x[A] = xmin
-        active = A
     if xs:
-        return first, (np.concatenate(xs), np.concatenate(ss), np.concatenate(olds), np.concatenate(news))
+        return first, tuple(np.concatenate(v) for v in (xs, ss, olds, news))
     e = np.zeros(0, dtype=np.int64)
     return first, (np.zeros(0), e, e, e)
+
+
+def _envelopes_flat(sl: _Slopes, b: np.ndarray, fp: _FlatPool, top: np.ndarray | None = None,
+                    scale: np.ndarray | None = None):
+    """Upper envelopes of the lines ``b + m x`` of every sentence (``sl.m``, ``b``: (C,) flat): what
+    :func:`_gift_wrap` finds over all the lines, bit for bit, found over the few that can take part.
+
+    In the dual picture line ``k`` is the point ``(m_k, b_k)`` and the envelope's lines are the vertices of
+    the upper convex hull of the points; ``min_x (E(x) - b_k - m_k x)`` is the point's height ``g_k`` below the
+    hull. The polyline through three vertices (the sentence's lowest line ``L``, its highest at ``x = 0``
+    ``T``, its steepest ``R``) lies under the hull, so the height below the polyline is a lower bound of
+    ``g_k``; a line is left out when it exceeds ``PRUNE_MARGIN * (R + B)`` (``R`` the sentence's slope range,
+    ``B`` its largest ``|b|``). Such a line never takes part in the search: at a round with current line
+    ``c`` and nearest crossing ``x*`` (with the line ``a``), it crosses ``c`` at least
+    ``(g_k - d) / (m_k - m_c)`` after ``x*``, where ``d`` is how far the search's current line can be below
+    the true envelope: each round's choice within the tolerance costs at most ``(m_a - m_c) 1e-12 |x*|
+    <= 1e-12 (R + 2B)``, since ``|x*| (m_a - m_c) = |b_c - b_a|``. The tolerance ``1e-12 max(1, |x*|)`` is
+    smaller than that distance: for ``|x*| <= 1`` because ``m_k - m_c <= R``; otherwise because a line that
+    does not cross ``c`` before ``x*`` (or within ``|x*| / 2`` of it) has ``(m_k - m_c) |x*| <= 4B``. The
+    margin leaves a factor of 100 over ``1e-12 (R + 4B)`` and the rounding of all these numbers, with tens
+    of rounds of ``d``.
+
+    :param top: (N,) flat position of each sentence's highest line at ``x = 0`` (computed when not given).
+    :param scale: (N,) each sentence's largest ``|b|`` (computed when not given).
+    :return: ``first`` (N,) flat position of the best candidate as ``x -> -inf``, and breakpoints
+        ``(x, sent, old, new)``: at ``x`` sentence ``sent``'s best candidate changes from flat position
+        ``old`` to ``new``; round by round, in sentence order within a round.
+    """
+    return _gift_wrap(sl.m, b, _candidates(sl, b, fp, top, scale), fp)
+
+
+def _candidates(sl: _Slopes, b: np.ndarray, fp: _FlatPool, top: np.ndarray | None = None,
+                scale: np.ndarray | None = None) -> np.ndarray:
+    """The flat positions of the lines :func:`_envelopes_flat` searches: all but those far below the
+    polyline through ``L``, ``T`` and ``R``."""
+    m, starts, size = sl.m, fp.starts, fp.size
+    counts = np.diff(np.append(starts, size))
+    if top is None:
+        top = _best_of(b, np.arange(size), starts, size)
+    if scale is None:
+        scale = np.maximum.reduceat(np.abs(b), starts)
+    L = _best_of(b, sl.low, sl.low_brk, size)
+    R = _best_of(b, sl.high, sl.high_brk, size)
+    mL, mT, mR, bL, bT, bR = m[L], m[top], m[R], b[L], b[top], b[R]
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        left = np.where(mT > mL, (bT - bL) / (mT - mL), 0.0)       # the polyline's slopes left and right of T
+        right = np.where(mR > mT, (bR - bT) / (mR - mT), 0.0)
+        mTr = np.repeat(mT, counts)
+        slope = np.where(m > mTr, np.repeat(right, counts), np.repeat(left, counts))
+        gap = np.repeat(bT, counts) + slope * (m - mTr) - b          # below the polyline at m
+    return np.flatnonzero(~(gap > np.repeat(PRUNE_MARGIN * (sl.span + scale), counts)))
 
 
 @dataclass
@@ -148,16 +270,21 @@ class LineResult:
 def line_search(F: np.ndarray, S: np.ndarray, mask: np.ndarray, origin: np.ndarray,
                 direction: np.ndarray) -> LineResult:
     """Och's exact line search: the x maximizing corpus BLEU of the 1-best lists along the line."""
-    m = F @ direction            # (N, K) slopes
-    b = F @ origin               # (N, K) model scores at x = 0
-    n = len(F)
-    first, (xs, ss, olds, news) = _envelopes(m, b, mask)
-    base = S[np.arange(n), first].sum(axis=0)                 # statistics on (-inf, x_1)
+    fp = _FlatPool(F, S, mask)
+    return _line_search_flat(fp, _Slopes(fp, fp.scores(direction)), fp.scores(origin))
+
+
+def _line_search_flat(fp: _FlatPool, sl: _Slopes, b: np.ndarray, top: np.ndarray | None = None,
+                      scale: np.ndarray | None = None) -> LineResult:
+    """:func:`line_search` with the slopes ``F @ direction`` (``sl``) and scores ``b = F @ origin`` given flat
+    (``top``, ``scale``: see :func:`_envelopes_flat`)."""
+    first, (xs, ss, olds, news) = _envelopes_flat(sl, b, fp, top, scale)
+    base = fp.S[first].sum(axis=0)                            # statistics on (-inf, x_1)
     if xs.size == 0:
         return LineResult(0.0, bleu(base), 1)
     order = np.argsort(xs, kind="stable")
-    xs, ss, olds, news = xs[order], ss[order], olds[order], news[order]
-    delta = S[ss, news] - S[ss, olds]                         # (B, 9)
+    xs, olds, news = xs[order], olds[order], news[order]
+    delta = fp.S[news] - fp.S[olds]                           # (B, 9)
     cum = base + np.cumsum(delta, axis=0)                     # statistics after each breakpoint
     scores = np.concatenate([[bleu(base)], bleu(cum)])        # interval i: (x_i, x_{i+1}), i = 0 is (-inf, x_1)
     lefts = np.concatenate([[-np.inf], xs])
@@ -198,19 +325,26 @@ class OptimizeResult:
     start_scores: list[float] = field(default_factory=list)
 
 
-def _coordinate_ascent(F, S, mask, point, tuned_idx, rng, random_directions, score):
+def _coordinate_ascent(fp: _FlatPool, point, tuned_idx, rng, random_directions, score, axes):
+    """``SimpleOptimizer`` from ``point``: ``axes[d]`` is the flat ``F @ e_d`` of tuned coordinate ``d``; the
+    scores ``F @ point`` are computed once per pass, since every line of a pass starts at the same point."""
     dim = len(point)
     while True:
         prev = score
         best_point, best_score = point, score
+        b = fp.scores(point)
+        top = _best_of(b, np.arange(fp.size), fp.starts, fp.size)
+        scale = np.maximum.reduceat(np.abs(b), fp.starts)
         for d in range(len(tuned_idx) + random_directions):
             direction = np.zeros(dim)
             if d < len(tuned_idx):
                 direction[tuned_idx[d]] = 1.0
+                m = axes[d]
             else:
                 r = rng.standard_normal(len(tuned_idx))
                 direction[tuned_idx] = r / np.linalg.norm(r)
-            res = line_search(F, S, mask, point, direction)
+                m = _Slopes(fp, fp.scores(direction))
+            res = _line_search_flat(fp, m, b, top, scale)
             if res.score > best_score:
                 best_score = res.score
                 best_point = point + res.x * direction
@@ -239,10 +373,12 @@ def optimize(pool: NBestPool, init: Sequence[float], tuned: Sequence[bool], rest
         p = init.copy()
         p[tuned_idx] = rng.uniform(-1.0, 1.0, len(tuned_idx))
         starts.append(p)
+    fp = _FlatPool(F, S, mask)
+    axes = [_Slopes(fp, fp.scores(np.eye(len(init))[i])) for i in tuned_idx]
     best_w, best_score, scores = None, -np.inf, []
     for p in starts:
         s0 = bleu(one_best_stats(F, S, mask, p))
-        w, s = _coordinate_ascent(F, S, mask, p, tuned_idx, rng, random_directions, s0)
+        w, s = _coordinate_ascent(fp, p, tuned_idx, rng, random_directions, s0, axes)
         scores.append(s)
         if s > best_score:
             best_w, best_score = w, s

@@ -18,7 +18,10 @@ weight (mert-moses.pl's ``run<i>.dense``). kbmira's weights are divided by their
 mert-moses.pl's ``get_weights_from_mert`` does, so that both tuners give weights on mert's scale.
 
 The programs run with argument lists (no shell) in a folder of this module's (:func:`tune_nbest_moses`'s
-``workdir``), each with its output kept in ``<program>.log`` there; a failure raises
+``workdir``), each with its output kept in ``<program>.log`` there; the extractor reads a copy of the
+references there (``ref.txt``: each line's words joined by one space, as :func:`str.split` and the BLEU of
+:mod:`.embedded.bleu_stats` see them; the extractor splits at spaces only, so that a ``\\r`` of a CRLF line
+end or a tab would otherwise be part of a word); a failure raises
 :class:`~phrase_rescore.core.errors.PhraseRescoreError` naming the log. The tuned weights are also written
 (atomically) to ``workdir/weights.ini``. A sentence of the references without any hypothesis in the list
 counts as an empty translation, as in the embedded MERT: the list is then copied with an empty hypothesis
@@ -60,17 +63,25 @@ def no_moses_message(tuner: str, option: str = "--tuner") -> str:
 def require_tuner(tuner: str, moses_home: str | os.PathLike | None = None, option: str = "--tuner") -> MosesInstall:
     """The Moses installation that has ``bin/extractor`` and ``bin/<tuner>``.
 
+    :param moses_home: the installation root (default ``$MOSES_HOME``, else ``moses`` on PATH); it needs
+        ``bin/extractor`` and ``bin/<tuner>`` only.
     :raises PhraseRescoreError: no installation (one line naming MOSES_HOME), or it lacks the program.
     """
     if tuner not in TUNERS:
         raise PhraseRescoreError(f"{option} {tuner}: expected one of {', '.join(TUNERS)}")
-    install = find_moses(moses_home)
-    if install is None:
-        raise PhraseRescoreError(no_moses_message(tuner, option))
+    named = moses_home or os.environ.get("MOSES_HOME") or None
+    if named is not None:   # only the two programs run here: no decoder, no mert-moses.pl needed
+        root = Path(named).expanduser().resolve()
+        install = MosesInstall(root, root / "bin" / "moses", root / "scripts" / "training" / "mert-moses.pl",
+                               root / "bin")
+    else:
+        install = find_moses(None)
+        if install is None:
+            raise PhraseRescoreError(no_moses_message(tuner, option))
     for prog in ("extractor", tuner):
         if install.tool(prog) is None:
-            raise PhraseRescoreError(f"{option} {tuner}: the Moses installation has no executable bin/{prog}",
-                                     install.bin_dir / prog)
+            raise PhraseRescoreError(f"{option} {tuner}: expected an executable bin/{prog} in the Moses installation "
+                                     f"{install.root} (MOSES_HOME), or use {option} embedded", install.bin_dir / prog)
     return install
 
 
@@ -93,10 +104,23 @@ class NBestTuneResult:
     seconds: float
 
 
+def check_layout(layout: Sequence[tuple[str, int]], path, line_no: int) -> None:
+    """Refuse a hypothesis's features (name, number of values) that no weight vector fits: a name given
+    twice (one weight per name could not tell them apart) or a feature without values."""
+    seen = set()
+    for name, k in layout:
+        if name in seen:
+            raise PhraseRescoreError(f"the feature {name!r} twice on one line: expected each feature name once",
+                                     path, line_no)
+        if k == 0:
+            raise PhraseRescoreError(f"the feature {name!r} has no values: expected 'Name= value ...'", path, line_no)
+        seen.add(name)
+
+
 def nbest_layout(nbest_path: str | os.PathLike, num_sentences: int
                  ) -> tuple[list[tuple[str, int]], list[int]]:
-    """The features of the list (name, number of values), the same on every line, and the sentence ids
-    ``0 .. num_sentences-1`` that have no hypothesis."""
+    """The features of the list (name, number of values), the same on every line and each name once
+    (:func:`check_layout`), and the sentence ids ``0 .. num_sentences-1`` that have no hypothesis."""
     layout, missing = None, []
     for sid, group in read_nbest_groups(nbest_path, num_sentences=num_sentences):
         if not group:
@@ -104,6 +128,7 @@ def nbest_layout(nbest_path: str | os.PathLike, num_sentences: int
         for e in group:
             lay = [(n, len(v)) for n, v in e.features]
             if layout is None:
+                check_layout(lay, nbest_path, e.line_no)
                 layout = lay
             elif lay != layout:
                 raise PhraseRescoreError(f"expected the same features as the first hypothesis {layout}, found {lay}",
@@ -219,12 +244,15 @@ def tune_nbest_moses(nbest: str | os.PathLike, ref: str | os.PathLike, init: Map
     if missing:
         nbest_in = work / "nbest.filled"
         _filled_copy(nbest, nbest_in, layout, set(missing), len(refs))
+    ref_in = work / "ref.txt"   # the references as read here: the extractor splits words at spaces only
+    with atomic_open(ref_in, "w") as f:
+        f.writelines(" ".join(r.split()) + "\n" for r in refs)
     scores, feats = work / "scores.dat", work / "features.dat"
     for p in (scores, feats, work / "weights.txt", work / "mert.out"):   # never read a previous run's output
         p.unlink(missing_ok=True)
     tool = lambda name: os.fspath(install.bin_dir / name)  # noqa: E731
     argv = {"extractor": [tool("extractor"), *SCORER_ARGS, "--scfile", scores.name, "--ffile", feats.name,
-                          "-r", os.fspath(Path(ref).resolve()), "-n", os.fspath(nbest_in)]}
+                          "-r", ref_in.name, "-n", os.fspath(nbest_in)]}
     logs = {"extractor": work / "extractor.log"}
     run_logged(argv["extractor"], logs["extractor"], cwd=work, echo=echo, what="Moses extractor")
     got = _header_names(feats)

@@ -29,7 +29,7 @@ import torch
 
 from phrase_rescore.core.config import setting
 from phrase_rescore.core.errors import PhraseRescoreError
-from phrase_rescore.core.fileio import atomic_open
+from phrase_rescore.core.fileio import atomic_open, check_outputs, read_text_lines
 from phrase_rescore.core.progress import bar
 from phrase_rescore.moses_integration.nbest import NBestEntry, NBestWriter, read_nbest_groups
 
@@ -196,6 +196,7 @@ def tune_rerank_weights(nbest_path: str | os.PathLike, ref_path: str | os.PathLi
     """
     from phrase_rescore.moses_integration.embedded.bleu_stats import Reference, sentence_stats
     from phrase_rescore.moses_integration.embedded.mert import NBestPool, optimize
+    from phrase_rescore.moses_integration.nbest_tuning import check_layout, start_vector
 
     refs = [" ".join(r) for r in read_sentences(ref_path)]
     layout, pool = None, None
@@ -204,6 +205,7 @@ def tune_rerank_weights(nbest_path: str | os.PathLike, ref_path: str | os.PathLi
         for e in group:
             lay = [(n, len(v)) for n, v in e.features]
             if layout is None:
+                check_layout(lay, nbest_path, e.line_no)
                 layout = lay
                 pool = NBestPool(len(refs), sum(k for _, k in lay))
             elif lay != layout:
@@ -215,10 +217,7 @@ def tune_rerank_weights(nbest_path: str | os.PathLike, ref_path: str | os.PathLi
     for sid in range(len(refs)):  # a sentence the decoder could not translate: its (empty) output
         if not pool.feats[sid]:
             pool.add(sid, np.zeros(pool.dim), sentence_stats("", Reference(refs[sid])))
-    start = [v for n, k in layout for v in ((init or {}).get(n) or [0.0] * k)]
-    if len(start) != pool.dim:
-        raise PhraseRescoreError("the initial weights do not match the n-best list's features "
-                                 f"{[n for n, _ in layout]}")
+    start = start_vector(layout, init)     # each feature's own number of values, or an error naming it
     res = optimize(pool, start, [True] * pool.dim, restarts=restarts, seed=seed)
     out, i = {}, 0
     for n, k in layout:
@@ -352,6 +351,21 @@ def rescore_nbest(cfg: RescoreConfig) -> RescoreSummary:
     from .translate import default_device
 
     t0 = time.perf_counter()
+    dev = (cfg.dev_nbest, cfg.dev_src, cfg.dev_ref)
+    tuning = any(dev)
+    if tuning and not all(dev):
+        raise PhraseRescoreError("tuning needs all of the dev n-best list, dev source and dev reference")
+    dev_out = os.fspath(cfg.out_nbest) + ".dev"
+    tuned_path = os.fspath(cfg.out_1best) + ".weights.ini"
+    tuner_dir = os.fspath(cfg.out_1best) + f".{cfg.tuner}"
+    # the outputs whose names derive from --out-nbest and --out-1best may not be inputs either
+    check_outputs({"NBEST": cfg.nbest, "SRC": cfg.source, "--model": list(cfg.checkpoints),
+                   "--weights": cfg.weights_ini, "--dev-nbest": cfg.dev_nbest, "--dev-src": cfg.dev_src,
+                   "--dev-ref": cfg.dev_ref},
+                  {"--out-nbest": cfg.out_nbest, "--out-1best": cfg.out_1best,
+                   "--out-nbest + .dev": dev_out if tuning else None,
+                   "--out-1best + .weights.ini": tuned_path if tuning else None},
+                  {f"--out-1best + .{cfg.tuner}": tuner_dir if tuning and cfg.tuner != "embedded" else None})
     install = None
     if cfg.tuner != "embedded":   # before any model is loaded or list scored
         from phrase_rescore.core.outdir import check_claimable
@@ -361,7 +375,17 @@ def rescore_nbest(cfg: RescoreConfig) -> RescoreSummary:
             raise PhraseRescoreError(f"--tuner {cfg.tuner} tunes the re-ranking weights on a dev n-best list: give "
                                      "--dev-nbest, --dev-src and --dev-ref")
         install = require_tuner(cfg.tuner, cfg.moses_home)
-        check_claimable(os.fspath(cfg.out_1best) + f".{cfg.tuner}", "the tuner's folder", WORK_COMMAND)
+        check_claimable(tuner_dir, "the tuner's folder", WORK_COMMAND)
+    dev_sources, dev_layout = None, []
+    if tuning:   # the dev set's own errors name its files, before any model is loaded
+        from phrase_rescore.moses_integration.nbest_tuning import nbest_layout
+
+        dev_sources = read_sentences(cfg.dev_src)
+        n_ref = len(read_text_lines(cfg.dev_ref))
+        if n_ref != len(dev_sources):
+            raise PhraseRescoreError(f"{n_ref} lines, but the dev source {cfg.dev_src} has {len(dev_sources)}: "
+                                     "expected one reference per dev sentence", cfg.dev_ref)
+        dev_layout, _ = nbest_layout(cfg.dev_nbest, len(dev_sources))
     device = default_device(cfg.device)
     scorer, kind = load_scorer(cfg.checkpoints, device, cfg.hyp_batch)
     name = cfg.feature_name or FEATURE_NAMES[kind]
@@ -372,26 +396,26 @@ def rescore_nbest(cfg: RescoreConfig) -> RescoreSummary:
         weights = read_moses_ini(cfg.weights_ini).weights
         if name not in weights and not cfg.dev_nbest:
             raise PhraseRescoreError(f"no weight for the rescoring feature {name!r} in [weight]", cfg.weights_ini)
-    tuned_path, dev_bleu, tune_seconds = None, None, None
-    dev = (cfg.dev_nbest, cfg.dev_src, cfg.dev_ref)
-    if any(dev):
-        if not all(dev):
-            raise PhraseRescoreError("tuning needs all of the dev n-best list, dev source and dev reference")
-        dev_out = os.fspath(cfg.out_nbest) + ".dev"
-        _rescore_file(scorer, name, cfg.dev_nbest, read_sentences(cfg.dev_src), dev_out, None, None,
+        for feature, k in [*dev_layout, (name, 1)]:     # MERT's starting point: a value per value of the list
+            w = weights.get(feature) if tuning else None
+            if w is not None and len(w) != k:
+                raise PhraseRescoreError(f"[weight] gives {len(w)} value(s) for {feature!r}, which has {k} in the "
+                                         f"dev n-best list {cfg.dev_nbest}", cfg.weights_ini)
+    dev_bleu, tune_seconds = None, None
+    if tuning:
+        _rescore_file(scorer, name, cfg.dev_nbest, dev_sources, dev_out, None, None,
                       cfg.sentences_per_chunk, "rescore dev")
         t_tune = time.perf_counter()
         weights, dev_bleu = tune_rerank_weights_with(cfg.tuner, dev_out, cfg.dev_ref, weights, cfg.mert_restarts,
-                                                     cfg.seed, install, os.fspath(cfg.out_1best) + f".{cfg.tuner}")
+                                                     cfg.seed, install, tuner_dir)
         tune_seconds = time.perf_counter() - t_tune
-        tuned_path = os.fspath(cfg.out_1best) + ".weights.ini"
         write_weights(tuned_path, weights)
     sources = read_sentences(cfg.source)
     n_hyp, changed = _rescore_file(scorer, name, cfg.nbest, sources, cfg.out_nbest, cfg.out_1best, weights,
                                    cfg.sentences_per_chunk, "rescore")
     dt = time.perf_counter() - t0
-    return RescoreSummary(len(sources), n_hyp, changed, name, kind, dt, n_hyp / dt if dt else 0.0, tuned_path,
-                          dev_bleu, cfg.tuner, tune_seconds)
+    return RescoreSummary(len(sources), n_hyp, changed, name, kind, dt, n_hyp / dt if dt else 0.0,
+                          tuned_path if tuning else None, dev_bleu, cfg.tuner, tune_seconds)
 
 
 def _rescore_file(scorer: SentenceScorer, name: str, nbest_path, sources: list[list[str]], out_nbest,

@@ -139,7 +139,7 @@ def test_a_feature_named_twice_is_refused_naming_the_line(dev):
 
 
 def test_a_feature_without_values_is_refused_naming_the_line(dev):
-    text = (dev / "dev.nbest").read_text().replace("WordPenalty0= ", "WordPenalty0= Empty0= ")
+    text = (dev / "dev.nbest").read_text().replace("WordPenalty0= ", "Empty0= WordPenalty0= ")
     (dev / "dev.nbest").write_text(text)
     refused(dev, _hashes(dev), r"dev\.nbest:1: .*'Empty0' has no values")
 
@@ -152,7 +152,7 @@ def test_an_empty_dev_list_is_refused_naming_it_not_the_rescored_copy(dev):
 
 def test_starting_weights_with_the_wrong_number_of_values_are_refused_naming_the_file(dev):
     (dev / "start.ini").write_text(START_INI.replace("TranslationModel0= 0.3 0.3", "TranslationModel0= 0.3"))
-    refused(dev, _hashes(dev), r"start\.ini: .*TranslationModel0.*1 value.*2")
+    refused(dev, _hashes(dev), r"start\.ini: .*1 value.*'TranslationModel0', which has 2")
     # the same number of values in all, in the wrong places: not silently shifted onto other features
     init = {"LM0": [1.0, 0.0], "WordPenalty0": [], "TranslationModel0": [0.3, 0.3], "CSLM0": [0.0]}
     with pytest.raises(PhraseRescoreError, match="'LM0'"):

@@ -28,6 +28,7 @@ from __future__ import annotations
 import csv
 import math
 import time
+import zipfile
 from pathlib import Path
 from typing import Callable
 
@@ -43,13 +44,30 @@ POSTFIX_EVERY = 20          # updates between refreshes of the progress bar's lo
 
 
 def check_run_dir(out: Path, resume: bool) -> None:
-    """A resume needs ``out/last.pt``; a fresh run must not overwrite one."""
+    """A resume needs ``out/last.pt``, undamaged (:func:`check_intact`); a fresh run must not overwrite one."""
     last = out / LAST
     if resume and not last.exists():
         raise PhraseRescoreError("nothing to resume: no last.pt here", out)
     if not resume and last.exists():
         raise PhraseRescoreError("this directory already holds a training run; pass --resume to continue it "
                                  "or choose another --out", out)
+    if resume:
+        check_intact(last)
+
+
+def check_intact(path: Path) -> None:
+    """Refuse a checkpoint whose data do not match their stored CRC-32s. ``torch.save`` writes a zip archive,
+    one member per tensor, each with the CRC-32 of its bytes, which ``torch.load`` does not verify: a damaged
+    byte would load as a wrong weight or optimizer moment. A file that is no zip archive (or a truncated one)
+    is left to the checkpoint reader, which says what it is."""
+    try:
+        with zipfile.ZipFile(path) as z:
+            bad = z.testzip()
+    except (zipfile.BadZipFile, OSError, EOFError, ValueError):
+        return
+    if bad is not None:
+        raise PhraseRescoreError(f"damaged: the data of {bad} do not match their checksum; resume from a copy "
+                                 "of the run, or start a new one in another --out", path)
 
 
 def check_same_settings(old: dict, config, trajectory: tuple, last_path: Path) -> None:

@@ -169,9 +169,12 @@ def load_scorer(checkpoints: Sequence[str], device: torch.device, hyp_batch: int
     return GroupedScorer(ens if len(ens.models) > 1 else ens.models[0], vocabs, hyp_batch), kind
 
 
-def combined_score(entry: NBestEntry, model_logp: float, weights: dict[str, list[float]] | None) -> float:
+def combined_score(entry: NBestEntry, model_logp: float, weights: dict[str, list[float]] | None,
+                   path: str | os.PathLike | None = None) -> float:
     """The re-ranking score: the paper's even average of the model's log-probability and the SMT total
-    score when ``weights`` is None, else the weighted sum of every feature (the new one included)."""
+    score when ``weights`` is None, else the weighted sum of every feature (the new one included).
+
+    :param path: the n-best list ``entry`` was read from, for the error of a feature without a weight."""
     if weights is None:
         return 0.5 * model_logp + 0.5 * entry.total
     total = 0.0
@@ -179,7 +182,8 @@ def combined_score(entry: NBestEntry, model_logp: float, weights: dict[str, list
         w = weights.get(name)
         if w is None or len(w) != len(values):
             raise PhraseRescoreError(f"the weights give {0 if w is None else len(w)} value(s) for feature {name!r}, "
-                                     f"which has {len(values)}; expected a weight for every feature of the n-best list")
+                                     f"which has {len(values)}; expected a weight for every feature of the n-best list",
+                                     path, entry.line_no or None)
         total += sum(a * b for a, b in zip(w, values))
     return total
 
@@ -265,7 +269,7 @@ def rerank_nbest(nbest_path: str | os.PathLike, weights: dict[str, list[float]],
         for _, group in read_nbest_groups(nbest_path, num_sentences=num_sentences):
             best, best_score = None, None
             for e in group:
-                sc = combined_score(e, 0.0, weights)
+                sc = combined_score(e, 0.0, weights, nbest_path)
                 if best_score is None or sc > best_score:  # ties keep the decoder's order
                     best, best_score = e, sc
             one.write((best.hypothesis if best is not None else "") + "\n")
@@ -440,7 +444,7 @@ def _rescore_file(scorer: SentenceScorer, name: str, nbest_path, sources: list[l
                 for e, lp in zip(group, lps):
                     e.add_feature(name, [lp], nbest_path)
                     nb.write(e)
-                    sc = combined_score(e, lp, weights)
+                    sc = combined_score(e, lp, weights, nbest_path)
                     if best_score is None or sc > best_score:  # ties keep the decoder's order
                         best, best_score = e, sc
                 if one is not None:

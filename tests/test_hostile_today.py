@@ -159,6 +159,16 @@ def test_starting_weights_with_the_wrong_number_of_values_are_refused_naming_the
         tune_rerank_weights(dev / "dev.nbest", dev / "dev.ref", init, restarts=1)
 
 
+
+def test_a_test_list_feature_without_a_tuned_weight_is_refused_naming_the_line(dev):
+    lines = (dev / "dev.nbest").read_text().splitlines(keepends=True)
+    lines[2] = lines[2].replace(" CSLM0=", " Extra0= 1 CSLM0=")
+    (dev / "test.nbest").write_text("".join(lines))
+    code, out = rescore(dev, nbest="test.nbest")
+    assert code == 1 and len(out) == 1 and __import__("re").search(r"test\.nbest:3: .*'Extra0'", out[0]), out
+    assert not (dev / "o.nbest").exists() and not (dev / "o.txt").exists()
+
+
 # --- the Moses installation
 
 def test_a_moses_home_without_bin_mert_is_one_error_that_offers_the_embedded_tuner(dev, tmp_path_factory):

@@ -153,8 +153,12 @@ def _gift_wrap(m: np.ndarray, b: np.ndarray, cp: np.ndarray, fp: _FlatPool):
     :return: ``first`` (N,) (-1 for a sentence with no line in ``cp``) and breakpoints ``(x, sent, old, new)``
         in rounds (sentence order within a round).
     """
-    n, size = fp.n, fp.size
-    cs = fp.sent[cp]
+    return _wrap(m, b, cp, fp.sent[cp], fp.n, fp.size)
+
+
+def _wrap(m: np.ndarray, b: np.ndarray, cp: np.ndarray, cs: np.ndarray, n: int, size: int):
+    """:func:`_gift_wrap` over lines ``cp`` (indices into ``m`` and ``b``, below ``size``, increasing within a
+    group) of ``n`` independent groups (``cs``: each line's group, nondecreasing); ties go to the lowest index."""
     brk = _breaks(cs)
     lens = np.diff(np.append(brk, cs.size))
     cm_, cb_ = m[cp], b[cp]
@@ -279,32 +283,70 @@ def _line_search_flat(fp: _FlatPool, sl: _Slopes, b: np.ndarray, top: np.ndarray
     """:func:`line_search` with the slopes ``F @ direction`` (``sl``) and scores ``b = F @ origin`` given flat
     (``top``, ``scale``: see :func:`_envelopes_flat`)."""
     first, (xs, ss, olds, news) = _envelopes_flat(sl, b, fp, top, scale)
-    base = fp.S[first].sum(axis=0)                            # statistics on (-inf, x_1)
-    if xs.size == 0:
-        return LineResult(0.0, bleu(base), 1)
-    order = np.argsort(xs, kind="stable")
+    return _line_results(fp, first[None], xs, np.zeros(xs.size, dtype=np.int64), olds, news)[0]
+
+
+def _line_searches(fp: _FlatPool, slopes: Sequence[_Slopes], b: np.ndarray, top: np.ndarray,
+                   scale: np.ndarray) -> list[LineResult]:
+    """:func:`_line_search_flat` along several directions from one point, their envelope searches run as one
+    (direction ``d``'s sentence ``s`` is group ``d * N + s``), which shares each round's work among them."""
+    n = fp.n
+    cands = [_candidates(sl, b, fp, top, scale) for sl in slopes]
+    pos = np.concatenate(cands)                                     # flat position of each line
+    m = np.concatenate([sl.m[c] for sl, c in zip(slopes, cands)])
+    group = np.concatenate([d * n + fp.sent[c] for d, c in enumerate(cands)])
+    first, (xs, gs, olds, news) = _wrap(m, b[pos], np.arange(pos.size), group, n * len(slopes), pos.size)
+    return _line_results(fp, pos[first].reshape(len(slopes), n), xs, gs // n, pos[olds], pos[news])
+
+
+def _line_results(fp: _FlatPool, firsts: np.ndarray, xs: np.ndarray, which: np.ndarray, olds: np.ndarray,
+                  news: np.ndarray) -> list[LineResult]:
+    """The best point on each of ``D`` lines from their envelopes (see :func:`_envelopes_flat`): ``firsts``
+    (D, N); line ``d``'s breakpoints are those with ``which == d``, in their order. The statistics are
+    counts, so their sums are exact in any order and the lines' cumulative sums can share one ``cumsum``."""
+    D = len(firsts)
+    bases = fp.S[firsts].sum(axis=1)                          # (D, 9) statistics on (-inf, x_1)
+    base_scores = bleu(bases)
+    order = np.argsort(which.astype(np.int16), kind="stable")   # by line (a radix sort), then by x:
+    counts = np.bincount(which, minlength=D)
+    ends = np.cumsum(counts)
+    for lo, hi in zip(ends - counts, ends):
+        if hi - lo > 1:
+            part = order[lo:hi]
+            order[lo:hi] = part[np.argsort(xs[part], kind="stable")]
     xs, olds, news = xs[order], olds[order], news[order]
-    delta = fp.S[news] - fp.S[olds]                           # (B, 9)
-    cum = base + np.cumsum(delta, axis=0)                     # statistics after each breakpoint
-    scores = np.concatenate([[bleu(base)], bleu(cum)])        # interval i: (x_i, x_{i+1}), i = 0 is (-inf, x_1)
-    lefts = np.concatenate([[-np.inf], xs])
-    rights = np.concatenate([xs, [np.inf]])
-    valid = rights > lefts                                    # breakpoints at the same x leave empty intervals
-    scores = np.where(valid, scores, -np.inf)
-    best = int(np.argmax(scores))
-    best_score = float(scores[best])
-    # stay where we are when the interval holding x = 0 is as good as the best
-    zero = int(np.searchsorted(xs, 0.0, side="right"))
-    if valid[zero] and scores[zero] >= best_score and lefts[zero] < 0.0 < rights[zero]:
-        return LineResult(0.0, best_score, int(valid.sum()))
-    left, right = lefts[best], rights[best]
-    if np.isinf(left):
-        x = right - 1000.0
-    elif np.isinf(right):
-        x = left + 0.1
-    else:
-        x = 0.5 * (left + right)
-    return LineResult(float(x), best_score, int(valid.sum()))
+    run = np.cumsum(fp.S[news] - fp.S[olds], axis=0)          # (B, 9)
+    before = np.concatenate([np.zeros((1, NUM_STATS)), run])[ends - counts]
+    cum = np.repeat(bases - before, counts, axis=0) + run     # statistics after each breakpoint of its line
+    all_scores = bleu(cum)
+    out = []
+    for d in range(D):
+        lo, hi = ends[d] - counts[d], ends[d]
+        if lo == hi:
+            out.append(LineResult(0.0, float(base_scores[d]), 1))
+            continue
+        x = xs[lo:hi]
+        scores = np.concatenate([base_scores[d:d + 1], all_scores[lo:hi]])   # interval i: (x_i, x_{i+1})
+        lefts = np.concatenate([[-np.inf], x])
+        rights = np.concatenate([x, [np.inf]])
+        valid = rights > lefts                                # breakpoints at the same x leave empty intervals
+        scores = np.where(valid, scores, -np.inf)
+        best = int(np.argmax(scores))
+        best_score = float(scores[best])
+        # stay where we are when the interval holding x = 0 is as good as the best
+        zero = int(np.searchsorted(x, 0.0, side="right"))
+        if valid[zero] and scores[zero] >= best_score and lefts[zero] < 0.0 < rights[zero]:
+            out.append(LineResult(0.0, best_score, int(valid.sum())))
+            continue
+        left, right = lefts[best], rights[best]
+        if np.isinf(left):
+            at = right - 1000.0
+        elif np.isinf(right):
+            at = left + 0.1
+        else:
+            at = 0.5 * (left + right)
+        out.append(LineResult(float(at), best_score, int(valid.sum())))
+    return out
 
 
 def l1_normalize(w: np.ndarray, tuned: np.ndarray) -> np.ndarray:
@@ -335,16 +377,18 @@ def _coordinate_ascent(fp: _FlatPool, point, tuned_idx, rng, random_directions, 
         b = fp.scores(point)
         top = _best_of(b, np.arange(fp.size), fp.starts, fp.size)
         scale = np.maximum.reduceat(np.abs(b), fp.starts)
+        directions, slopes = [], []
         for d in range(len(tuned_idx) + random_directions):
             direction = np.zeros(dim)
             if d < len(tuned_idx):
                 direction[tuned_idx[d]] = 1.0
-                m = axes[d]
+                slopes.append(axes[d])
             else:
                 r = rng.standard_normal(len(tuned_idx))
                 direction[tuned_idx] = r / np.linalg.norm(r)
-                m = _Slopes(fp, fp.scores(direction))
-            res = _line_search_flat(fp, m, b, top, scale)
+                slopes.append(_Slopes(fp, fp.scores(direction)))
+            directions.append(direction)
+        for direction, res in zip(directions, _line_searches(fp, slopes, b, top, scale)):
             if res.score > best_score:
                 best_score = res.score
                 best_point = point + res.x * direction

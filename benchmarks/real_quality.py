@@ -193,16 +193,17 @@ def run_all(args) -> None:
                 return Job(name, write_workflow(gen / f"{name}.toml", f"{wf.name}-{key}", stages, inputs,
                                                 _sections(wf, registry, stages, **fixed)), work / "seeds" / key, after)
             parts = []
-            for t in tunes:   # each tuning run on its own, as soon as the shared stages it reads are done
+            mine = [t for t in tunes if seed == 1 or t not in args.first_run_only]
+            for t in mine:    # each tuning run on its own, as soon as the shared stages it reads are done
                 needs = {after_stage[s] for s in _ancestors(shared, registry, [t])}
                 last = [k for k, _ in layers if k in needs][-1:] if needs else []
                 parts.append(seed_job(f"{key}-{t[len('tune-'):]}", [t], tuple(last)))
             baselines += [j for j in parts if j.key.endswith("-baseline")]
             per_seed += [j for j in parts if not j.key.endswith("-baseline")]
-            final = seed_job(key, seeded, tuple(j.key for j in parts) + ((jobs[-1].key,) if jobs else ()))
             skip = (["cslm"] if seed > args.cslm_runs else []) + (["dev_ref"] if args.no_dev_scores else [])
-            if skip:   # optional inputs of evaluate: without them, no +CSLM rows, no dev column
-                final = seed_job(key, seeded, final.after, drop=skip)
+            # optional inputs of evaluate: without them, no +CSLM rows, no dev column
+            final = seed_job(key, [s for s in seeded if s in mine or not s.startswith("tune-")],
+                             tuple(j.key for j in parts) + ((jobs[-1].key,) if jobs else ()), drop=skip)
             per_seed.append(final)
     # the baselines first (they can start beside the training), then seed by seed its tuning runs and evaluation
     jobs += baselines + per_seed
@@ -263,31 +264,35 @@ def write_report(work: Path, n_boot: int) -> None:
         ev = {k: work / "seeds" / k / "evaluate" for k in keys}
         tables = {k: pd.read_csv(ev[k] / "table1.csv") for k in keys}
         lines += [f"## Backend {backend}: {len(keys)} MERT run(s)", "",
+                  "Δ and p are against the baseline's runs with the same MERT seeds (the mean over those pairs).", "",
                   "| Configuration | Test BLEU per run | mean ± sd | Δ mean | p (mean) | Dev BLEU mean |",
                   "|---|---|---:|---:|---:|---:|"]
-        hyps = {c: [read_text_lines(ev[k] / "work" / f"test.{_safe(c)}.detok") for k in keys
-                    if (ev[k] / "work" / f"test.{_safe(c)}.detok").exists()] for c in CONFIGS}
-        base_mean = None
+        hyp = lambda k, c: ev[k] / "work" / f"test.{_safe(c)}.detok"  # noqa: E731
+        bleu_of = {(k, c): float(t.loc[t["configuration"] == c, "test_bleu"].iloc[0])
+                   for k, t in tables.items() for c in CONFIGS if (t["configuration"] == c).any()}
         summary[backend] = {}
         for c in CONFIGS:
-            vals = [float(t.loc[t["configuration"] == c, "test_bleu"].iloc[0]) for t in tables.values()
-                    if (t["configuration"] == c).any()]
-            devs = [float(t.loc[t["configuration"] == c, "dev_bleu"].iloc[0]) for t in tables.values()
-                    if (t["configuration"] == c).any() and "dev_bleu" in t]
-            if not vals:
+            runs = [k for k in keys if (k, c) in bleu_of]
+            if not runs:
                 continue
+            vals = [bleu_of[k, c] for k in runs]
+            devs = [float(tables[k].loc[tables[k]["configuration"] == c, "dev_bleu"].iloc[0]) for k in runs
+                    if "dev_bleu" in tables[k] and not pd.isna(
+                        tables[k].loc[tables[k]["configuration"] == c, "dev_bleu"].iloc[0])]
             mean = statistics.mean(vals)
             sd = statistics.stdev(vals) if len(vals) > 1 else 0.0
-            if c == "Baseline":
-                base_mean, delta, p = mean, 0.0, None
+            # against the baseline's runs with the same seeds: the p-value of the mean over those pairs
+            paired = [k for k in runs if (k, "Baseline") in bleu_of and hyp(k, c).exists() and hyp(k, "Baseline").exists()]
+            if c == "Baseline" or not paired:
+                delta, p = (0.0 if c == "Baseline" else None), None
             else:
-                delta = mean - base_mean
-                p = (mean_delta_p(ref, hyps["Baseline"], hyps[c], n_boot)
-                     if len(hyps[c]) == len(hyps["Baseline"]) == len(vals) else None)
-            summary[backend][c] = {"test_bleu": vals, "mean": mean, "sd": sd, "delta": delta, "p": p,
+                delta = statistics.mean(bleu_of[k, c] - bleu_of[k, "Baseline"] for k in paired)
+                p = mean_delta_p(ref, [read_text_lines(hyp(k, "Baseline")) for k in paired],
+                                 [read_text_lines(hyp(k, c)) for k in paired], n_boot)
+            summary[backend][c] = {"runs": runs, "test_bleu": vals, "mean": mean, "sd": sd, "delta": delta, "p": p,
                                    "dev_mean": statistics.mean(devs) if devs else None}
-            lines.append(f"| {c} | {', '.join(f'{v:.2f}' for v in vals)} | {mean:.2f} ± {sd:.2f} | {delta:+.2f} | "
-                         f"{'–' if p is None else f'{p:.4f}'} | "
+            lines.append(f"| {c} | {', '.join(f'{v:.2f}' for v in vals)} | {mean:.2f} ± {sd:.2f} | "
+                         f"{'–' if delta is None else f'{delta:+.2f}'} | {'–' if p is None else f'{p:.4f}'} | "
                          f"{'–' if not devs else f'{statistics.mean(devs):.2f}'} |")
         lines += ["", "Per run (Δ and p of each run's own paired bootstrap, sacrebleu):", ""]
         for k, t in tables.items():
@@ -345,12 +350,16 @@ def main(argv=None) -> None:
                     "(default: CPUs / jobs)")
     ap.add_argument("--cslm-runs", type=int, default=1_000_000, help="the +CSLM rows (their n-best lists are the "
                     "evaluation's costliest decoding) in the first K MERT runs only")
+    ap.add_argument("--first-run-only", action="append", default=[], metavar="STAGE",
+                    help="a tuning stage run in the first MERT run only (e.g. tune-rnn: its row then has one run)")
     ap.add_argument("--no-dev-scores", action="store_true", help="evaluate decodes the test half only "
                     "(no dev BLEU column; the tuning logs have dev BLEU per iteration)")
     ap.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE")
     ap.add_argument("--report-only", action="store_true")
     ap.add_argument("--dry-run", action="store_true", help="write the workflow files, list the jobs, run nothing")
     args = ap.parse_args(argv)
+    if Path(args.workdir).exists() and not Path(args.workdir).is_dir():
+        ap.error(f"--workdir {args.workdir} is a file; expected a folder (new, or one of an earlier run)")
     if args.report_only:
         write_report(Path(args.workdir).resolve(), args.bootstrap)
     else:

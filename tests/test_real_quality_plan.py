@@ -87,3 +87,35 @@ def test_each_tuning_run_is_one_stage_fed_by_the_shared_tables(planned, config):
     assert wf.params[f"tune-{config}"]["backend"] == "embedded"
     table = "table_rnn" if config == "rnn" else "table_rnn_wp"
     assert wf.inputs[table].parent == gen.parent / "score"
+
+
+def test_the_report_pairs_each_configuration_with_the_baselines_runs_of_the_same_seeds(tmp_path):
+    """+RNN run once (seed 1) is compared with the baseline's seed-1 run, not with the mean of three."""
+    import json
+
+    ref = [f"le chat {i} est sur le tapis ." for i in range(40)]
+    (tmp_path / "test.ref").write_text("\n".join(ref) + "\n", encoding="utf-8")
+    runs = {"moses-seed1": {"Baseline": 30.0, "+RNN": 32.0, "+RNN+WP": 33.0},
+            "moses-seed2": {"Baseline": 34.0, "+RNN+WP": 35.0},
+            "moses-seed3": {"Baseline": 35.0, "+RNN+WP": 36.5}}
+    for key, rows in runs.items():
+        ev = tmp_path / "seeds" / key / "evaluate"
+        (ev / "work").mkdir(parents=True)
+        lines = ["configuration,dev_bleu,test_bleu,test_delta,test_p"]
+        for c, b in rows.items():
+            lines.append(f"{c},,{b},{b - rows['Baseline']},")
+            good = int(40 * (b - 25) / 15)    # more sentences right for a higher row
+            hyps = ref[:good] + ["un chien"] * (40 - good)
+            (ev / "work" / f"test.{real_quality._safe(c)}.detok").write_text("\n".join(hyps) + "\n", encoding="utf-8")
+        (ev / "table1.csv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    (tmp_path / "real_quality.log.json").write_text(json.dumps({
+        "test_ref": str(tmp_path / "test.ref"), "seeds": list(runs), "jobs": 2, "job_threads": 1, "wall_s": 1.0,
+        "machine": {"cpus": 2, "platform": "test", "loadavg_at_end": [0.0, 0.0, 0.0]}}))
+    real_quality.write_report(tmp_path, 200)
+    s = json.loads((tmp_path / "real_quality.json").read_text())["moses"]
+    assert s["Baseline"]["test_bleu"] == [30.0, 34.0, 35.0]
+    assert s["+RNN"]["runs"] == ["moses-seed1"] and s["+RNN"]["delta"] == pytest.approx(2.0)
+    assert s["+RNN+WP"]["delta"] == pytest.approx((3.0 + 1.0 + 1.5) / 3) and s["+RNN+WP"]["mean"] == pytest.approx(34.833333)
+    assert 0 < s["+RNN+WP"]["p"] <= 1
+    md = (tmp_path / "real_quality.md").read_text()
+    assert "| +RNN | 32.00 | 32.00 ± 0.00 | +2.00 |" in md

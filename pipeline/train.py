@@ -112,7 +112,8 @@ class TrainConfig:
 
     # Fields that must not change when resuming: they decide the trajectory.
     TRAJECTORY = ("preset", "gru", "bias", "model_overrides", "batch_size", "lr", "rho", "eps",
-                  "clip_norm", "init_std", "seed", "valid_max_pairs")  # the last: best_valid_ppl's yardstick
+                  "clip_norm", "init_std", "seed", "valid_every",  # valid_every: when patience counts
+                  "valid_max_pairs")  # best_valid_ppl's yardstick
 
     def __post_init__(self):
         if self.patience == 0:  # the command line's "never"

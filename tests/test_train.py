@@ -285,6 +285,16 @@ def test_resume_refuses_a_last_pt_trained_on_other_pairs(tmp_path, part):
     assert (tmp_path / "m" / "last.pt").read_bytes() == before
 
 
+@pytest.mark.parametrize("change", [{"valid_every": 7}, {"lr": 0.5}])
+def test_resume_refuses_settings_that_decide_the_trajectory(pairs_dir, tmp_path, change):
+    train(pairs_dir, tmp_path / "m", cfg(max_steps=10))
+    before = (tmp_path / "m" / "last.pt").read_bytes()
+    key = next(iter(change))
+    with pytest.raises(PhraseRescoreError, match=f"cannot resume with different settings: {key} was"):
+        train(pairs_dir, tmp_path / "m", cfg(max_steps=20, resume=True, **change))
+    assert (tmp_path / "m" / "last.pt").read_bytes() == before
+
+
 # --- train-seq2seq: a last.pt is resumed only by the run that wrote it
 
 def _sentences(path, n, seed):

@@ -6,7 +6,11 @@
   score is a line in ``x``; per sentence the upper envelope of these lines says which candidate is the
   1-best on each interval of ``x``; the envelopes' breakpoints are merged across sentences, each carrying
   the change of BLEU statistics, so a sweep gives the exact corpus BLEU of every interval
-  (``Optimizer::LineOptimize``). All sentences are processed together with numpy.
+  (``Optimizer::LineOptimize``). All sentences are processed together with numpy, each envelope
+  searched among the few lines near the sentence's dual convex hull (:func:`_envelopes_flat` says why the
+  lines left out cannot change a step), and all the lines of one optimizer pass searched at once
+  (:func:`_line_searches`). tests/_mert_reference.py keeps the first, plainer implementation; the results
+  are the same bits (tests/test_mert_speed.py).
 * :func:`optimize` is ``SimpleOptimizer`` ("powell" in mert): from a point, line-search along every
   coordinate and some random directions, move to the best point found, repeat while corpus BLEU improves
   by more than 1e-4; run from the current weights and from ``restarts`` random points (uniform in

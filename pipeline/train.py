@@ -44,7 +44,7 @@ from .model.checkpoint import ENCDEC, LAST, read_checkpoint, save_checkpoint
 from .model.encdec import EncDecConfig, RNNEncoderDecoder
 from .model.gru import RESET_FORMS
 from .pairs import PairSet, UniformSampler, check_pairs_dir, length_batches, load_pairs, pairs_paths
-from .training_loop import TrainingLoop, check_run_dir, check_same_settings, check_world_size
+from .training_loop import TrainingLoop, check_run_dir, check_same_settings, check_train_state, check_world_size
 from .vocab import Vocabularies
 
 LOG_COLUMNS = ["step", "pairs_seen", "elapsed_s", "train_loss", "train_ppl", "valid_ppl", "best_valid_ppl", "lr"]
@@ -235,9 +235,8 @@ def train(pairs_dir, out_dir, config: TrainConfig = TrainConfig()) -> TrainSumma
 
     if config.resume:
         ckpt = read_checkpoint(last_path, device, ENCDEC)
-        ts = ckpt["train_state"]
-        if not ts:
-            raise PhraseRescoreError("last.pt holds no training state", last_path)
+        ts = check_train_state(ckpt.get("train_state"), ("config", "data_sha256", "optimizer", "sampler", "torch_rng",
+                                                         *loop.state), last_path, "train")
         check_same_settings(ts["config"], config, TrainConfig.TRAJECTORY, last_path)
         check_world_size(ts.get("world_size", 1), dist, last_path, "train into another --out")
         if ts["data_sha256"] != data_hash:

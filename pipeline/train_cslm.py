@@ -39,7 +39,7 @@ from phrase_rescore.core.fileio import atomic_open, read_sentences, sha256_file
 from .device import check_device, resolve_device
 from .model.checkpoint import CSLM_KIND, LAST, read_checkpoint, save_checkpoint
 from .model.cslm import CSLM, CSLMConfig, CSLMVocab, corpus_events
-from .training_loop import TrainingLoop, check_run_dir, check_same_settings
+from .training_loop import TrainingLoop, check_run_dir, check_same_settings, check_train_state
 
 LOG_COLUMNS = ["step", "epoch", "elapsed_s", "train_loss", "valid_ppl", "best_valid_ppl"]
 
@@ -179,14 +179,17 @@ def train_cslm(corpus: str | os.PathLike, out_dir: str | os.PathLike, config: Tr
                         position={"epoch": 0, "batch": 0})
     if config.resume:
         ck = read_checkpoint(last_path, device, CSLM_KIND)
-        ts = ck.get("train_state") or {}
-        if not ts:
-            raise PhraseRescoreError("last.pt holds no training state", last_path)
+        ts = check_train_state(ck.get("train_state"), ("config", "data_sha256", "optimizer", "torch_rng", *loop.state),
+                               last_path, "train-cslm")
         check_same_settings(ts["config"], config, TrainCSLMConfig.TRAJECTORY, last_path)
         if ts["data_sha256"] != hashes:
             raise PhraseRescoreError("cannot resume: the corpus or the validation text changed since this run "
                                      "started", last_path)
-        model.load_state_dict(ck["state_dict"])
+        try:
+            model.load_state_dict(ck["state_dict"])
+        except RuntimeError as e:
+            raise PhraseRescoreError(f"cannot resume: the weights in last.pt do not fit this model: {str(e)[:300]}",
+                                     last_path) from None
         opt.load_state_dict(ts["optimizer"])
         torch.set_rng_state(ts["torch_rng"])
         loop.resume(ts)

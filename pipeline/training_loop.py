@@ -70,6 +70,17 @@ def check_intact(path: Path) -> None:
                                  "of the run, or start a new one in another --out", path)
 
 
+def check_train_state(ts, keys: tuple, last_path: Path, command: str) -> dict:
+    """``last.pt``'s training state, refused unless it holds every key the resume reads."""
+    if not isinstance(ts, dict) or not ts:
+        raise PhraseRescoreError("last.pt holds no training state", last_path)
+    missing = [k for k in keys if k not in ts]
+    if missing:
+        raise PhraseRescoreError(f"cannot resume: last.pt's training state lacks {', '.join(missing)}; expected "
+                                 f"the last.pt a run of {command} wrote", last_path)
+    return ts
+
+
 def check_same_settings(old: dict, config, trajectory: tuple, last_path: Path) -> None:
     """Refuse to resume with other values of the settings that decide the trajectory."""
     changed = [k for k in trajectory if old.get(k) != getattr(config, k)]

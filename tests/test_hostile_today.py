@@ -219,6 +219,20 @@ def test_resume_refuses_a_last_pt_with_a_damaged_byte(tmp_path, monkeypatch):
     assert last.read_bytes() == bytes(data)
 
 
+@pytest.mark.parametrize("key", ["optimizer", "log"])
+def test_resume_refuses_a_last_pt_whose_training_state_lacks_a_part(tmp_path, monkeypatch, key):
+    monkeypatch.setenv("PHRASE_RESCORE_QUIET", "1")
+    _cslm_run(tmp_path, 20)
+    last = tmp_path / "out" / "last.pt"
+    ck = torch.load(last, weights_only=True)
+    del ck["train_state"][key]             # a hand-edited or foreign last.pt
+    torch.save(ck, last)
+    before = last.read_bytes()
+    with pytest.raises(PhraseRescoreError, match=rf"last\.pt: cannot resume: last\.pt's training state lacks {key}"):
+        _cslm_run(tmp_path, 40, resume=True)
+    assert last.read_bytes() == before
+
+
 def test_an_interrupted_run_resumes_to_the_uninterrupted_runs_weights(tmp_path, monkeypatch):
     import phrase_rescore.pipeline.train_cslm as tc
 

@@ -32,7 +32,7 @@ from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.core.fileio import atomic_open, read_text_lines, sha256_file
 
 from .backend import BACKENDS, Backend, get_backend
-from .embedded.detruecase import detruecase_lines
+from .embedded.detruecase import detruecase_line, detruecase_lines
 from .embedded.tokenizer import CASES
 
 METRICS = ("BLEU", "chrF2")
@@ -191,19 +191,21 @@ def decode_split(backend: Backend, spec: SystemSpec, src: Path, out: Path, threa
 def oracle_choices(nbest_path: Path, refs: Sequence[str], lang: str | None, case: str) -> list[str]:
     """Per sentence of an n-best list, the hypothesis of highest BLEU+1 (Lin & Och 2004: add-one smoothed
     n-gram precisions above unigrams) against its reference; the reference is tokenized as the system's
-    training data was (the embedded tokenizer, ``lang`` and ``case``) for the choice. An empty line where
-    the list has no hypothesis of a sentence."""
+    training data was (the embedded tokenizer, ``lang`` and ``case``) for the choice. A truecased system's
+    hypotheses are detruecased first and the reference is tokenized as it is, as the table scores them
+    (detruecase.perl before BLEU). An empty line where the list has no hypothesis of a sentence."""
     from .embedded.bleu_stats import MAX_ORDER, REF_LEN, Reference, sentence_stats
     from .embedded.tokenizer import TokenizeConfig, Tokenizer
     from .nbest import read_nbest_groups
 
-    tok = Tokenizer(TokenizeConfig(lang=lang or "en", case=case if case in CASES else "none"))
+    truecased = case == "truecase"
+    tok = Tokenizer(TokenizeConfig(lang=lang or "en", case=case if case in CASES and not truecased else "none"))
     out = []
     for sid, group in read_nbest_groups(nbest_path, num_sentences=len(refs)):
         ref = Reference(" ".join(tok.tokenize(refs[sid])))
         best, best_score = "", None
         for e in group:                                 # ties keep the decoder's order
-            st = sentence_stats(e.hypothesis, ref)
+            st = sentence_stats(detruecase_line(e.hypothesis) if truecased else e.hypothesis, ref)
             m, t = st[0:2 * MAX_ORDER:2].copy(), st[1:2 * MAX_ORDER:2].copy()
             m[1:] += 1
             t[1:] += 1
@@ -218,7 +220,8 @@ def oracle_bleu(nbest_path: Path, refs: Sequence[str], lang: str | None, case: s
     """sacrebleu's corpus BLEU (as in the table) of the detokenized oracle choices (:func:`oracle_choices`)."""
     from sacrebleu.metrics import BLEU
 
-    hyps = detokenize_lines(oracle_choices(nbest_path, refs, lang, case), lang)
+    hyps = oracle_choices(nbest_path, refs, lang, case)
+    hyps = detokenize_lines(detruecase_lines(hyps) if case == "truecase" else hyps, lang)
     return BLEU().corpus_score(hyps, [list(refs)]).score
 
 

@@ -74,3 +74,17 @@ def test_evaluate_detruecases_a_truecased_system(tmp_path, monkeypatch):
     assert df["test_bleu"].iloc[0] == 100.0
     # without detruecasing the same output scores lower: the capitals are what changed
     assert score_systems([("b", [x.replace("A ", "a ") for x in refs])], refs).bleu[0] < 100.0
+
+
+def test_oracle_of_a_truecased_n_best_list_is_scored_as_the_table_scores(tmp_path):
+    """The oracle choice and its BLEU see the detruecased hypotheses against the cased references."""
+    from phrase_rescore.moses_integration.report import oracle_bleu, oracle_choices
+
+    refs = ["A dog runs in the park.", "Two men play chess."]
+    nbest = tmp_path / "test.nbest"
+    nbest.write_text("0 ||| a cat sleeps . ||| F0= 1 ||| -1\n"
+                     "0 ||| a dog runs in the park . ||| F0= 1 ||| -2\n"
+                     "1 ||| two men play chess . ||| F0= 1 ||| -1\n"
+                     "1 ||| two women play cards . ||| F0= 1 ||| -2\n", encoding="utf-8")
+    assert oracle_choices(nbest, refs, "en", "truecase") == ["a dog runs in the park .", "two men play chess ."]
+    assert oracle_bleu(nbest, refs, "en", "truecase") == pytest.approx(100.0)

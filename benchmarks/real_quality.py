@@ -121,11 +121,17 @@ class Job:
         print(f"[{time.strftime('%H:%M:%S')}] started {self.key} (log {logs / (self.key + '.log')})", flush=True)
 
 
-def run_jobs(jobs: list[Job], slots: int, logs: Path) -> dict[str, float]:
-    """Run the jobs, at most ``slots`` at once, each when the jobs in its ``after`` have succeeded."""
+def run_jobs(jobs: list[Job], slots: int, logs: Path) -> tuple[dict[str, float], list[str]]:
+    """Run the jobs, at most ``slots`` at once, each when the jobs in its ``after`` have succeeded. A failed
+    job does not stop the others; the jobs after it are not started. Returns the finished jobs' wall
+    seconds and the keys of those that failed or were not started."""
     exe = shutil.which("phrase-rescore") or os.fspath(Path(sys.executable).with_name("phrase-rescore"))
-    waiting, running, done = list(jobs), [], {}
+    waiting, running, done, failed = list(jobs), [], {}, []
     while waiting or running:
+        for j in [j for j in waiting if any(a in failed for a in j.after)]:
+            waiting.remove(j)
+            failed.append(j.key)
+            print(f"[{time.strftime('%H:%M:%S')}] not started {j.key}: a job it needs failed", flush=True)
         for j in [j for j in waiting if all(a in done for a in j.after)][:max(0, slots - len(running))]:
             waiting.remove(j)
             j.start(exe, logs)
@@ -135,12 +141,13 @@ def run_jobs(jobs: list[Job], slots: int, logs: Path) -> dict[str, float]:
             running.remove(j)
             j.log.close()
             if j.proc.returncode != 0:
-                for r in running:
-                    r.proc.terminate()
-                raise SystemExit(f"{j.key} failed (exit {j.proc.returncode}); see {logs / (j.key + '.log')}")
+                failed.append(j.key)
+                print(f"[{time.strftime('%H:%M:%S')}] FAILED {j.key} (exit {j.proc.returncode}); see "
+                      f"{logs / (j.key + '.log')}", flush=True)
+                continue
             done[j.key] = round(time.monotonic() - j.t0, 1)
             print(f"[{time.strftime('%H:%M:%S')}] finished {j.key} in {done[j.key]:.0f} s", flush=True)
-    return done
+    return done, failed
 
 
 def run_all(args) -> None:
@@ -217,12 +224,17 @@ def run_all(args) -> None:
                 "job_threads": threads, "test_ref": os.fspath(arts["test_ref"]),
                 "seeds": sorted({j.workdir.name for j in jobs if j.workdir != work})})
     t0 = time.monotonic()
-    log["job_wall_s"] = {**log.get("job_wall_s", {}), **run_jobs(jobs, max(1, args.jobs), work / "logs")}
+    finished, failed = run_jobs(jobs, max(1, args.jobs), work / "logs")
+    log["job_wall_s"] = {**log.get("job_wall_s", {}), **finished}
+    log["failed_jobs"] = failed
     log["wall_s"] = round(time.monotonic() - t0, 1)
     log["machine"] = {"cpus": os.cpu_count(), "platform": platform.platform(),
                       "processor": platform.processor(), "loadavg_at_end": list(os.getloadavg())}
     log_path.write_text(json.dumps(log, indent=1, default=str))
     write_report(work, args.bootstrap)
+    if failed:
+        raise SystemExit(f"{len(failed)} job(s) failed or were not started: {', '.join(failed)}; the report "
+                         "has the runs that finished (rerun this command to redo only what is missing)")
 
 
 def mean_delta_p(ref: list[str], base_runs: list[list[str]], sys_runs: list[list[str]], n: int, seed: int = 12345):

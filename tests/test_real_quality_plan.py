@@ -119,3 +119,16 @@ def test_the_report_pairs_each_configuration_with_the_baselines_runs_of_the_same
     assert 0 < s["+RNN+WP"]["p"] <= 1
     md = (tmp_path / "real_quality.md").read_text()
     assert "| +RNN | 32.00 | 32.00 ± 0.00 | +2.00 |" in md
+
+
+def test_a_failed_job_stops_only_the_jobs_after_it(tmp_path, monkeypatch):
+    fake = tmp_path / "phrase-rescore"
+    fake.write_text('#!/bin/sh\ncase "$2" in *bad*) exit 3;; esac\nexit 0\n')
+    fake.chmod(0o755)
+    monkeypatch.setattr(real_quality.shutil, "which", lambda name: str(fake))
+    monkeypatch.setattr(real_quality.time, "sleep", lambda s: None)
+    job = lambda key, after=(): real_quality.Job(key, tmp_path / f"{key}.toml", tmp_path, after)  # noqa: E731
+    jobs = [job("a"), job("bad"), job("after-bad", ("bad",)), job("after-a", ("a",))]
+    finished, failed = real_quality.run_jobs(jobs, 2, tmp_path / "logs")
+    assert set(finished) == {"a", "after-a"}
+    assert failed == ["bad", "after-bad"]

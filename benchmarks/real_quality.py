@@ -173,19 +173,16 @@ def run_all(args) -> None:
     layers = [("shared-system", _ancestors(shared, registry, ["tune-baseline"]) if "tune-baseline" in tunes else [])]
     layers.append(("shared-models", [s for s in _ancestors(shared, registry, tunes) if s not in layers[0][1]]))
     layers.append(("shared-rest", [s for s in shared if not any(s in st for _, st in layers)]))
-    jobs, done_before, upto = [], (), []
+    jobs, done_before, upto, after_stage = [], (), [], {}
     for key, stages in layers:
         if not stages:
             continue
         upto = upto + stages
+        after_stage.update({s: key for s in stages})
         jobs.append(Job(key, write_workflow(gen / f"{key}.toml", wf.name, [s for s in shared if s in upto], {
             a: p for a, p in user_inputs.items() if any(a in registry.stages[s].consumes for s in upto)},
             _sections(wf, registry, [s for s in shared if s in upto])), work, after=done_before))
         done_before = (key,)
-    after_stage = {}
-    for key, stages in layers:
-        for s in stages:
-            after_stage[s] = key
     threads = int(args.job_threads or max(1, (os.cpu_count() or 1) // max(1, args.jobs)))
     baselines, per_seed = [], []
     for backend in args.backends.split(","):

@@ -188,19 +188,10 @@ rerank_restarts = 2
 """
 
 
-@pytest.mark.parametrize("backend", ["embedded", pytest.param("moses", marks=needs_moses)])
-def test_workflow_reports_the_four_rows_of_table_1(tmp_path, backend):
-    """train-cslm, then evaluate: Baseline, +RNN, +CSLM+RNN, +CSLM+RNN+WP (and +RNN+WP), the +CSLM rows the
-    n-best lists re-ranked by the retuned weights, with the lists' oracle BLEU and the CSLM's hash."""
-    import json
-
-    import pandas as pd
-    from click.testing import CliRunner
+def cslm_rows_workflow(tmp_path: Path, max_steps: int = 20, evaluate_extra: str = "") -> Path:
+    """A workflow file of train-cslm and evaluate over the tiny system, every tuned ini its own: the
+    +CSLM rows' smallest run."""
     from _tiny_smt import make_tiny_system
-
-    from phrase_rescore.app.cli import main
-    from phrase_rescore.moses_integration.moses_ini import read_moses_ini
-    from phrase_rescore.pipeline.rescore_nbest import combined_score
 
     sys_ = make_tiny_system(tmp_path / "smt")
     (tmp_path / "corpus").write_text("the house is small\nthe house\nhouse is small\nthe small house\n" * 5)
@@ -209,7 +200,25 @@ def test_workflow_reports_the_four_rows_of_table_1(tmp_path, backend):
            "phrase_table": tmp_path / "smt" / "phrase-table",
            "dev_ref_tok": sys_["ref"], "dev_ref": sys_["ref"], "test_src_tok": sys_["src"], "test_ref": sys_["ref"]}
     wf = tmp_path / "wf.toml"
-    wf.write_text(TABLE1 + "\n[inputs]\n" + "".join(f'{k} = "{v}"\n' for k, v in ins.items()))
+    text = TABLE1.replace("max_steps = 20", f"max_steps = {max_steps}") + evaluate_extra
+    wf.write_text(text + "\n[inputs]\n" + "".join(f'{k} = "{v}"\n' for k, v in ins.items()))
+    return wf
+
+
+@pytest.mark.parametrize("backend", ["embedded", pytest.param("moses", marks=needs_moses)])
+def test_workflow_reports_the_four_rows_of_table_1(tmp_path, backend):
+    """train-cslm, then evaluate: Baseline, +RNN, +CSLM+RNN, +CSLM+RNN+WP (and +RNN+WP), the +CSLM rows the
+    n-best lists re-ranked by the retuned weights, with the lists' oracle BLEU and the CSLM's hash."""
+    import json
+
+    import pandas as pd
+    from click.testing import CliRunner
+
+    from phrase_rescore.app.cli import main
+    from phrase_rescore.moses_integration.moses_ini import read_moses_ini
+    from phrase_rescore.pipeline.rescore_nbest import combined_score
+
+    wf = cslm_rows_workflow(tmp_path)
     work = tmp_path / "work"
     r = CliRunner().invoke(main, ["--quiet", "run", str(wf), "--workdir", str(work), "--set",
                                   f"common.backend={backend}"])

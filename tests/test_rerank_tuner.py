@@ -199,42 +199,10 @@ def test_without_moses_the_tuner_is_one_error_naming_moses_home(tmp_path, monkey
         require_tuner("mert", option="rerank_tuner =")
 
 
-WORKFLOW = """
-[workflow]
-name = "cslm-rows"
-stages = ["train-cslm", "evaluate"]
-
-[common]
-backend = "embedded"
-threads = 1
-
-[train-cslm]
-emb_dim = 4
-hidden1 = 8
-hidden2 = 8
-max_steps = 10
-valid_every = 10
-
-[evaluate]
-target_lang = "none"
-bootstrap_samples = 20
-nbest_size = 5
-rerank_restarts = 2
-"""
-
-
 def _workflow(tmp_path: Path, tuner: str) -> tuple[Path, list[str]]:
-    from _tiny_smt import make_tiny_system
+    from test_cslm import cslm_rows_workflow
 
-    sys_ = make_tiny_system(tmp_path / "smt")
-    (tmp_path / "corpus").write_text("the house is small\nthe house\nhouse is small\nthe small house\n" * 5)
-    ins = {"tuned_baseline": sys_["ini"], "tuned_rnn": sys_["ini"], "tuned_rnn_wp": sys_["ini"],
-           "train_tgt_tok": tmp_path / "corpus", "lm": tmp_path / "smt" / "lm.arpa", "dev_src_tok": sys_["src"],
-           "phrase_table": tmp_path / "smt" / "phrase-table", "dev_ref_tok": sys_["ref"], "dev_ref": sys_["ref"],
-           "test_src_tok": sys_["src"], "test_ref": sys_["ref"]}
-    wf = tmp_path / "wf.toml"
-    wf.write_text(WORKFLOW.replace("rerank_restarts = 2", f'rerank_restarts = 2\nrerank_tuner = "{tuner}"')
-                  + "\n[inputs]\n" + "".join(f'{k} = "{v}"\n' for k, v in ins.items()))
+    wf = cslm_rows_workflow(tmp_path, max_steps=10, evaluate_extra=f'rerank_tuner = "{tuner}"\n')
     return wf, ["--quiet", "run", str(wf), "--workdir", str(tmp_path / "work")]
 
 

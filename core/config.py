@@ -21,6 +21,7 @@ import os
 from typing import Any, Callable
 
 from .errors import PhraseRescoreError
+from .fileio import BOM
 
 try:
     import tomllib
@@ -213,10 +214,14 @@ def read_toml(path: str | os.PathLike, what: str = "file") -> dict[str, Any]:
 
     :param what: what the file is, for the message ("workflow file").
     :raises PhraseRescoreError: the file is missing, not a file, not UTF-8 or not TOML.
+
+    A UTF-8 byte-order mark starting the file is dropped, as for every text read for its content
+    (:mod:`.fileio`); TOML parsers would otherwise refuse line 1.
     """
     try:
         with open(path, "rb") as f:
-            return tomllib.load(f)
+            data = f.read()
+        return tomllib.loads(data[len(BOM):].decode("utf-8") if data.startswith(BOM) else data.decode("utf-8"))
     except FileNotFoundError:
         raise PhraseRescoreError(f"{what} not found", path) from None
     except IsADirectoryError:

@@ -4,6 +4,21 @@ Every text a user gives is read through :func:`read_lines` (or :func:`read_text_
 :func:`read_sentences`): lines end at ``\n`` only, so every command counts a file's lines alike, and
 invalid UTF-8 or broken gzip data is an error naming the file and the line.
 
+A UTF-8 byte-order mark (:data:`BOM`, bytes EF BB BF) at the start of a file is not text: left in, it
+would glue itself to the first word (an unknown source word, a reference word no hypothesis matches).
+This module is its one home, with one rule per kind of file:
+
+* text that is read for its words -- raw and tokenized corpora, sources and references -- has the mark
+  dropped (:func:`read_lines` with ``bom="strip"``, the default): the result is the one the same file
+  without the mark gives, and nothing else of the file changes;
+* files whose lines are copied to an output byte for byte -- phrase tables (rewritten by ``score``),
+  moses.ini files (rewritten with new weights), n-best lists (re-ranked or given a feature) -- are
+  refused with an error naming the file and line 1 (:func:`open_binary_read`, and :func:`read_lines`
+  with ``bom="refuse"``): dropping the mark silently would make the output differ from its input in
+  bytes that were not ours to change, and keeping it would keep the first line broken. Moses never
+  writes the mark, so only a file edited by hand meets this, and saving it again without the mark
+  is the fix.
+
 Every stage writes through :func:`atomic_path` / :func:`atomic_open` so a crash never leaves a
 half-written output under the final name: the data is written to a temporary file beside the
 target, fsync'ed, renamed over the target, and the folder is fsync'ed so the rename survives a
@@ -94,20 +109,65 @@ def is_gzip(path: str | os.PathLike) -> bool:
         raise PhraseRescoreError("expected a file, found a directory", path) from None
 
 
-def open_binary_read(path: str | os.PathLike) -> IO[bytes]:
-    """Open for reading bytes, decompressing gzip when the content is gzip.
+#: the UTF-8 byte-order mark (U+FEFF encoded), which may start a file saved by some editors
+BOM = b"\xef\xbb\xbf"
+BOM_CHOICES = ("refuse", "strip", "keep")
 
-    A truncated or corrupt gzip stream, or (through :func:`open_text_read`) invalid UTF-8, raised
-    inside the file's ``with`` block carries the path for :func:`describe_file_error`.
-    """
+
+def bom_error(path: str | os.PathLike) -> PhraseRescoreError:
+    """The error for a file whose bytes are copied to an output and that starts with :data:`BOM`."""
+    return PhraseRescoreError("starts with a UTF-8 byte-order mark (bytes EF BB BF); expected the file without "
+                              "one: its lines are copied to the output byte for byte, so the mark is neither "
+                              "kept nor dropped silently (save the file as UTF-8 without BOM)", path, 1)
+
+
+def _open_binary(path: str | os.PathLike) -> IO[bytes]:
     if is_gzip(path):
         return _GzipReader(os.fspath(path), "rb")
     return _PlainReader(io.FileIO(os.fspath(path), "rb"), buffer_size=1 << 20)
 
 
-def open_text_read(path: str | os.PathLike) -> IO[str]:
-    """Open for reading UTF-8 text (gzip by content), newline handling left to the caller."""
-    f = _TextReader(open_binary_read(path), encoding="utf-8", newline="")
+def _starts_with_bom(f: IO[bytes], path: str | os.PathLike) -> bool | None:
+    """Whether the open, unread ``f`` starts with :data:`BOM` (nothing is consumed); None when the
+    (gzip) data is broken already there."""
+    try:
+        head = f.peek(len(BOM))[:len(BOM)]
+        if 0 < len(head) < len(BOM):    # a first gzip block may decompress to fewer bytes
+            with _open_binary(path) as g:
+                head = g.read(len(BOM))
+    except GZIP_READ_ERRORS:
+        return None
+    return head == BOM
+
+
+def open_binary_read(path: str | os.PathLike, bom: str = "refuse") -> IO[bytes]:
+    """Open for reading bytes, decompressing gzip when the content is gzip.
+
+    A truncated or corrupt gzip stream, or (through :func:`open_text_read`) invalid UTF-8, raised
+    inside the file's ``with`` block carries the path for :func:`describe_file_error`.
+
+    :param bom: ``"refuse"``: a file starting with :data:`BOM` is an error (:func:`bom_error`), for the
+        files whose lines are copied through (see the module's docstring); ``"keep"``: the bytes as
+        stored, for a caller that deals with the mark itself.
+    :raises PhraseRescoreError: the file is missing, a directory, or (``"refuse"``) starts with the mark.
+    """
+    assert bom in ("refuse", "keep"), bom
+    f = _open_binary(path)
+    if bom == "refuse":
+        starts = _starts_with_bom(f, path)
+        if starts is None:       # broken gzip: a fresh reader meets it where the caller's reads expect it
+            f.close()
+            return _open_binary(path)
+        if starts:
+            f.close()
+            raise bom_error(path)
+    return f
+
+
+def open_text_read(path: str | os.PathLike, bom: str = "refuse") -> IO[str]:
+    """Open for reading UTF-8 text (gzip by content), newline handling left to the caller; ``bom`` as
+    for :func:`open_binary_read`."""
+    f = _TextReader(open_binary_read(path, bom), encoding="utf-8", newline="")
     f._path = os.fspath(path)
     return f
 
@@ -401,18 +461,28 @@ def sha256_file(path: str | os.PathLike, chunk: int = 1 << 20) -> str:
     return h.hexdigest()
 
 
-def read_lines(path: str | os.PathLike) -> Iterator[tuple[int, str, str]]:
+def read_lines(path: str | os.PathLike, bom: str = "strip") -> Iterator[tuple[int, str, str]]:
     """``(line number, text, line ending)`` of every line of ``path`` (plain or gzip by content).
 
     Lines end at ``\n`` only (a ``\r`` elsewhere is part of the line); the ending is ``"\n"``, ``"\r\n"``
-    or ``""`` (a last line without one), so that ``text + ending`` is the line's exact bytes. Invalid
-    UTF-8 and truncated gzip data are errors naming the file and the line they are in.
+    or ``""`` (a last line without one), so that ``text + ending`` is the line's exact bytes (less a
+    dropped byte-order mark). Invalid UTF-8 and truncated gzip data are errors naming the file and the
+    line they are in.
+
+    :param bom: what a :data:`BOM` starting the file does: ``"strip"`` drops it (text read for its words:
+        the lines are those of the file without the mark), ``"refuse"`` raises :func:`bom_error` (a file
+        whose lines are copied through), ``"keep"`` leaves it in line 1.
     """
+    assert bom in BOM_CHOICES, bom
     line_no = 0
-    with open_binary_read(path) as f:
+    with open_binary_read(path, "keep") as f:
         try:
             for raw in f:
                 line_no += 1
+                if line_no == 1 and raw.startswith(BOM) and bom != "keep":
+                    if bom == "refuse":
+                        raise bom_error(path)
+                    raw = raw[len(BOM):]
                 ending = b"\r\n" if raw.endswith(b"\r\n") else b"\n" if raw.endswith(b"\n") else b""
                 body = raw[:len(raw) - len(ending)]
                 try:

@@ -14,7 +14,8 @@ is recomputed by whoever applies new weights).
 
 Every feature value and total must be a finite decimal number (a NaN total would otherwise win every
 comparison it is in, and an infinite one every re-ranking); a line that is not, or is not UTF-8, is an
-error naming the file and line.
+error naming the file and line. So is a UTF-8 byte-order mark starting the file (see
+:mod:`phrase_rescore.core.fileio`): dropping it would make a copied line differ from its input.
 """
 from __future__ import annotations
 
@@ -162,7 +163,7 @@ def parse_nbest_line(line: str, path=None, line_no: int = 0, ending: str = "\n")
 def read_nbest(path: str | os.PathLike) -> Iterator[NBestEntry]:
     """Stream the hypotheses of an n-best list (plain or gzip by content), checking ids never go down."""
     last = -1
-    for line_no, line, ending in read_lines(path):
+    for line_no, line, ending in read_lines(path, bom="refuse"):   # lines are written back byte for byte
         if not line.strip():
             raise PhraseRescoreError("expected an n-best line, found an empty line", path, line_no)
         entry = parse_nbest_line(line, path, line_no, ending)

@@ -10,7 +10,8 @@ This module is its one home, with one rule per kind of file:
 
 * text that is read for its words -- raw and tokenized corpora, sources and references -- has the mark
   dropped (:func:`read_lines` with ``bom="strip"``, the default): the result is the one the same file
-  without the mark gives, and nothing else of the file changes;
+  without the mark gives, and nothing else of the file changes (sacrebleu and Moses's scripts keep the
+  mark as part of the first word; a BLEU here is theirs for the file saved without it);
 * files whose lines are copied to an output byte for byte -- phrase tables (rewritten by ``score``),
   moses.ini files (rewritten with new weights), n-best lists (re-ranked or given a feature) -- are
   refused with an error naming the file and line 1 (:func:`open_binary_read`, and :func:`read_lines`
@@ -117,8 +118,9 @@ BOM_CHOICES = ("refuse", "strip", "keep")
 def bom_error(path: str | os.PathLike) -> PhraseRescoreError:
     """The error for a file whose bytes are copied to an output and that starts with :data:`BOM`."""
     return PhraseRescoreError("starts with a UTF-8 byte-order mark (bytes EF BB BF); expected the file without "
-                              "one: its lines are copied to the output byte for byte, so the mark is neither "
-                              "kept nor dropped silently (save the file as UTF-8 without BOM)", path, 1)
+                              "one: files of this kind (phrase tables, moses.ini, n-best lists) are copied to "
+                              "outputs byte for byte, so the mark is refused rather than dropped silently (save "
+                              "the file as UTF-8 without BOM)", path, 1)
 
 
 def _open_binary(path: str | os.PathLike) -> IO[bytes]:

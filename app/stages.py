@@ -12,8 +12,10 @@ smt_model          build-smt's model directory (truecase models, alignments, lex
 dev_src_tok, ...   dev/test tokenized and cased as the system's training data (decoder input)
 pairs              prepare's directory: unique phrase pairs as Parquet + vocab.json
 model              the trained RNN Encoder-Decoder checkpoint (model.pt)
+pairs_reverse      ``prepare-reverse``'s pairs of the swapped table; ``model_reverse``: the p(e|f) model on them
 pictures_train     its training curves and t-SNE maps of word embeddings and phrase summaries c (PNGs)
 table_rnn          phrase_table + the log p(f|e) column; ``table_rnn_wp``: + the unknown-word column
+                   (with ``model_reverse``, both end with its log p(e|f) column)
 ini_rnn, ini_rnn_wp  moses.ini pointed at those tables, with one or two more initial weights
 tuned_*            moses.ini tuned on the dev set (baseline, rnn, rnn_wp)
 cslm               the target-language CSLM checkpoint (train-cslm): the +CSLM rows re-rank n-best lists with it
@@ -28,7 +30,9 @@ generated too: ``[demo-data]``, ``[split]``, ``[build-smt]``, ``[prepare]``, ``[
 ``prepare``, ``train``, ``score``, ``tune`` and ``evaluate`` that a workflow does not decide itself (the paths, which are artifacts;
 ``train --resume``, ``score --columns``/``--raw-logprob``/``--restart``); ``[moses-ini]`` takes
 ``moses-ini``'s options with ``rnn_weight`` and ``wp_weight`` for ``--weights``, since its two stages add
-one column and two. ``[train-cslm]`` takes ``train-cslm``'s options; ``[evaluate]`` adds ``nbest_size``,
+one column and two (``reverse_weight`` for the reverse model's column, when ``train-reverse`` makes one);
+``[prepare-reverse]`` and ``[train-reverse]`` take the keys of ``[prepare]`` and ``[train]`` and follow
+them when those stages are selected, so the reverse model is made as the forward one. ``[train-cslm]`` takes ``train-cslm``'s options; ``[evaluate]`` adds ``nbest_size``,
 ``cslm_weight``, ``rerank_restarts`` and ``rerank_tuner`` for the +CSLM rows (:class:`CSLMRerank`), which ``rescore-nbest``
 makes one by one outside a workflow.
 """
@@ -200,40 +204,68 @@ def run_prepare(ctx: StageContext) -> dict:
                                   "vocab_target", "vocab_counted_from")}
 
 
-def run_train(ctx: StageContext) -> dict:
-    from phrase_rescore.pipeline.train import TrainConfig, train
+def run_prepare_reverse(ctx: StageContext) -> dict:
+    """``prepare`` of the table with source and target exchanged (and the corpora with them): the pairs
+    of the reverse model, whose log p(e|f) ``score`` appends as one more column."""
+    from phrase_rescore.moses_integration.table_columns import swap_table
+    from phrase_rescore.pipeline.prepare import PrepareConfig, prepare
 
-    out = ctx.output("model").parent
-    resume = ctx.resume and (out / "last.pt").exists()
-    s = train(ctx.input("pairs"), out, _config(TrainConfig, ctx.params, resume=resume))
-    if Path(s.model).resolve() != ctx.output("model").resolve():
-        raise PhraseRescoreError(f"training wrote its model to {s.model}, expected {ctx.output('model')}")
-    from .pictures import encdec_pictures  # training curves, word and phrase maps (section 4.4)
+    src, tgt = ctx.input("train_src_tok"), ctx.input("train_tgt_tok")
+    use_corpus = ctx.params["vocab_from_corpus"] and src is not None and tgt is not None
+    cfg = _config(PrepareConfig, ctx.params, src_corpus=os.fspath(tgt) if use_corpus else None,
+                  tgt_corpus=os.fspath(src) if use_corpus else None)
+    swapped = ctx.dir / "swapped-table.gz"
+    swap_table(ctx.input("phrase_table"), swapped, compresslevel=1)
+    m = prepare(swapped, ctx.output("pairs_reverse"), cfg)
+    swapped.unlink()
+    return {k: m.get(k) for k in ("lines", "unique_pairs", "train_pairs", "valid_pairs", "vocab_source",
+                                  "vocab_target", "vocab_counted_from")}
 
-    pictures = encdec_pictures(ctx.output("model"), ctx.input("pairs"), ctx.output("pictures_train"))
-    return {**{k: v for k, v in dataclasses.asdict(s).items() if k != "history"},  # the log is in train_log.csv
-            "pictures": pictures}
+
+def _run_train(pairs: str, model: str, pictures: str):
+    def run(ctx: StageContext) -> dict:
+        from phrase_rescore.pipeline.train import TrainConfig, train
+
+        out = ctx.output(model).parent
+        resume = ctx.resume and (out / "last.pt").exists()
+        s = train(ctx.input(pairs), out, _config(TrainConfig, ctx.params, resume=resume))
+        if Path(s.model).resolve() != ctx.output(model).resolve():
+            raise PhraseRescoreError(f"training wrote its model to {s.model}, expected {ctx.output(model)}")
+        from .pictures import encdec_pictures  # training curves, word and phrase maps (section 4.4)
+
+        drawn = encdec_pictures(ctx.output(model), ctx.input(pairs), ctx.output(pictures))
+        return {**{k: v for k, v in dataclasses.asdict(s).items() if k != "history"},  # the log: train_log.csv
+                "pictures": drawn}
+    return run
 
 
 def run_score(ctx: StageContext) -> dict:
-    """Score once with both columns (+RNN+WP), then derive the +RNN table from it without the model."""
+    """Score once with both columns (+RNN+WP), then derive the +RNN table from it without the model. With a
+    reverse model (``train-reverse``), both tables end with its log p(e|f) column."""
     from phrase_rescore.pipeline.score import ScoreConfig, score_table
+    from phrase_rescore.pipeline.score_columns import score_with_extras
 
     cfg = _config(ScoreConfig, ctx.params, columns=("logprob", "unk"), restart=not ctx.resume)
-    res = score_table(ctx.input("model"), ctx.input("phrase_table"), ctx.output("table_rnn_wp"), cfg)
-    n = drop_last_column(ctx.input("phrase_table"), ctx.output("table_rnn_wp"), ctx.output("table_rnn"),
-                         compresslevel=ctx.params.get("compresslevel", 6))
+    reverse = ctx.input("model_reverse")
+    if reverse is None:
+        res = score_table(ctx.input("model"), ctx.input("phrase_table"), ctx.output("table_rnn_wp"), cfg)
+    else:
+        res = score_with_extras(ctx.input("model"), ctx.input("phrase_table"), ctx.output("table_rnn_wp"), cfg,
+                                reverse_model=reverse)
+    n = drop_unk_column(ctx.input("phrase_table"), ctx.output("table_rnn_wp"), ctx.output("table_rnn"),
+                        appended=2 if reverse is None else 3, compresslevel=ctx.params.get("compresslevel", 6))
     return {"lines": n, "pairs_per_s": res.get("pairs_per_s"), "seconds": res.get("seconds"),
             "rejected": res.get("rejected"), "device": res.get("device"), "workers": res.get("workers"),
-            "matmul": res.get("matmul")}
+            "matmul": res.get("matmul"), **({"reverse_pairs_per_s": res.get("reverse_pairs_per_s")} if reverse else {})}
 
 
-def drop_last_column(original: Path, rescored: Path, out: Path, compresslevel: int = 6) -> int:
-    """Write ``original`` with only the first of the two columns ``rescored`` appended to it.
+def drop_unk_column(original: Path, rescored: Path, out: Path, appended: int = 2, compresslevel: int = 6) -> int:
+    """Write ``original`` with the columns ``rescored`` appended to it, less the unknown-word column.
 
-    Every line of ``rescored`` must be the same line of ``original`` with exactly two score columns
-    appended (as ``score --columns logprob,unk`` writes it); the log p column's text is copied as it
-    is, so the output is byte for byte what ``score --columns logprob`` would write.
+    Every line of ``rescored`` must be the same line of ``original`` with exactly ``appended`` score columns
+    appended: log p(f|e), the unknown-word column, and with 3 the reverse model's log p(e|f) (as ``score
+    --columns logprob,unk [--reverse-model]`` writes them). The kept columns' text is copied as it is, so
+    with 2 the output is byte for byte what ``score --columns logprob`` would write.
     :returns: the number of lines.
     """
     import itertools
@@ -241,6 +273,8 @@ def drop_last_column(original: Path, rescored: Path, out: Path, compresslevel: i
     from phrase_rescore.core.fileio import open_binary_read
     from phrase_rescore.moses_integration.phrase_table import FIELD_SEP, append_columns, scored_line
 
+    if appended not in (2, 3):
+        raise ValueError(f"appended must be 2 or 3, not {appended}")
     n = 0
     with open_binary_read(original) as fo, open_binary_read(rescored) as fr, \
             atomic_open(out, "wb", compresslevel=compresslevel) as w:
@@ -254,10 +288,12 @@ def drop_last_column(original: Path, rescored: Path, out: Path, compresslevel: i
                 continue
             fields = b.split(FIELD_SEP)
             cols = fields[2].split() if len(fields) >= 3 else []
-            if len(cols) < 2 or append_columns(a, cols[-2] + b" " + cols[-1]) != b:
-                raise PhraseRescoreError(f"is not line {n} of {original} with two score columns appended",
-                                         rescored, n)
-            w.write(scored_line(line, cols[-2]))
+            if len(cols) < appended or append_columns(a, b" ".join(cols[-appended:])) != b:
+                raise PhraseRescoreError(f"is not line {n} of {original} with {('two', 'three')[appended - 2]} score "
+                                         "columns appended", rescored, n)
+            kept = cols[-appended:]
+            del kept[1]
+            w.write(scored_line(line, b" ".join(kept)))
     return n
 
 
@@ -288,6 +324,8 @@ class AddedWeights:
 
     rnn_weight: float = setting(0.2, help="Initial weight of the log p(f|e) column.")
     wp_weight: float = setting(-0.2, help="Initial weight of the unknown-word column (+RNN+WP).")
+    reverse_weight: float = setting(0.2, help="Initial weight of the reverse model's log p(e|f) column (with "
+                                              "train-reverse).")
 
 
 def _moses_ini_params(config: str) -> dict:
@@ -311,6 +349,8 @@ def _run_moses_ini(config: str):
         _, ini_art, table_art, _ = CONFIGURATIONS[config]
         p = ctx.params
         weights = (p["rnn_weight"],) if config == "rnn" else (p["rnn_weight"], p["wp_weight"])
+        if ctx.input("model_reverse") is not None:   # score appended its log p(e|f) column last
+            weights += (p["reverse_weight"],)
         res = rewrite_moses_ini(RewriteConfig(old_ini=ctx.input("moses_ini"), table=ctx.input(table_art),
                                               out=ctx.output(ini_art), feature=p["feature"] or None,
                                               weights=weights, binarize=p["binarize"], threads=p["threads"],
@@ -404,7 +444,8 @@ def _cslm_row(ctx: StageContext, config: str, base, cslm: Path, work: Path):
         with atomic_open(stamp_path, "w") as f:
             json.dump(stamp, f, indent=1)
     row = SystemSpec(label, base.ini, base.model, outputs=dict(out), nbest=dict(base.nbest),
-                     hashes={"cslm_sha256": sha256_file(cslm), "rerank_weights_sha256": sha256_file(weights_path)})
+                     hashes={**base.hashes, "cslm_sha256": sha256_file(cslm),
+                             "rerank_weights_sha256": sha256_file(weights_path)})
     return row, {"weights": os.fspath(weights_path), **summary}
 
 
@@ -417,6 +458,7 @@ def run_evaluate(ctx: StageContext) -> dict:
     systems decode to n-best lists (their rows are the lists' first hypotheses) and the +CSLM rows re-rank
     those lists (:func:`_cslm_row`); the report gives the lists' oracle BLEU.
     """
+    from phrase_rescore.core.fileio import sha256_file
     from phrase_rescore.moses_integration.backend import get_backend
     from phrase_rescore.moses_integration.report import EvaluateConfig, SystemSpec, decode_split, evaluate
 
@@ -424,10 +466,14 @@ def run_evaluate(ctx: StageContext) -> dict:
     work = ctx.dir / "work"
     work.mkdir(parents=True, exist_ok=True)
     rows = {}
+    reverse = ctx.input("model_reverse")
     for config, (label, _, _, tuned_art) in CONFIGURATIONS.items():
         ini = ctx.input(tuned_art)
         if ini is not None:
-            rows[config] = SystemSpec(label, Path(ini), None if config == "baseline" else ctx.input("model"))
+            neural = config != "baseline"
+            rows[config] = SystemSpec(label, Path(ini), ctx.input("model") if neural else None,
+                                      hashes={"reverse_model_sha256": sha256_file(reverse)}
+                                      if neural and reverse is not None else {})
     if "baseline" not in rows:
         raise PhraseRescoreError("evaluate needs the tuned baseline (tune-baseline, or tuned_baseline in [inputs])")
     dev_src, dev_ref = ctx.input("dev_src_tok"), ctx.input("dev_ref")
@@ -513,12 +559,27 @@ def default_registry() -> Registry:
                      optional=frozenset({"train_src_tok", "train_tgt_tok"}), produces={"pairs": "pairs"},
                      doc="unique phrase pairs, vocabulary and validation split",
                      choices=stage_choices(PrepareConfig), check=stage_check(PrepareConfig)))
-    reg.add(StageDef("train", "train", run_train, stage_params(TrainConfig), consumes=("pairs",),
-                     produces={"model": "model/model.pt", "pictures_train": "pictures"},
+    reg.add(StageDef("train", "train", _run_train("pairs", "model", "pictures_train"), stage_params(TrainConfig),
+                     consumes=("pairs",), produces={"model": "model/model.pt", "pictures_train": "pictures"},
                      doc="train the RNN Encoder-Decoder; its training curves, word and phrase maps",
                      choices=stage_choices(TrainConfig), check=stage_check(TrainConfig),
                      resumable=True))
-    reg.add(StageDef("score", "score", run_score, stage_params(ScoreConfig), consumes=("model", "phrase_table"),
+    # the reverse model, p(e|f): prepared and trained as the forward one is (every key follows, when selected)
+    reg.add(StageDef("prepare-reverse", "prepare-reverse", run_prepare_reverse, stage_params(PrepareConfig),
+                     consumes=("phrase_table", "train_src_tok", "train_tgt_tok"),
+                     optional=frozenset({"train_src_tok", "train_tgt_tok"}), produces={"pairs_reverse": "pairs"},
+                     doc="unique phrase pairs of the swapped table, for the reverse model p(e|f)",
+                     choices=stage_choices(PrepareConfig), check=stage_check(PrepareConfig),
+                     follows={"prepare": tuple(stage_params(PrepareConfig))}))
+    reg.add(StageDef("train-reverse", "train-reverse", _run_train("pairs_reverse", "model_reverse",
+                                                                  "pictures_train_reverse"),
+                     stage_params(TrainConfig), consumes=("pairs_reverse",),
+                     produces={"model_reverse": "model/model.pt", "pictures_train_reverse": "pictures"},
+                     doc="train the reverse RNN Encoder-Decoder, p(e|f), whose column score appends last",
+                     choices=stage_choices(TrainConfig), check=stage_check(TrainConfig), resumable=True,
+                     follows={"train": tuple(stage_params(TrainConfig))}))
+    reg.add(StageDef("score", "score", run_score, stage_params(ScoreConfig),
+                     consumes=("model", "phrase_table", "model_reverse"), optional=frozenset({"model_reverse"}),
                      produces={"table_rnn": "phrase-table.rnn.gz", "table_rnn_wp": "phrase-table.rnn-wp.gz"},
                      doc="append log p(f|e) (and the unknown-word count) to the phrase table",
                      choices=stage_choices(ScoreConfig), check=stage_check(ScoreConfig), resumable=True))
@@ -530,7 +591,8 @@ def default_registry() -> Registry:
     for config in ("rnn", "rnn-wp"):
         _, ini_art, table_art, _ = CONFIGURATIONS[config]
         reg.add(StageDef(f"moses-ini-{config}", "moses-ini", _run_moses_ini(config), _moses_ini_params(config),
-                         consumes=("moses_ini", table_art), produces={ini_art: "moses.ini"},
+                         consumes=("moses_ini", table_art, "model_reverse"), optional=frozenset({"model_reverse"}),
+                         produces={ini_art: "moses.ini"},
                          doc=f"moses.ini for {CONFIGURATIONS[config][0]}", check=_check_moses_ini))
     for config, (label, ini_art, table_art, tuned_art) in CONFIGURATIONS.items():
         # the table and LM are consumed too: the ini names them by path, so only their hashes show a change
@@ -542,11 +604,11 @@ def default_registry() -> Registry:
     reg.add(StageDef("evaluate", "evaluate", run_evaluate,
                      {**stage_params(EvaluateConfig), **stage_params(CSLMRerank)},
                      consumes=("tuned_baseline", "tuned_rnn", "tuned_rnn_wp", "phrase_table", "table_rnn",
-                               "table_rnn_wp", "lm", "model", "cslm", "test_src_tok", "test_ref", "dev_src_tok",
-                               "dev_ref", "dev_ref_tok", "pictures_train", "pictures_cslm"),
+                               "table_rnn_wp", "lm", "model", "model_reverse", "cslm", "test_src_tok", "test_ref",
+                               "dev_src_tok", "dev_ref", "dev_ref_tok", "pictures_train", "pictures_cslm"),
                      optional=frozenset({"tuned_rnn", "tuned_rnn_wp", "table_rnn", "table_rnn_wp", "lm", "model",
-                                         "cslm", "dev_src_tok", "dev_ref", "dev_ref_tok", "pictures_train",
-                                         "pictures_cslm"}),
+                                         "model_reverse", "cslm", "dev_src_tok", "dev_ref", "dev_ref_tok",
+                                         "pictures_train", "pictures_cslm"}),
                      produces={"report_md": "table1.md", "report_csv": "table1.csv", "report_html": "report.html"},
                      doc="decode dev/test with each tuned configuration (+CSLM: re-rank n-best lists); Table 1",
                      choices=stage_choices(EvaluateConfig), check=_check_evaluate,

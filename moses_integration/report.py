@@ -276,7 +276,8 @@ def to_markdown(df: pd.DataFrame, test: SplitScores, dev: SplitScores | None) ->
                   "sentence the hypothesis of highest BLEU+1 against the reference."]
     extra = [c for c in df.columns if c.endswith("_sha256") and c not in ("ini_sha256", "model_sha256")]
     lines += ["", "| Configuration | moses.ini sha256 | model sha256 |" + "".join(
-        f" {c.removesuffix('_sha256')} sha256 |" for c in extra), "|---|---|---|" + "---|" * len(extra)]
+        f" {c.removesuffix('_sha256').replace('_', ' ')} sha256 |" for c in extra),
+        "|---|---|---|" + "---|" * len(extra)]
 
     def sha(x):
         return "–" if x is None or pd.isna(x) else f"`{x}`"  # a baseline has no model

@@ -111,13 +111,13 @@ def test_tiny_workflow_every_stage_then_reruns(tmp_path):
     assert [s for s, v in status.items() if v == "ran"] == ["score"]
 
 
-def test_drop_last_column_gives_the_logprob_only_table(tmp_path):
+def test_drop_unk_column_gives_the_logprob_only_table(tmp_path):
     import gzip
 
     import pytest
 
     from phrase_rescore.core.errors import PhraseRescoreError
-    from phrase_rescore.app.stages import drop_last_column
+    from phrase_rescore.app.stages import drop_unk_column
 
     original = [b"a ||| x ||| 0.5 0.25 0.5 0.25 ||| 0-0 ||| 2 2 1 ||| |||",
                 b"a b ||| x  y ||| 1 1 1 1",  # 3 fields, double space kept
@@ -133,17 +133,28 @@ def test_drop_last_column_gives_the_logprob_only_table(tmp_path):
     (tmp_path / "pt").write_bytes(b"\n".join(original) + b"\n")
     with gzip.open(tmp_path / "both.gz", "wb") as f:
         f.write(b"\n".join(rescored) + b"\n")
-    assert drop_last_column(tmp_path / "pt", tmp_path / "both.gz", tmp_path / "rnn.gz") == 3
+    assert drop_unk_column(tmp_path / "pt", tmp_path / "both.gz", tmp_path / "rnn.gz") == 3
     assert gzip.open(tmp_path / "rnn.gz").read() == b"\n".join(expected) + b"\n"
     # the same input gives the same bytes (no time or name in the gzip header): reruns compare by hash
-    drop_last_column(tmp_path / "pt", tmp_path / "both.gz", tmp_path / "rnn2.gz")
+    drop_unk_column(tmp_path / "pt", tmp_path / "both.gz", tmp_path / "rnn2.gz")
     assert (tmp_path / "rnn2.gz").read_bytes() == (tmp_path / "rnn.gz").read_bytes()
     # a rescored table that is not the original plus two columns is refused, naming the line
     with gzip.open(tmp_path / "bad.gz", "wb") as f:
         f.write(b"\n".join(rescored[:1] + [b"a b ||| x y ||| 1 1 1 1 1e-45 1"] + rescored[2:]) + b"\n")
     with pytest.raises(PhraseRescoreError, match=r"bad.gz:2: is not line 2 of .*pt with two score columns"):
-        drop_last_column(tmp_path / "pt", tmp_path / "bad.gz", tmp_path / "x.gz")
+        drop_unk_column(tmp_path / "pt", tmp_path / "bad.gz", tmp_path / "x.gz")
     with gzip.open(tmp_path / "short.gz", "wb") as f:
         f.write(b"\n".join(rescored[:2]) + b"\n")
     with pytest.raises(PhraseRescoreError, match=r"pt:3: has more lines than the rescored table"):
-        drop_last_column(tmp_path / "pt", tmp_path / "short.gz", tmp_path / "x.gz")
+        drop_unk_column(tmp_path / "pt", tmp_path / "short.gz", tmp_path / "x.gz")
+    # with the reverse model's column last, the +RNN table keeps it and drops the unknown-word column only
+    with gzip.open(tmp_path / "three.gz", "wb") as f:
+        f.write(b"\n".join(r.replace(b" ||| 0-0", b" 0.125 ||| 0-0") if r.count(b"|||") > 2 else r + b" 0.5"
+                           for r in rescored) + b"\n")
+    assert drop_unk_column(tmp_path / "pt", tmp_path / "three.gz", tmp_path / "rev.gz", appended=3) == 3
+    assert gzip.open(tmp_path / "rev.gz").read().splitlines() == [
+        b"a ||| x ||| 0.5 0.25 0.5 0.25 0.01 0.125 ||| 0-0 ||| 2 2 1 ||| |||",
+        b"a b ||| x  y ||| 1 1 1 1 1e-45 0.5",
+        b"c ||| z ||| 0.1 0.2 0.3 0.4 0.9 0.125 ||| 0-0"]
+    with pytest.raises(PhraseRescoreError, match=r"both.gz:1: is not line 1 of .*pt with three score columns"):
+        drop_unk_column(tmp_path / "pt", tmp_path / "both.gz", tmp_path / "x.gz", appended=3)

@@ -30,6 +30,8 @@ STAGES = {
     "build-smt": ("build-smt", BuildConfig, set()),
     "prepare": ("prepare", PrepareConfig, set()),
     "train": ("train", TrainConfig, set()),
+    "prepare-reverse": ("prepare", PrepareConfig, set()),     # the reverse model's, made as the forward one
+    "train-reverse": ("train", TrainConfig, set()),
     "score": ("score", ScoreConfig, set()),
     "tune-baseline": ("tune", TuneConfig, set()),
     "tune-rnn": ("tune", TuneConfig, set()),
@@ -37,9 +39,9 @@ STAGES = {
     # evaluate lowercases the references and detokenizes as build-smt built the system (--detok-lang)
     "evaluate": ("evaluate", EvaluateConfig, {"nbest_size", "cslm_weight", "rerank_restarts", "rerank_tuner"}),  # +CSLM rows
     "train-cslm": ("train-cslm", TrainCSLMConfig, set()),
-    # the two stages add one column and two: one initial weight each instead of --weights
-    "moses-ini-rnn": ("moses-ini", RewriteConfig, {"rnn_weight"}),
-    "moses-ini-rnn-wp": ("moses-ini", RewriteConfig, {"rnn_weight", "wp_weight"}),
+    # the two stages add one column and two (and the reverse model's): one initial weight each, not --weights
+    "moses-ini-rnn": ("moses-ini", RewriteConfig, {"rnn_weight", "reverse_weight"}),
+    "moses-ini-rnn-wp": ("moses-ini", RewriteConfig, {"rnn_weight", "wp_weight", "reverse_weight"}),
 }
 
 #: command -> its options that are neither settings nor paths: evaluate's NAME=PATH lists

@@ -5,7 +5,8 @@ script writes under ``WORKDIR/workflows/``, every parameter spelled out so that 
 the main workflow):
 
 - the shared stages once, in WORKDIR: split, build-smt and tokenize (``shared-system``), then prepare,
-  train, score and moses-ini (``shared-models``), then train-cslm (``shared-rest``);
+  train, score and moses-ini (``shared-models``; with ``--reverse`` also prepare-reverse and train-reverse,
+  whose p(e|f) column the +RNN tables then end with), then train-cslm (``shared-rest``);
 - per backend and MERT seed, the tuning and evaluation stages in ``WORKDIR/seeds/BACKEND-seedN/``, a
   workflow whose ``[inputs]`` are the shared stages' outputs (the embedded MERT is seeded by
   ``tune.seed``; mert-moses.pl draws its random restarts unseeded, so its runs differ by chance alone).
@@ -162,6 +163,9 @@ def run_all(args) -> None:
     base = [f"train.time_budget_s={float(args.train_budget)}", f"train.preset={args.preset!r}",
             f"tune.max_iterations={int(args.max_iterations)}"] + list(args.set)
     wf = load_workflow(args.workflow, registry, overrides=base)
+    if args.reverse and "train-reverse" not in wf.stages:   # the reverse model's column, p(e|f)
+        base.append("workflow.stages=" + _toml(wf.stages + ["prepare-reverse", "train-reverse"]))
+        wf = load_workflow(args.workflow, registry, overrides=base)
     shared = [s for s in wf.stages if not _per_seed(s)]
     seeded = [s for s in wf.stages if _per_seed(s)]
     user_inputs = {a: p.resolve() for a, p in wf.inputs.items()}
@@ -310,8 +314,9 @@ def write_report(work: Path, n_boot: int) -> None:
             lines.append(f"- {k}: " + "; ".join(cells))
         lines.append("")
     shared = [d.name for d in sorted(work.iterdir()) if (d / "stage-manifest.json").exists()]
-    order = {s: i for i, s in enumerate(("split", "build-smt", "tokenize", "prepare", "train", "score",
-                                         "train-cslm", "moses-ini-rnn", "moses-ini-rnn-wp"))}
+    order = {s: i for i, s in enumerate(("split", "build-smt", "tokenize", "prepare", "prepare-reverse", "train",
+                                         "train-reverse", "score", "train-cslm", "moses-ini-rnn",
+                                         "moses-ini-rnn-wp"))}
     shared.sort(key=lambda s: order.get(s, len(order)))
     walls = {s: _wall(work, s) for s in shared}
     lines += ["## Stage wall times (seconds)", "",
@@ -329,7 +334,7 @@ def write_report(work: Path, n_boot: int) -> None:
               f"the whole run took {log.get('wall_s', float('nan')):.0f} s of wall time.", "",
               f"Machine: {log['machine']['cpus']} CPUs, {log['machine']['platform']}; load average at the end "
               f"{', '.join(f'{x:.1f}' for x in log['machine']['loadavg_at_end'])}.", ""]
-    for st in ("train", "train-cslm"):
+    for st in ("train", "train-reverse", "train-cslm"):
         m = work / st / "stage-manifest.json"
         t = json.loads(m.read_text()).get("summary") if m.exists() else None
         if t:
@@ -363,6 +368,8 @@ def main(argv=None) -> None:
                     help="a tuning stage run in the first MERT run only (e.g. tune-rnn: its row then has one run)")
     ap.add_argument("--no-dev-scores", action="store_true", help="evaluate decodes the test half only "
                     "(no dev BLEU column; the tuning logs have dev BLEU per iteration)")
+    ap.add_argument("--reverse", action="store_true", help="add prepare-reverse and train-reverse to the workflow: "
+                    "the +RNN rows get the reverse model's log p(e|f) column too")
     ap.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE")
     ap.add_argument("--report-only", action="store_true")
     ap.add_argument("--dry-run", action="store_true", help="write the workflow files, list the jobs, run nothing")

@@ -132,3 +132,24 @@ def test_a_failed_job_stops_only_the_jobs_after_it(tmp_path, monkeypatch):
     finished, failed = real_quality.run_jobs(jobs, 2, tmp_path / "logs")
     assert set(finished) == {"a", "after-a"}
     assert failed == ["bad", "after-bad"]
+
+
+def test_reverse_adds_the_reverse_model_to_the_shared_models(tmp_path):
+    """--reverse: prepare-reverse and train-reverse run once with the forward model's settings, and every seed's
+    evaluation reads the reverse model (its hash goes in the report)."""
+    data = tmp_path / "data"
+    data.mkdir()
+    for name in ("train.en", "train.fr", "val.en", "val.fr"):
+        (data / name).write_text("a b\n", encoding="utf-8")
+    real_quality.main(["--workdir", str(tmp_path / "w"), "--backends", "moses", "--mert-runs", "1", "--reverse",
+                       "--train-budget", "60", "--dry-run"] + [
+        x for side, f in (("train_src", "train.en"), ("train_tgt", "train.fr"), ("heldout_src", "val.en"),
+                          ("heldout_ref", "val.fr")) for x in ("--set", f"inputs.{side}={str(data / f)!r}")])
+    registry = default_registry()
+    gen = tmp_path / "w" / "workflows"
+    models = load_workflow(gen / "shared-models.toml", registry)
+    assert {"prepare-reverse", "train-reverse"} <= set(models.stages)
+    assert models.params["train-reverse"] == models.params["train"]
+    assert models.params["prepare-reverse"] == models.params["prepare"]
+    final = load_workflow(gen / "moses-seed1.toml", registry)
+    assert final.inputs["model_reverse"] == tmp_path / "w" / "train-reverse" / "model" / "model.pt"

@@ -192,34 +192,29 @@ def run_tokenize(ctx: StageContext) -> dict:
 
 # ----------------------------------------------------------------------------- prepare, train, score
 
-def run_prepare(ctx: StageContext) -> dict:
-    from phrase_rescore.pipeline.prepare import PrepareConfig, prepare
+def _run_prepare(reverse: bool):
+    """``prepare`` of the phrase table, or (``reverse``) of the table with source and target exchanged, the
+    corpora with them: the pairs of the reverse model, whose log p(e|f) ``score`` appends as one more column."""
+    def run(ctx: StageContext) -> dict:
+        from phrase_rescore.moses_integration.table_columns import swap_table
+        from phrase_rescore.pipeline.prepare import PrepareConfig, prepare
 
-    src, tgt = ctx.input("train_src_tok"), ctx.input("train_tgt_tok")
-    use_corpus = ctx.params["vocab_from_corpus"] and src is not None and tgt is not None
-    cfg = _config(PrepareConfig, ctx.params, src_corpus=os.fspath(src) if use_corpus else None,
-                  tgt_corpus=os.fspath(tgt) if use_corpus else None)
-    m = prepare(ctx.input("phrase_table"), ctx.output("pairs"), cfg)
-    return {k: m.get(k) for k in ("lines", "unique_pairs", "train_pairs", "valid_pairs", "vocab_source",
-                                  "vocab_target", "vocab_counted_from")}
-
-
-def run_prepare_reverse(ctx: StageContext) -> dict:
-    """``prepare`` of the table with source and target exchanged (and the corpora with them): the pairs
-    of the reverse model, whose log p(e|f) ``score`` appends as one more column."""
-    from phrase_rescore.moses_integration.table_columns import swap_table
-    from phrase_rescore.pipeline.prepare import PrepareConfig, prepare
-
-    src, tgt = ctx.input("train_src_tok"), ctx.input("train_tgt_tok")
-    use_corpus = ctx.params["vocab_from_corpus"] and src is not None and tgt is not None
-    cfg = _config(PrepareConfig, ctx.params, src_corpus=os.fspath(tgt) if use_corpus else None,
-                  tgt_corpus=os.fspath(src) if use_corpus else None)
-    swapped = ctx.dir / "swapped-table.gz"
-    swap_table(ctx.input("phrase_table"), swapped, compresslevel=1)
-    m = prepare(swapped, ctx.output("pairs_reverse"), cfg)
-    swapped.unlink()
-    return {k: m.get(k) for k in ("lines", "unique_pairs", "train_pairs", "valid_pairs", "vocab_source",
-                                  "vocab_target", "vocab_counted_from")}
+        src, tgt = ctx.input("train_src_tok"), ctx.input("train_tgt_tok")
+        if reverse:
+            src, tgt = tgt, src
+        use_corpus = ctx.params["vocab_from_corpus"] and src is not None and tgt is not None
+        cfg = _config(PrepareConfig, ctx.params, src_corpus=os.fspath(src) if use_corpus else None,
+                      tgt_corpus=os.fspath(tgt) if use_corpus else None)
+        table = ctx.input("phrase_table")
+        if reverse:
+            table = ctx.dir / "swapped-table.gz"
+            swap_table(ctx.input("phrase_table"), table, compresslevel=1)
+        m = prepare(table, ctx.output("pairs_reverse" if reverse else "pairs"), cfg)
+        if reverse:
+            table.unlink()
+        return {k: m.get(k) for k in ("lines", "unique_pairs", "train_pairs", "valid_pairs", "vocab_source",
+                                      "vocab_target", "vocab_counted_from")}
+    return run
 
 
 def _run_train(pairs: str, model: str, pictures: str):
@@ -554,7 +549,7 @@ def default_registry() -> Registry:
                                "test_src_tok": "test.tok.src"},
                      doc="tokenize and case dev/test as the training corpus",
                      check=_check_build_subset(TOKENIZE_KEYS), follows={"build-smt": TOKENIZE_KEYS}))
-    reg.add(StageDef("prepare", "prepare", run_prepare, stage_params(PrepareConfig),
+    reg.add(StageDef("prepare", "prepare", _run_prepare(False), stage_params(PrepareConfig),
                      consumes=("phrase_table", "train_src_tok", "train_tgt_tok"),
                      optional=frozenset({"train_src_tok", "train_tgt_tok"}), produces={"pairs": "pairs"},
                      doc="unique phrase pairs, vocabulary and validation split",
@@ -565,7 +560,7 @@ def default_registry() -> Registry:
                      choices=stage_choices(TrainConfig), check=stage_check(TrainConfig),
                      resumable=True))
     # the reverse model, p(e|f): prepared and trained as the forward one is (every key follows, when selected)
-    reg.add(StageDef("prepare-reverse", "prepare-reverse", run_prepare_reverse, stage_params(PrepareConfig),
+    reg.add(StageDef("prepare-reverse", "prepare-reverse", _run_prepare(True), stage_params(PrepareConfig),
                      consumes=("phrase_table", "train_src_tok", "train_tgt_tok"),
                      optional=frozenset({"train_src_tok", "train_tgt_tok"}), produces={"pairs_reverse": "pairs"},
                      doc="unique phrase pairs of the swapped table, for the reverse model p(e|f)",

@@ -160,7 +160,8 @@ def run_all(args) -> None:
 
     registry = default_registry()
     work = Path(args.workdir).resolve()
-    base = [f"train.time_budget_s={float(args.train_budget)}", f"train.preset={args.preset!r}",
+    base = ([f"train.time_budget_s={float(args.train_budget)}"] if args.train_budget is not None else []) + [
+            f"train.preset={args.preset!r}",
             f"tune.max_iterations={int(args.max_iterations)}"] + list(args.set)
     wf = load_workflow(args.workflow, registry, overrides=base)
     if args.reverse and "train-reverse" not in wf.stages:   # the reverse model's column, p(e|f)
@@ -354,7 +355,8 @@ def main(argv=None) -> None:
     ap.add_argument("--workflow", default=os.fspath(WORKFLOW))
     ap.add_argument("--backends", default="embedded", help="comma-separated: embedded, moses (MOSES_HOME)")
     ap.add_argument("--mert-runs", type=int, default=3)
-    ap.add_argument("--train-budget", type=float, default=1200.0, help="train.time_budget_s")
+    ap.add_argument("--train-budget", type=float, default=None, help="train.time_budget_s of each model "
+                    "(default: the workflow's)")
     ap.add_argument("--preset", default="small")
     ap.add_argument("--max-iterations", type=int, default=5, help="MERT iterations per run")
     ap.add_argument("--bootstrap", type=int, default=1000)

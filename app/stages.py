@@ -32,9 +32,10 @@ generated too: ``[demo-data]``, ``[split]``, ``[build-smt]``, ``[prepare]``, ``[
 ``moses-ini``'s options with ``rnn_weight`` and ``wp_weight`` for ``--weights``, since its two stages add
 one column and two (``reverse_weight`` for the reverse model's column, when ``train-reverse`` makes one);
 ``[prepare-reverse]`` and ``[train-reverse]`` take the keys of ``[prepare]`` and ``[train]`` and follow
-them when those stages are selected, so the reverse model is made as the forward one. ``[train-cslm]`` takes ``train-cslm``'s options; ``[evaluate]`` adds ``nbest_size``,
-``cslm_weight``, ``rerank_restarts`` and ``rerank_tuner`` for the +CSLM rows (:class:`CSLMRerank`), which ``rescore-nbest``
-makes one by one outside a workflow.
+them when those stages are selected, so the reverse model is made as the forward one. ``[train-cslm]``
+takes ``train-cslm``'s options; ``[evaluate]`` adds ``nbest_size``, ``cslm_weight``, ``rerank_restarts``
+and ``rerank_tuner`` for the +CSLM rows (:class:`CSLMRerank`), which ``rescore-nbest`` makes one by one
+outside a workflow.
 """
 from __future__ import annotations
 
@@ -251,7 +252,8 @@ def run_score(ctx: StageContext) -> dict:
                         appended=2 if reverse is None else 3, compresslevel=ctx.params.get("compresslevel", 6))
     return {"lines": n, "pairs_per_s": res.get("pairs_per_s"), "seconds": res.get("seconds"),
             "rejected": res.get("rejected"), "device": res.get("device"), "workers": res.get("workers"),
-            "matmul": res.get("matmul"), **({"reverse_pairs_per_s": res.get("reverse_pairs_per_s")} if reverse else {})}
+            "matmul": res.get("matmul"),
+            **({"reverse_pairs_per_s": res.get("reverse_pairs_per_s")} if reverse is not None else {})}
 
 
 def drop_unk_column(original: Path, rescored: Path, out: Path, appended: int = 2, compresslevel: int = 6) -> int:

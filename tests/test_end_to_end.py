@@ -88,9 +88,13 @@ def test_tiny_workflow_every_stage_then_reruns(tmp_path):
     status, _ = _run(wf, work)
     assert set(status.values()) == {"skipped"}
 
-    # a changed parameter reruns exactly the stages downstream of it
+    # a changed parameter reruns exactly the stages downstream of it; evaluate reruns only if the tuned
+    # system changed (MERT may reach the same weights from the new start, and then its outputs are the same)
+    tuned_before = json.loads((work / "tune-rnn-wp" / MANIFEST).read_text())["outputs"]
     status, _ = _run(wf, work, "--set", "moses-ini.wp_weight=-0.5")
-    assert [s for s, v in status.items() if v == "ran"] == ["moses-ini-rnn-wp", "tune-rnn-wp", "evaluate"]
+    tuned_after = json.loads((work / "tune-rnn-wp" / MANIFEST).read_text())["outputs"]
+    expected = ["moses-ini-rnn-wp", "tune-rnn-wp"] + (["evaluate"] if tuned_after != tuned_before else [])
+    assert [s for s, v in status.items() if v == "ran"] == expected
     m = json.loads((work / "moses-ini-rnn-wp" / MANIFEST).read_text())
     assert m["params"]["wp_weight"] == -0.5
 

@@ -561,7 +561,8 @@ def default_registry() -> Registry:
                      doc="train the RNN Encoder-Decoder; its training curves, word and phrase maps",
                      choices=stage_choices(TrainConfig), check=stage_check(TrainConfig),
                      resumable=True))
-    # the reverse model, p(e|f): prepared and trained as the forward one is (every key follows, when selected)
+    # the reverse model, p(e|f): prepared as the forward one is (every key follows, when selected), and trained
+    # with [train]'s settings except those [train-reverse] sets itself (a seed, a budget)
     reg.add(StageDef("prepare-reverse", "prepare-reverse", _run_prepare(True), stage_params(PrepareConfig),
                      consumes=("phrase_table", "train_src_tok", "train_tgt_tok"),
                      optional=frozenset({"train_src_tok", "train_tgt_tok"}), produces={"pairs_reverse": "pairs"},
@@ -574,7 +575,7 @@ def default_registry() -> Registry:
                      produces={"model_reverse": "model/model.pt", "pictures_train_reverse": "pictures"},
                      doc="train the reverse RNN Encoder-Decoder, p(e|f), whose column score appends last",
                      choices=stage_choices(TrainConfig), check=stage_check(TrainConfig), resumable=True,
-                     follows={"train": tuple(stage_params(TrainConfig))}))
+                     inherits={"train": tuple(stage_params(TrainConfig))}))
     reg.add(StageDef("score", "score", run_score, stage_params(ScoreConfig),
                      consumes=("model", "phrase_table", "model_reverse"), optional=frozenset({"model_reverse"}),
                      produces={"table_rnn": "phrase-table.rnn.gz", "table_rnn_wp": "phrase-table.rnn-wp.gz"},

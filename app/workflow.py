@@ -103,6 +103,8 @@ class StageDef:
     :ivar follows: stage name -> parameters this stage takes from that stage when it is selected
         (the same names in both); setting one of them in this stage's own section to another value is
         an error, a value from ``[common]`` or the default gives way.
+    :ivar inherits: stage name -> parameters this stage takes from that stage when it is selected, unless
+        its own section sets them (then its value stands).
     :ivar resumable: the stage can continue an interrupted attempt from the files it left
         (``ctx.resume``); a stage that is not is rerun from an empty folder after an interruption.
     """
@@ -118,6 +120,7 @@ class StageDef:
     choices: Mapping[str, tuple] = field(default_factory=dict)
     check: Callable[[dict], None] | None = None
     follows: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    inherits: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     resumable: bool = False
 
 
@@ -296,9 +299,12 @@ def load_workflow(path: str | os.PathLike | None, registry: Registry, overrides:
 
 def _apply_follows(stages: list[str], params: dict[str, dict[str, Any]], explicit: dict[str, set[str]],
                    registry: Registry, where: Path | None) -> None:
-    """Give each stage the values of the parameters it follows from a selected earlier stage."""
+    """Give each stage the values of the parameters it follows or inherits from a selected earlier stage."""
     for s in stages:
         d = registry.stages[s]
+        for leader, keys in d.inherits.items():
+            if leader in params:
+                params[s].update({k: params[leader][k] for k in keys if k not in explicit[s]})
         for leader, keys in d.follows.items():
             if leader not in params:
                 continue  # not selected: the stage keeps its own values

@@ -110,8 +110,18 @@ def test_moses_ini_weights_and_report_hashes(ran):
     assert "reverse model sha256" in (work / "evaluate" / "table1.md").read_text()
 
 
-def test_reverse_settings_contradicting_the_forward_ones_are_refused(ran):
+def test_reverse_preparation_must_match_but_its_training_may_set_its_own_values(ran):
+    from phrase_rescore.app.stages import default_registry
+    from phrase_rescore.app.workflow import load_workflow
+
     r = CliRunner().invoke(main, ["--quiet", "run", str(ran["wf"]), "--workdir", str(ran["work"]),
-                                  "--set", "train-reverse.seed=9"])
+                                  "--set", "prepare-reverse.vocab_size=7"])
     assert r.exit_code != 0
-    assert "[train-reverse] seed = 9 contradicts [train] seed = 1" in r.output
+    assert "[prepare-reverse] vocab_size = 7 contradicts [prepare] vocab_size = 20" in r.output
+    # [train-reverse] takes [train]'s values, except those it sets itself
+    wf = load_workflow(ran["wf"], default_registry(), ["train.max_steps=40", "train-reverse.seed=9",
+                                                       "train-reverse.time_budget_s=60"])
+    fwd, rev = wf.params["train"], wf.params["train-reverse"]
+    assert (rev["seed"], rev["time_budget_s"], rev["max_steps"]) == (9, 60, 40)
+    assert {k: v for k, v in rev.items() if k not in ("seed", "time_budget_s")} == \
+        {k: v for k, v in fwd.items() if k not in ("seed", "time_budget_s")}

@@ -160,7 +160,9 @@ def run_all(args) -> None:
 
     registry = default_registry()
     work = Path(args.workdir).resolve()
-    base = ([f"train.time_budget_s={float(args.train_budget)}"] if args.train_budget is not None else []) + [
+    budget = [] if args.train_budget is None else [f"{st}.time_budget_s={float(args.train_budget)}"
+                                                   for st in ("train", "train-reverse")]
+    base = budget + [
             f"train.preset={args.preset!r}",
             f"tune.max_iterations={int(args.max_iterations)}"] + list(args.set)
     wf = load_workflow(args.workflow, registry, overrides=base)
@@ -355,8 +357,8 @@ def main(argv=None) -> None:
     ap.add_argument("--workflow", default=os.fspath(WORKFLOW))
     ap.add_argument("--backends", default="embedded", help="comma-separated: embedded, moses (MOSES_HOME)")
     ap.add_argument("--mert-runs", type=int, default=3)
-    ap.add_argument("--train-budget", type=float, default=None, help="train.time_budget_s of each model "
-                    "(default: the workflow's)")
+    ap.add_argument("--train-budget", type=float, default=None, help="time_budget_s of each encoder-decoder, "
+                    "[train] and [train-reverse] (default: the workflow's)")
     ap.add_argument("--preset", default="small")
     ap.add_argument("--max-iterations", type=int, default=5, help="MERT iterations per run")
     ap.add_argument("--bootstrap", type=int, default=1000)

@@ -34,7 +34,7 @@ def planned(tmp_path_factory):
     real_quality.main(argv)
     registry = default_registry()
     main = load_workflow(real_quality.WORKFLOW, registry, overrides=[
-        "train.time_budget_s=60.0", "train.preset='small'", "tune.max_iterations=5",
+        "train.time_budget_s=60.0", "train-reverse.time_budget_s=60.0", "train.preset='small'", "tune.max_iterations=5",
         f"inputs.train_src={str(data / 'train.en')!r}", f"inputs.train_tgt={str(data / 'train.fr')!r}",
         f"inputs.heldout_src={str(data / 'val.en')!r}", f"inputs.heldout_ref={str(data / 'val.fr')!r}"])
     gen = work / "w" / "workflows"
@@ -52,6 +52,8 @@ def test_shared_stages_keep_the_main_workflows_parameters(planned):
     for wf in (system, models, rest):
         for s in wf.stages:
             assert wf.params[s] == main.params[s], s
+    # --train-budget is each encoder-decoder's budget, the reverse one's too
+    assert models.params["train"]["time_budget_s"] == models.params["train-reverse"]["time_budget_s"] == 60.0
 
 
 @pytest.mark.parametrize("key,backend,seed", [("moses-seed1", "moses", 1), ("embedded-seed2", "embedded", 2)])

@@ -39,7 +39,9 @@ version plus a hash of the source code, so a change to the code reruns every sta
 Before any stage runs, every selected stage's parameters are checked (``StageDef.choices`` and
 ``StageDef.check``), and a stage that must prepare its data as an earlier one did takes that stage's
 values (``StageDef.follows``: ``tokenize`` takes ``build-smt``'s languages, casing and escaping);
-a value set for it that contradicts the earlier stage's is an error.
+a value set for it that contradicts the earlier stage's is an error. A stage may instead inherit an
+earlier stage's values where its own section is silent (``StageDef.inherits``: ``train-reverse`` takes
+``[train]``'s).
 
 What the runner may delete: only what it wrote itself. It writes into ``WORKDIR/<stage>/`` for each
 selected stage and ``WORKDIR/run-log.json``, and nowhere else.

@@ -31,8 +31,9 @@ generated too: ``[demo-data]``, ``[split]``, ``[build-smt]``, ``[prepare]``, ``[
 ``train --resume``, ``score --columns``/``--raw-logprob``/``--restart``); ``[moses-ini]`` takes
 ``moses-ini``'s options with ``rnn_weight`` and ``wp_weight`` for ``--weights``, since its two stages add
 one column and two (``reverse_weight`` for the reverse model's column, when ``train-reverse`` makes one);
-``[prepare-reverse]`` and ``[train-reverse]`` take the keys of ``[prepare]`` and ``[train]`` and follow
-them when those stages are selected, so the reverse model is made as the forward one. ``[train-cslm]``
+``[prepare-reverse]`` and ``[train-reverse]`` take the keys of ``[prepare]`` and ``[train]``: the first
+follows ``[prepare]`` key for key when it is selected, the second inherits ``[train]``'s values except those
+its own section sets, so the reverse model is made as the forward one unless asked otherwise. ``[train-cslm]``
 takes ``train-cslm``'s options; ``[evaluate]`` adds ``nbest_size``, ``cslm_weight``, ``rerank_restarts``
 and ``rerank_tuner`` for the +CSLM rows (:class:`CSLMRerank`), which ``rescore-nbest`` makes one by one
 outside a workflow.

@@ -13,6 +13,7 @@ dev_src_tok, ...   dev/test tokenized and cased as the system's training data (d
 pairs              prepare's directory: unique phrase pairs as Parquet + vocab.json
 model              the trained RNN Encoder-Decoder checkpoint (model.pt)
 pairs_reverse      ``prepare-reverse``'s pairs of the swapped table; ``model_reverse``: the p(e|f) model on them
+model_ensemble     ``train-ensemble``'s second model on ``pairs``: ``score``'s log p(f|e) is the mean of the two
 pictures_train     its training curves and t-SNE maps of word embeddings and phrase summaries c (PNGs)
 table_rnn          phrase_table + the log p(f|e) column; ``table_rnn_wp``: + the unknown-word column
                    (with ``model_reverse``, both end with its log p(e|f) column)
@@ -33,7 +34,9 @@ generated too: ``[demo-data]``, ``[split]``, ``[build-smt]``, ``[prepare]``, ``[
 one column and two (``reverse_weight`` for the reverse model's column, when ``train-reverse`` makes one);
 ``[prepare-reverse]`` and ``[train-reverse]`` take the keys of ``[prepare]`` and ``[train]``: the first
 follows ``[prepare]`` key for key when it is selected, the second inherits ``[train]``'s values except those
-its own section sets, so the reverse model is made as the forward one unless asked otherwise. ``[train-cslm]``
+its own section sets, so the reverse model is made as the forward one unless asked otherwise;
+``[train-ensemble]`` takes ``[train]``'s values in the same way, but its seed is ``[train]``'s + 1 unless it
+sets another (the same seed would train the same model). ``[train-cslm]``
 takes ``train-cslm``'s options; ``[evaluate]`` adds ``nbest_size``, ``cslm_weight``, ``rerank_restarts``
 and ``rerank_tuner`` for the +CSLM rows (:class:`CSLMRerank`), which ``rescore-nbest`` makes one by one
 outside a workflow.
@@ -243,18 +246,19 @@ def run_score(ctx: StageContext) -> dict:
     from phrase_rescore.pipeline.score_columns import score_with_extras
 
     cfg = _config(ScoreConfig, ctx.params, columns=("logprob", "unk"), restart=not ctx.resume)
-    reverse = ctx.input("model_reverse")
-    if reverse is None:
+    reverse, ensemble = ctx.input("model_reverse"), ctx.input("model_ensemble")
+    if reverse is None and ensemble is None:
         res = score_table(ctx.input("model"), ctx.input("phrase_table"), ctx.output("table_rnn_wp"), cfg)
     else:
         res = score_with_extras(ctx.input("model"), ctx.input("phrase_table"), ctx.output("table_rnn_wp"), cfg,
-                                reverse_model=reverse)
+                                reverse_model=reverse, ensemble_model=ensemble)
     n = drop_unk_column(ctx.input("phrase_table"), ctx.output("table_rnn_wp"), ctx.output("table_rnn"),
                         appended=2 if reverse is None else 3, compresslevel=ctx.params.get("compresslevel", 6))
     return {"lines": n, "pairs_per_s": res.get("pairs_per_s"), "seconds": res.get("seconds"),
             "rejected": res.get("rejected"), "device": res.get("device"), "workers": res.get("workers"),
             "matmul": res.get("matmul"),
-            **({"reverse_pairs_per_s": res.get("reverse_pairs_per_s")} if reverse is not None else {})}
+            **({"reverse_pairs_per_s": res.get("reverse_pairs_per_s")} if reverse is not None else {}),
+            **({"ensemble_pairs_per_s": res.get("ensemble_pairs_per_s")} if ensemble is not None else {})}
 
 
 def drop_unk_column(original: Path, rescored: Path, out: Path, appended: int = 2, compresslevel: int = 6) -> int:
@@ -464,14 +468,14 @@ def run_evaluate(ctx: StageContext) -> dict:
     work = ctx.dir / "work"
     work.mkdir(parents=True, exist_ok=True)
     rows = {}
-    reverse = ctx.input("model_reverse")
+    more = {f"{what}_model_sha256": ctx.input(f"model_{what}") for what in ("ensemble", "reverse")}
+    more = {k: sha256_file(v) for k, v in more.items() if v is not None}
     for config, (label, _, _, tuned_art) in CONFIGURATIONS.items():
         ini = ctx.input(tuned_art)
         if ini is not None:
             neural = config != "baseline"
             rows[config] = SystemSpec(label, Path(ini), ctx.input("model") if neural else None,
-                                      hashes={"reverse_model_sha256": sha256_file(reverse)}
-                                      if neural and reverse is not None else {})
+                                      hashes=more if neural else {})
     if "baseline" not in rows:
         raise PhraseRescoreError("evaluate needs the tuned baseline (tune-baseline, or tuned_baseline in [inputs])")
     dev_src, dev_ref = ctx.input("dev_src_tok"), ctx.input("dev_ref")
@@ -577,8 +581,18 @@ def default_registry() -> Registry:
                      doc="train the reverse RNN Encoder-Decoder, p(e|f), whose column score appends last",
                      choices=stage_choices(TrainConfig), check=stage_check(TrainConfig), resumable=True,
                      inherits={"train": tuple(stage_params(TrainConfig))}))
+    # a second forward model for an ensemble: [train]'s settings but the seed, one above [train]'s
+    train_keys = tuple(stage_params(TrainConfig))
+    reg.add(StageDef("train-ensemble", "train-ensemble", _run_train("pairs", "model_ensemble",
+                                                                    "pictures_train_ensemble"),
+                     stage_params(TrainConfig), consumes=("pairs",),
+                     produces={"model_ensemble": "model/model.pt", "pictures_train_ensemble": "pictures"},
+                     doc="train a second RNN Encoder-Decoder on the same pairs; score averages the two log p(f|e)",
+                     choices=stage_choices(TrainConfig), check=stage_check(TrainConfig), resumable=True,
+                     inherits={"train": tuple(k for k in train_keys if k != "seed")}, reseeds={"train": ("seed",)}))
     reg.add(StageDef("score", "score", run_score, stage_params(ScoreConfig),
-                     consumes=("model", "phrase_table", "model_reverse"), optional=frozenset({"model_reverse"}),
+                     consumes=("model", "phrase_table", "model_reverse", "model_ensemble"),
+                     optional=frozenset({"model_reverse", "model_ensemble"}),
                      produces={"table_rnn": "phrase-table.rnn.gz", "table_rnn_wp": "phrase-table.rnn-wp.gz"},
                      doc="append log p(f|e) (and the unknown-word count) to the phrase table",
                      choices=stage_choices(ScoreConfig), check=stage_check(ScoreConfig), resumable=True))
@@ -603,11 +617,11 @@ def default_registry() -> Registry:
     reg.add(StageDef("evaluate", "evaluate", run_evaluate,
                      {**stage_params(EvaluateConfig), **stage_params(CSLMRerank)},
                      consumes=("tuned_baseline", "tuned_rnn", "tuned_rnn_wp", "phrase_table", "table_rnn",
-                               "table_rnn_wp", "lm", "model", "model_reverse", "cslm", "test_src_tok", "test_ref",
-                               "dev_src_tok", "dev_ref", "dev_ref_tok", "pictures_train", "pictures_cslm"),
+                               "table_rnn_wp", "lm", "model", "model_reverse", "model_ensemble", "cslm", "test_src_tok",
+                               "test_ref", "dev_src_tok", "dev_ref", "dev_ref_tok", "pictures_train", "pictures_cslm"),
                      optional=frozenset({"tuned_rnn", "tuned_rnn_wp", "table_rnn", "table_rnn_wp", "lm", "model",
-                                         "model_reverse", "cslm", "dev_src_tok", "dev_ref", "dev_ref_tok",
-                                         "pictures_train", "pictures_cslm"}),
+                                         "model_reverse", "model_ensemble", "cslm", "dev_src_tok", "dev_ref",
+                                         "dev_ref_tok", "pictures_train", "pictures_cslm"}),
                      produces={"report_md": "table1.md", "report_csv": "table1.csv", "report_html": "report.html"},
                      doc="decode dev/test with each tuned configuration (+CSLM: re-rank n-best lists); Table 1",
                      choices=stage_choices(EvaluateConfig), check=_check_evaluate,

@@ -41,7 +41,9 @@ Before any stage runs, every selected stage's parameters are checked (``StageDef
 values (``StageDef.follows``: ``tokenize`` takes ``build-smt``'s languages, casing and escaping);
 a value set for it that contradicts the earlier stage's is an error. A stage may instead inherit an
 earlier stage's values where its own section is silent (``StageDef.inherits``: ``train-reverse`` takes
-``[train]``'s).
+``[train]``'s), and take a seed one above an earlier stage's (``StageDef.reseeds``: ``train-ensemble``'s
+second model, which with ``[train]``'s seed would be the first model again; an equal seed set for it is
+an error).
 
 What the runner may delete: only what it wrote itself. It writes into ``WORKDIR/<stage>/`` for each
 selected stage and ``WORKDIR/run-log.json``, and nowhere else.
@@ -107,6 +109,8 @@ class StageDef:
         an error, a value from ``[common]`` or the default gives way.
     :ivar inherits: stage name -> parameters this stage takes from that stage when it is selected, unless
         its own section sets them (then its value stands).
+    :ivar reseeds: stage name -> integer parameters (seeds) this stage takes as that stage's value + 1 when
+        it is selected, unless its own section sets them; set to that stage's value, they are an error.
     :ivar resumable: the stage can continue an interrupted attempt from the files it left
         (``ctx.resume``); a stage that is not is rerun from an empty folder after an interruption.
     """
@@ -123,6 +127,7 @@ class StageDef:
     check: Callable[[dict], None] | None = None
     follows: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     inherits: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    reseeds: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     resumable: bool = False
 
 
@@ -301,12 +306,25 @@ def load_workflow(path: str | os.PathLike | None, registry: Registry, overrides:
 
 def _apply_follows(stages: list[str], params: dict[str, dict[str, Any]], explicit: dict[str, set[str]],
                    registry: Registry, where: Path | None) -> None:
-    """Give each stage the values of the parameters it follows or inherits from a selected earlier stage."""
+    """Give each stage the values of the parameters it follows, inherits or reseeds from a selected earlier
+    stage."""
     for s in stages:
         d = registry.stages[s]
         for leader, keys in d.inherits.items():
             if leader in params:
                 params[s].update({k: params[leader][k] for k in keys if k not in explicit[s]})
+        for leader, keys in d.reseeds.items():
+            if leader not in params:
+                continue
+            lsec = registry.stages[leader].section
+            for k in keys:
+                if k not in explicit[s]:
+                    params[s][k] = params[leader][k] + 1
+                elif params[s][k] == params[leader][k]:
+                    raise PhraseRescoreError(
+                        f"[{d.section}] {k} = {params[s][k]!r} is [{lsec}]'s {k}: stage {s} would train "
+                        f"{leader}'s model again; set another value, or leave {k} out of [{d.section}] "
+                        f"(it is then [{lsec}]'s + 1)", where)
         for leader, keys in d.follows.items():
             if leader not in params:
                 continue  # not selected: the stage keeps its own values

@@ -32,6 +32,7 @@ STAGES = {
     "train": ("train", TrainConfig, set()),
     "prepare-reverse": ("prepare", PrepareConfig, set()),     # the reverse model's, made as the forward one
     "train-reverse": ("train", TrainConfig, set()),
+    "train-ensemble": ("train", TrainConfig, set()),          # a second forward model, the next seed
     "score": ("score", ScoreConfig, set()),
     "tune-baseline": ("tune", TuneConfig, set()),
     "tune-rnn": ("tune", TuneConfig, set()),

@@ -6,7 +6,8 @@ the main workflow):
 
 - the shared stages once, in WORKDIR: split, build-smt and tokenize (``shared-system``), then prepare,
   train, score and moses-ini (``shared-models``; with ``--reverse`` also prepare-reverse and train-reverse,
-  whose p(e|f) column the +RNN tables then end with), then train-cslm (``shared-rest``);
+  whose p(e|f) column the +RNN tables then end with; with ``--ensemble`` train-ensemble, whose second model's
+  log p(f|e) score averages with the first's), then train-cslm (``shared-rest``);
 - per backend and MERT seed, the tuning and evaluation stages in ``WORKDIR/seeds/BACKEND-seedN/``, a
   workflow whose ``[inputs]`` are the shared stages' outputs (the embedded MERT is seeded by
   ``tune.seed``; mert-moses.pl draws its random restarts unseeded, so its runs differ by chance alone).
@@ -160,15 +161,17 @@ def run_all(args) -> None:
 
     registry = default_registry()
     work = Path(args.workdir).resolve()
-    budget = [] if args.train_budget is None else [f"{st}.time_budget_s={float(args.train_budget)}"
-                                                   for st in ("train", "train-reverse")]
-    base = budget + [
-            f"train.preset={args.preset!r}",
-            f"tune.max_iterations={int(args.max_iterations)}"] + list(args.set)
+    base = [f"train.preset={args.preset!r}", f"tune.max_iterations={int(args.max_iterations)}"] + list(args.set)
+    stages = load_workflow(args.workflow, registry, overrides=base).stages
+    more = ([] if not args.reverse or "train-reverse" in stages else ["prepare-reverse", "train-reverse"]) \
+        + ([] if not args.ensemble or "train-ensemble" in stages else ["train-ensemble"])
+    if more:   # the reverse model's column, p(e|f); the second forward model of the ensemble
+        stages = stages[:stages.index("train") + 1] + more + stages[stages.index("train") + 1:]
+        base.append("workflow.stages=" + _toml(stages))
+    if args.train_budget is not None:   # every encoder-decoder's
+        base = [f"{st}.time_budget_s={float(args.train_budget)}" for st in ("train", "train-reverse", "train-ensemble")
+                if st in stages] + base
     wf = load_workflow(args.workflow, registry, overrides=base)
-    if args.reverse and "train-reverse" not in wf.stages:   # the reverse model's column, p(e|f)
-        base.append("workflow.stages=" + _toml(wf.stages + ["prepare-reverse", "train-reverse"]))
-        wf = load_workflow(args.workflow, registry, overrides=base)
     shared = [s for s in wf.stages if not _per_seed(s)]
     seeded = [s for s in wf.stages if _per_seed(s)]
     user_inputs = {a: p.resolve() for a, p in wf.inputs.items()}
@@ -318,7 +321,7 @@ def write_report(work: Path, n_boot: int) -> None:
         lines.append("")
     shared = [d.name for d in sorted(work.iterdir()) if (d / "stage-manifest.json").exists()]
     order = {s: i for i, s in enumerate(("split", "build-smt", "tokenize", "prepare", "prepare-reverse", "train",
-                                         "train-reverse", "score", "train-cslm", "moses-ini-rnn",
+                                         "train-reverse", "train-ensemble", "score", "train-cslm", "moses-ini-rnn",
                                          "moses-ini-rnn-wp"))}
     shared.sort(key=lambda s: order.get(s, len(order)))
     walls = {s: _wall(work, s) for s in shared}
@@ -337,7 +340,7 @@ def write_report(work: Path, n_boot: int) -> None:
               f"the whole run took {log.get('wall_s', float('nan')):.0f} s of wall time.", "",
               f"Machine: {log['machine']['cpus']} CPUs, {log['machine']['platform']}; load average at the end "
               f"{', '.join(f'{x:.1f}' for x in log['machine']['loadavg_at_end'])}.", ""]
-    for st in ("train", "train-reverse", "train-cslm"):
+    for st in ("train", "train-reverse", "train-ensemble", "train-cslm"):
         m = work / st / "stage-manifest.json"
         t = json.loads(m.read_text()).get("summary") if m.exists() else None
         if t:
@@ -358,7 +361,7 @@ def main(argv=None) -> None:
     ap.add_argument("--backends", default="embedded", help="comma-separated: embedded, moses (MOSES_HOME)")
     ap.add_argument("--mert-runs", type=int, default=3)
     ap.add_argument("--train-budget", type=float, default=None, help="time_budget_s of each encoder-decoder, "
-                    "[train] and [train-reverse] (default: the workflow's)")
+                    "[train], [train-reverse] and [train-ensemble] (default: the workflow's)")
     ap.add_argument("--preset", default="small")
     ap.add_argument("--max-iterations", type=int, default=5, help="MERT iterations per run")
     ap.add_argument("--bootstrap", type=int, default=1000)
@@ -374,6 +377,8 @@ def main(argv=None) -> None:
                     "(no dev BLEU column; the tuning logs have dev BLEU per iteration)")
     ap.add_argument("--reverse", action="store_true", help="add prepare-reverse and train-reverse to the workflow: "
                     "the +RNN rows get the reverse model's log p(e|f) column too")
+    ap.add_argument("--ensemble", action="store_true", help="add train-ensemble to the workflow: the log p(f|e) "
+                    "column is the mean of two forward models' (seeds [train]'s and the next)")
     ap.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE")
     ap.add_argument("--report-only", action="store_true")
     ap.add_argument("--dry-run", action="store_true", help="write the workflow files, list the jobs, run nothing")

@@ -155,3 +155,23 @@ def test_reverse_adds_the_reverse_model_to_the_shared_models(tmp_path):
     assert models.params["prepare-reverse"] == models.params["prepare"]
     final = load_workflow(gen / "moses-seed1.toml", registry)
     assert final.inputs["model_reverse"] == tmp_path / "w" / "train-reverse" / "model" / "model.pt"
+
+
+def test_ensemble_adds_the_second_model_to_the_shared_models(tmp_path):
+    """--ensemble: train-ensemble runs once, after train, with its settings and the next seed, and score reads
+    its model."""
+    data = tmp_path / "data"
+    data.mkdir()
+    for name in ("train.en", "train.fr", "val.en", "val.fr"):
+        (data / name).write_text("a b\n", encoding="utf-8")
+    real_quality.main(["--workdir", str(tmp_path / "w"), "--backends", "moses", "--mert-runs", "1", "--ensemble",
+                       "--train-budget", "60", "--dry-run"] + [
+        x for side, f in (("train_src", "train.en"), ("train_tgt", "train.fr"), ("heldout_src", "val.en"),
+                          ("heldout_ref", "val.fr")) for x in ("--set", f"inputs.{side}={str(data / f)!r}")])
+    registry = default_registry()
+    models = load_workflow(tmp_path / "w" / "workflows" / "shared-models.toml", registry)
+    assert models.stages.index("train") < models.stages.index("train-ensemble") < models.stages.index("score")
+    fwd, ens = models.params["train"], models.params["train-ensemble"]
+    assert (ens["seed"], ens["time_budget_s"]) == (fwd["seed"] + 1, 60.0)
+    assert {k: v for k, v in ens.items() if k != "seed"} == {k: v for k, v in fwd.items() if k != "seed"}
+    assert plan(models, registry).inputs_of["score"]["model_ensemble"] == "train-ensemble"

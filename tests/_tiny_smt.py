@@ -70,3 +70,22 @@ def make_tiny_system(d: Path) -> dict[str, Path]:
     (d / "src").write_text("das haus ist klein\ndas haus\nhaus ist klein\n")
     (d / "ref").write_text("the house is small\nthe house\nhouse is small\n")
     return {"ini": d / "moses.ini", "src": d / "src", "ref": d / "ref"}
+
+
+def run_tiny_workflow(d: Path, workflow: str, **more_inputs: Path) -> dict[str, Path]:
+    """Run ``workflow`` (TOML without ``[inputs]``) on a tiny system made in ``d``, with ``more_inputs``
+    beside the system's files; asserts that the run succeeds. :returns: the run's ``dir``, ``wf`` and ``work``."""
+    from click.testing import CliRunner
+
+    from phrase_rescore.app.cli import main
+
+    sys_ = make_tiny_system(d / "smt")
+    ins = {"phrase_table": d / "smt" / "phrase-table", "moses_ini": sys_["ini"], "lm": d / "smt" / "lm.arpa",
+           "dev_src_tok": sys_["src"], "dev_ref": sys_["ref"], "dev_ref_tok": sys_["ref"],
+           "test_src_tok": sys_["src"], "test_ref": sys_["ref"], **more_inputs}
+    wf = d / "wf.toml"
+    wf.write_text(workflow + "\n[inputs]\n" + "".join(f'{k} = "{v}"\n' for k, v in ins.items()))
+    work = d / "work"
+    r = CliRunner().invoke(main, ["--quiet", "run", str(wf), "--workdir", str(work)])
+    assert r.exit_code == 0, r.output + repr(r.exception)
+    return {"dir": d, "wf": wf, "work": work}

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
-from _tiny_smt import make_tiny_system
+from _tiny_smt import run_tiny_workflow
 from phrase_rescore.app.cli import main
 from phrase_rescore.app.stages import default_registry
 from phrase_rescore.app.workflow import load_workflow
@@ -53,17 +53,7 @@ bootstrap_samples = 20
 
 @pytest.fixture(scope="module")
 def ran(tmp_path_factory):
-    d = tmp_path_factory.mktemp("ensemble")
-    sys_ = make_tiny_system(d / "smt")
-    ins = {"phrase_table": d / "smt" / "phrase-table", "moses_ini": sys_["ini"], "lm": d / "smt" / "lm.arpa",
-           "dev_src_tok": sys_["src"], "dev_ref": sys_["ref"], "dev_ref_tok": sys_["ref"],
-           "test_src_tok": sys_["src"], "test_ref": sys_["ref"]}
-    wf = d / "wf.toml"
-    wf.write_text(WORKFLOW + "\n[inputs]\n" + "".join(f'{k} = "{v}"\n' for k, v in ins.items()))
-    work = d / "work"
-    r = CliRunner().invoke(main, ["--quiet", "run", str(wf), "--workdir", str(work)])
-    assert r.exit_code == 0, r.output + repr(r.exception)
-    return {"dir": d, "wf": wf, "work": work}
+    return run_tiny_workflow(tmp_path_factory.mktemp("ensemble"), WORKFLOW)
 
 
 def _scores(path):

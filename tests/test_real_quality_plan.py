@@ -136,17 +136,22 @@ def test_a_failed_job_stops_only_the_jobs_after_it(tmp_path, monkeypatch):
     assert failed == ["bad", "after-bad"]
 
 
-def test_reverse_adds_the_reverse_model_to_the_shared_models(tmp_path):
-    """--reverse: prepare-reverse and train-reverse run once with the forward model's settings, and every seed's
-    evaluation reads the reverse model (its hash goes in the report)."""
+def _dry_run_with(tmp_path, flag: str) -> None:
+    """``real_quality.py --dry-run`` with one MERT run and ``flag``, on one-line stand-ins for the corpus."""
     data = tmp_path / "data"
     data.mkdir()
     for name in ("train.en", "train.fr", "val.en", "val.fr"):
         (data / name).write_text("a b\n", encoding="utf-8")
-    real_quality.main(["--workdir", str(tmp_path / "w"), "--backends", "moses", "--mert-runs", "1", "--reverse",
+    real_quality.main(["--workdir", str(tmp_path / "w"), "--backends", "moses", "--mert-runs", "1", flag,
                        "--train-budget", "60", "--dry-run"] + [
         x for side, f in (("train_src", "train.en"), ("train_tgt", "train.fr"), ("heldout_src", "val.en"),
                           ("heldout_ref", "val.fr")) for x in ("--set", f"inputs.{side}={str(data / f)!r}")])
+
+
+def test_reverse_adds_the_reverse_model_to_the_shared_models(tmp_path):
+    """--reverse: prepare-reverse and train-reverse run once with the forward model's settings, and every seed's
+    evaluation reads the reverse model (its hash goes in the report)."""
+    _dry_run_with(tmp_path, "--reverse")
     registry = default_registry()
     gen = tmp_path / "w" / "workflows"
     models = load_workflow(gen / "shared-models.toml", registry)
@@ -160,14 +165,7 @@ def test_reverse_adds_the_reverse_model_to_the_shared_models(tmp_path):
 def test_ensemble_adds_the_second_model_to_the_shared_models(tmp_path):
     """--ensemble: train-ensemble runs once, after train, with its settings and the next seed, and score reads
     its model."""
-    data = tmp_path / "data"
-    data.mkdir()
-    for name in ("train.en", "train.fr", "val.en", "val.fr"):
-        (data / name).write_text("a b\n", encoding="utf-8")
-    real_quality.main(["--workdir", str(tmp_path / "w"), "--backends", "moses", "--mert-runs", "1", "--ensemble",
-                       "--train-budget", "60", "--dry-run"] + [
-        x for side, f in (("train_src", "train.en"), ("train_tgt", "train.fr"), ("heldout_src", "val.en"),
-                          ("heldout_ref", "val.fr")) for x in ("--set", f"inputs.{side}={str(data / f)!r}")])
+    _dry_run_with(tmp_path, "--ensemble")
     registry = default_registry()
     models = load_workflow(tmp_path / "w" / "workflows" / "shared-models.toml", registry)
     assert models.stages.index("train") < models.stages.index("train-ensemble") < models.stages.index("score")

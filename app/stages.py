@@ -561,11 +561,16 @@ def default_registry() -> Registry:
                      optional=frozenset({"train_src_tok", "train_tgt_tok"}), produces={"pairs": "pairs"},
                      doc="unique phrase pairs, vocabulary and validation split",
                      choices=stage_choices(PrepareConfig), check=stage_check(PrepareConfig)))
-    reg.add(StageDef("train", "train", _run_train("pairs", "model", "pictures_train"), stage_params(TrainConfig),
-                     consumes=("pairs",), produces={"model": "model/model.pt", "pictures_train": "pictures"},
-                     doc="train the RNN Encoder-Decoder; its training curves, word and phrase maps",
-                     choices=stage_choices(TrainConfig), check=stage_check(TrainConfig),
-                     resumable=True))
+    train_keys = tuple(stage_params(TrainConfig))
+
+    def train_stage(name: str, pairs: str, model: str, pictures: str, doc: str, **leads) -> StageDef:
+        """An encoder-decoder's training stage: ``train``'s section keys, on ``pairs``, making ``model``."""
+        return StageDef(name, name, _run_train(pairs, model, pictures), stage_params(TrainConfig), consumes=(pairs,),
+                        produces={model: "model/model.pt", pictures: "pictures"}, doc=doc,
+                        choices=stage_choices(TrainConfig), check=stage_check(TrainConfig), resumable=True, **leads)
+
+    reg.add(train_stage("train", "pairs", "model", "pictures_train",
+                        "train the RNN Encoder-Decoder; its training curves, word and phrase maps"))
     # the reverse model, p(e|f): prepared as the forward one is (every key follows, when selected), and trained
     # with [train]'s settings except those [train-reverse] sets itself (a seed, a budget)
     reg.add(StageDef("prepare-reverse", "prepare-reverse", _run_prepare(True), stage_params(PrepareConfig),
@@ -574,22 +579,14 @@ def default_registry() -> Registry:
                      doc="unique phrase pairs of the swapped table, for the reverse model p(e|f)",
                      choices=stage_choices(PrepareConfig), check=stage_check(PrepareConfig),
                      follows={"prepare": tuple(stage_params(PrepareConfig))}))
-    reg.add(StageDef("train-reverse", "train-reverse", _run_train("pairs_reverse", "model_reverse",
-                                                                  "pictures_train_reverse"),
-                     stage_params(TrainConfig), consumes=("pairs_reverse",),
-                     produces={"model_reverse": "model/model.pt", "pictures_train_reverse": "pictures"},
-                     doc="train the reverse RNN Encoder-Decoder, p(e|f), whose column score appends last",
-                     choices=stage_choices(TrainConfig), check=stage_check(TrainConfig), resumable=True,
-                     inherits={"train": tuple(stage_params(TrainConfig))}))
+    reg.add(train_stage("train-reverse", "pairs_reverse", "model_reverse", "pictures_train_reverse",
+                        "train the reverse RNN Encoder-Decoder, p(e|f), whose column score appends last",
+                        inherits={"train": train_keys}))
     # a second forward model for an ensemble: [train]'s settings but the seed, one above [train]'s
-    train_keys = tuple(stage_params(TrainConfig))
-    reg.add(StageDef("train-ensemble", "train-ensemble", _run_train("pairs", "model_ensemble",
-                                                                    "pictures_train_ensemble"),
-                     stage_params(TrainConfig), consumes=("pairs",),
-                     produces={"model_ensemble": "model/model.pt", "pictures_train_ensemble": "pictures"},
-                     doc="train a second RNN Encoder-Decoder on the same pairs; score averages the two log p(f|e)",
-                     choices=stage_choices(TrainConfig), check=stage_check(TrainConfig), resumable=True,
-                     inherits={"train": tuple(k for k in train_keys if k != "seed")}, reseeds={"train": ("seed",)}))
+    reg.add(train_stage("train-ensemble", "pairs", "model_ensemble", "pictures_train_ensemble",
+                        "train a second RNN Encoder-Decoder on the same pairs; score averages the two log p(f|e)",
+                        inherits={"train": tuple(k for k in train_keys if k != "seed")},
+                        reseeds={"train": ("seed",)}))
     reg.add(StageDef("score", "score", run_score, stage_params(ScoreConfig),
                      consumes=("model", "phrase_table", "model_reverse", "model_ensemble"),
                      optional=frozenset({"model_reverse", "model_ensemble"}),

@@ -165,8 +165,8 @@ def run_all(args) -> None:
     stages = load_workflow(args.workflow, registry, overrides=base).stages
     more = ([] if not args.reverse or "train-reverse" in stages else ["prepare-reverse", "train-reverse"]) \
         + ([] if not args.ensemble or "train-ensemble" in stages else ["train-ensemble"])
-    if more:   # the reverse model's column, p(e|f); the second forward model of the ensemble
-        stages = stages[:stages.index("train") + 1] + more + stages[stages.index("train") + 1:]
+    if more:   # the reverse model's column, p(e|f); the second forward model (the runner orders the stages)
+        stages = stages + more
         base.append("workflow.stages=" + _toml(stages))
     if args.train_budget is not None:   # every encoder-decoder's
         base = [f"{st}.time_budget_s={float(args.train_budget)}" for st in ("train", "train-reverse", "train-ensemble")

@@ -7,7 +7,10 @@ the main workflow):
 - the shared stages once, in WORKDIR: split, build-smt and tokenize (``shared-system``), then prepare,
   train, score and moses-ini (``shared-models``; with ``--reverse`` also prepare-reverse and train-reverse,
   whose p(e|f) column the +RNN tables then end with; with ``--ensemble`` train-ensemble, whose second model's
-  log p(f|e) score averages with the first's), then train-cslm (``shared-rest``);
+  log p(f|e) score averages with the first's), then train-cslm (``shared-rest``). With ``--jobs`` above 1
+  and two or more encoder-decoders, each trains in a job of its own beside the others (``shared-train``,
+  ``shared-train-reverse``, ...; what several need, such as prepare, first), and ``shared-models`` scores
+  once they are all done: the workflow's two models train in the time of the longer one;
 - per backend and MERT seed, the tuning and evaluation stages in ``WORKDIR/seeds/BACKEND-seedN/``, a
   workflow whose ``[inputs]`` are the shared stages' outputs (the embedded MERT is seeded by
   ``tune.seed``; mert-moses.pl draws its random restarts unseeded, so its runs differ by chance alone).
@@ -52,6 +55,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKFLOW = ROOT / "workflows" / "multi30k.toml"
+ENCODER_DECODERS = ("train", "train-reverse", "train-ensemble")   # the stages --train-budget sets
 CONFIGS = ("Baseline", "+RNN", "+CSLM+RNN", "+CSLM+RNN+WP", "+RNN+WP")
 
 
@@ -91,6 +95,38 @@ def _sections(wf, registry, stages: list[str], **fixed) -> dict[str, dict]:
         sec.update({k: v for k, v in wf.params[s].items() if v is not None})
         sec.update({k: v for k, v in fixed.items() if k in wf.params[s]})
     return out
+
+
+def _model_layers(models: list[str], registry, parallel: bool) -> list[tuple[str, list[str], tuple[str, ...]]]:
+    """The shared stages between the built system and the tuning runs, as (job, stages, jobs it waits for).
+
+    One job, ``shared-models``, after ``shared-system``; when ``parallel`` and two or more encoder-decoders
+    train, each trains in a job of its own (``shared-train``, ``shared-train-reverse``, ...) with the stages
+    only it needs, after a ``shared-models-common`` job of the stages several need (``prepare`` for
+    ``train`` and ``train-ensemble``), and ``shared-models`` (score, moses-ini) waits for them all.
+    """
+    trainers = [s for s in models if s in ENCODER_DECODERS]
+    if not parallel or len(trainers) < 2:
+        return [("shared-models", models, ("shared-system",))]
+    branch = {t: set(_ancestors(models, registry, [t])) | {t} for t in trainers}
+    common = [s for s in models if sum(s in b for b in branch.values()) > 1]
+    first = ("shared-models-common",) if common else ("shared-system",)
+    out = [("shared-models-common", common, ("shared-system",))] if common else []
+    out += [(f"shared-{t}", [s for s in models if s in branch[t] and s not in common], first) for t in trainers]
+    rest = [s for s in models if not any(s in b for b in branch.values())]
+    return out + [("shared-models", rest, tuple(f"shared-{t}" for t in trainers))]
+
+
+def _closure(keys: tuple[str, ...], layers) -> list[str]:
+    """The jobs ``keys`` wait for, transitively, in the order of ``layers``, ``keys`` included."""
+    after = {k: a for k, _, a in layers}
+    seen, todo = set(), list(keys)
+    while todo:
+        k = todo.pop()
+        if k not in seen:
+            seen.add(k)
+            todo += list(after.get(k, ()))
+    return [k for k, _, _ in layers if k in seen]
 
 
 def _ancestors(stages: list[str], registry, targets: list[str]) -> list[str]:
@@ -169,8 +205,7 @@ def run_all(args) -> None:
         stages = stages + more
         base.append("workflow.stages=" + _toml(stages))
     if args.train_budget is not None:   # every encoder-decoder's
-        base = [f"{st}.time_budget_s={float(args.train_budget)}" for st in ("train", "train-reverse", "train-ensemble")
-                if st in stages] + base
+        base = [f"{st}.time_budget_s={float(args.train_budget)}" for st in ENCODER_DECODERS if st in stages] + base
     wf = load_workflow(args.workflow, registry, overrides=base)
     shared = [s for s in wf.stages if not _per_seed(s)]
     seeded = [s for s in wf.stages if _per_seed(s)]
@@ -179,20 +214,25 @@ def run_all(args) -> None:
     arts.update(user_inputs)
     gen = work / "workflows"
     tunes = [s for s in seeded if s.startswith("tune-")]
-    # the shared stages in three runs: what the baseline's tuning needs, what every tuning run needs, the rest
-    layers = [("shared-system", _ancestors(shared, registry, ["tune-baseline"]) if "tune-baseline" in tunes else [])]
-    layers.append(("shared-models", [s for s in _ancestors(shared, registry, tunes) if s not in layers[0][1]]))
-    layers.append(("shared-rest", [s for s in shared if not any(s in st for _, st in layers)]))
-    jobs, done_before, upto, after_stage = [], (), [], {}
-    for key, stages in layers:
+    # the shared stages in three runs: what the baseline's tuning needs, what every tuning run needs, the rest;
+    # with --jobs above 1, the encoder-decoders of the second train side by side (one core each)
+    layers = [("shared-system", _ancestors(shared, registry, ["tune-baseline"]) if "tune-baseline" in tunes else [], ())]
+    models = [s for s in _ancestors(shared, registry, tunes) if s not in layers[0][1]]
+    layers += _model_layers(models, registry, parallel=args.jobs > 1)
+    layers.append(("shared-rest", [s for s in shared if not any(s in st for _, st, _ in layers)], ("shared-models",)))
+    jobs, after_stage, earlier = [], {}, {}
+    for key, stages, after in layers:
         if not stages:
             continue
-        upto = upto + stages
+        # a job's workflow names the stages of the jobs it waits for (current by then, so skipped), never
+        # those of a job that may run beside it
+        upto = [s for k in _closure(after, layers) for s in earlier.get(k, [])] + stages
+        earlier[key] = stages
         after_stage.update({s: key for s in stages})
         jobs.append(Job(key, write_workflow(gen / f"{key}.toml", wf.name, [s for s in shared if s in upto], {
             a: p for a, p in user_inputs.items() if any(a in registry.stages[s].consumes for s in upto)},
-            _sections(wf, registry, [s for s in shared if s in upto])), work, after=done_before))
-        done_before = (key,)
+            _sections(wf, registry, [s for s in shared if s in upto])), work,
+            after=tuple(k for k in after if k in earlier)))
     threads = int(args.job_threads or max(1, (os.cpu_count() or 1) // max(1, args.jobs)))
     baselines, per_seed = [], []
     for backend in args.backends.split(","):
@@ -210,8 +250,7 @@ def run_all(args) -> None:
             mine = [t for t in tunes if seed == 1 or t not in args.first_run_only]
             for t in mine:    # each tuning run on its own, as soon as the shared stages it reads are done
                 needs = {after_stage[s] for s in _ancestors(shared, registry, [t])}
-                last = [k for k, _ in layers if k in needs][-1:] if needs else []
-                parts.append(seed_job(f"{key}-{t[len('tune-'):]}", [t], tuple(last)))
+                parts.append(seed_job(f"{key}-{t[len('tune-'):]}", [t], tuple(k for k, _, _ in layers if k in needs)))
             baselines += [j for j in parts if j.key.endswith("-baseline")]
             per_seed += [j for j in parts if not j.key.endswith("-baseline")]
             skip = (["cslm"] if seed > args.cslm_runs else []) + (["dev_ref"] if args.no_dev_scores else [])

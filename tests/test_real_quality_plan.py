@@ -136,13 +136,13 @@ def test_a_failed_job_stops_only_the_jobs_after_it(tmp_path, monkeypatch):
     assert failed == ["bad", "after-bad"]
 
 
-def _dry_run_with(tmp_path, flag: str) -> None:
-    """``real_quality.py --dry-run`` with one MERT run and ``flag``, on one-line stand-ins for the corpus."""
+def _dry_run_with(tmp_path, *flags: str) -> None:
+    """``real_quality.py --dry-run`` with one MERT run and ``flags``, on one-line stand-ins for the corpus."""
     data = tmp_path / "data"
     data.mkdir()
     for name in ("train.en", "train.fr", "val.en", "val.fr"):
         (data / name).write_text("a b\n", encoding="utf-8")
-    real_quality.main(["--workdir", str(tmp_path / "w"), "--backends", "moses", "--mert-runs", "1", flag,
+    real_quality.main(["--workdir", str(tmp_path / "w"), "--backends", "moses", "--mert-runs", "1", *flags,
                        "--train-budget", "60", "--dry-run"] + [
         x for side, f in (("train_src", "train.en"), ("train_tgt", "train.fr"), ("heldout_src", "val.en"),
                           ("heldout_ref", "val.fr")) for x in ("--set", f"inputs.{side}={str(data / f)!r}")])
@@ -173,3 +173,43 @@ def test_ensemble_adds_the_second_model_to_the_shared_models(tmp_path):
     assert (ens["seed"], ens["time_budget_s"]) == (fwd["seed"] + 1, 60.0)
     assert {k: v for k, v in ens.items() if k != "seed"} == {k: v for k, v in fwd.items() if k != "seed"}
     assert plan(models, registry).inputs_of["score"]["model_ensemble"] == "train-ensemble"
+
+
+def _job_plan(out: str) -> dict[str, list[str]]:
+    """The jobs a dry run lists, each with the jobs it waits for."""
+    plan_ = {}
+    for line in out.splitlines():
+        key, _, rest = line.partition(": ")
+        plan_[key] = rest.split(", after ", 1)[1].split(", ") if ", after " in rest else []
+    return plan_
+
+
+def test_with_two_jobs_each_encoder_decoder_trains_in_a_job_of_its_own(tmp_path, capsys):
+    """--jobs 2: the forward, reverse and ensemble models train side by side, each run naming only the
+    stages it needs (two runs never run one stage at once), after what they share (prepare); score waits
+    for all three."""
+    _dry_run_with(tmp_path, "--ensemble", "--jobs", "2")
+    jobs = _job_plan(capsys.readouterr().out)
+    trainers = ["shared-train", "shared-train-reverse", "shared-train-ensemble"]
+    assert jobs["shared-models-common"] == ["shared-system"]
+    assert all(jobs[k] == ["shared-models-common"] for k in trainers)
+    assert jobs["shared-models"] == trainers
+    assert jobs["moses-seed1-baseline"] == ["shared-system"]
+    registry = default_registry()
+    gen = tmp_path / "w" / "workflows"
+    system = ["split", "build-smt", "tokenize"]
+    models = load_workflow(gen / "shared-models.toml", registry)
+    own = {"shared-train": ["train"], "shared-train-reverse": ["prepare-reverse", "train-reverse"],
+           "shared-train-ensemble": ["train-ensemble"]}
+    for key, stages in own.items():
+        wf = load_workflow(gen / f"{key}.toml", registry)
+        assert wf.stages == system + ["prepare"] + stages, key
+        for s in wf.stages:   # the same parameters as in the one run that scores, so nothing is redone there
+            assert wf.params[s] == models.params[s], (key, s)
+
+
+def test_with_one_job_the_shared_models_are_one_run(tmp_path, capsys):
+    _dry_run_with(tmp_path, "--ensemble", "--jobs", "1")
+    jobs = _job_plan(capsys.readouterr().out)
+    assert not [k for k in jobs if k.startswith("shared-train")]
+    assert jobs["shared-models"] == ["shared-system"]

@@ -117,18 +117,6 @@ def _model_layers(models: list[str], registry, parallel: bool) -> list[tuple[str
     return out + [("shared-models", rest, tuple(f"shared-{t}" for t in trainers))]
 
 
-def _closure(keys: tuple[str, ...], layers) -> list[str]:
-    """The jobs ``keys`` wait for, transitively, in the order of ``layers``, ``keys`` included."""
-    after = {k: a for k, _, a in layers}
-    seen, todo = set(), list(keys)
-    while todo:
-        k = todo.pop()
-        if k not in seen:
-            seen.add(k)
-            todo += list(after.get(k, ()))
-    return [k for k, _, _ in layers if k in seen]
-
-
 def _ancestors(stages: list[str], registry, targets: list[str]) -> list[str]:
     """The stages among ``stages`` that ``targets`` need, transitively (by consumed and produced artifacts)."""
     producer = {a: s for s in stages for a in registry.stages[s].produces}
@@ -220,19 +208,18 @@ def run_all(args) -> None:
     models = [s for s in _ancestors(shared, registry, tunes) if s not in layers[0][1]]
     layers += _model_layers(models, registry, parallel=args.jobs > 1)
     layers.append(("shared-rest", [s for s in shared if not any(s in st for _, st, _ in layers)], ("shared-models",)))
-    jobs, after_stage, earlier = [], {}, {}
+    jobs, after_stage = [], {}
     for key, stages, after in layers:
         if not stages:
             continue
-        # a job's workflow names the stages of the jobs it waits for (current by then, so skipped), never
+        # a job's workflow names its stages and those they read from (current by then, so skipped), never
         # those of a job that may run beside it
-        upto = [s for k in _closure(after, layers) for s in earlier.get(k, [])] + stages
-        earlier[key] = stages
+        upto = set(_ancestors(shared, registry, stages)) | set(stages)
         after_stage.update({s: key for s in stages})
         jobs.append(Job(key, write_workflow(gen / f"{key}.toml", wf.name, [s for s in shared if s in upto], {
             a: p for a, p in user_inputs.items() if any(a in registry.stages[s].consumes for s in upto)},
             _sections(wf, registry, [s for s in shared if s in upto])), work,
-            after=tuple(k for k in after if k in earlier)))
+            after=tuple(k for k in after if any(k == j.key for j in jobs))))
     threads = int(args.job_threads or max(1, (os.cpu_count() or 1) // max(1, args.jobs)))
     baselines, per_seed = [], []
     for backend in args.backends.split(","):

@@ -47,8 +47,10 @@ def test_shared_stages_keep_the_main_workflows_parameters(planned):
     models = load_workflow(gen / "shared-models.toml", registry)
     rest = load_workflow(gen / "shared-rest.toml", registry)
     assert system.stages == ["split", "build-smt", "tokenize"]
-    assert models.stages == [s for s in main.stages if not s.startswith("tune-") and s not in ("evaluate", "train-cslm")]
-    assert rest.stages == [s for s in main.stages if not s.startswith("tune-") and s != "evaluate"]
+    # each run names its stages and those they read from: the models read the built system, not the split
+    assert models.stages == [s for s in main.stages if not s.startswith("tune-")
+                             and s not in ("split", "tokenize", "evaluate", "train-cslm")]
+    assert rest.stages == ["split", "build-smt", "tokenize", "train-cslm"]   # its stage and those it reads from
     for wf in (system, models, rest):
         for s in wf.stages:
             assert wf.params[s] == main.params[s], s
@@ -197,13 +199,12 @@ def test_with_two_jobs_each_encoder_decoder_trains_in_a_job_of_its_own(tmp_path,
     assert jobs["moses-seed1-baseline"] == ["shared-system"]
     registry = default_registry()
     gen = tmp_path / "w" / "workflows"
-    system = ["split", "build-smt", "tokenize"]
     models = load_workflow(gen / "shared-models.toml", registry)
-    own = {"shared-train": ["train"], "shared-train-reverse": ["prepare-reverse", "train-reverse"],
-           "shared-train-ensemble": ["train-ensemble"]}
+    own = {"shared-train": ["prepare", "train"], "shared-train-reverse": ["prepare-reverse", "train-reverse"],
+           "shared-train-ensemble": ["prepare", "train-ensemble"]}
     for key, stages in own.items():
         wf = load_workflow(gen / f"{key}.toml", registry)
-        assert wf.stages == system + ["prepare"] + stages, key
+        assert wf.stages == ["build-smt"] + stages, key
         for s in wf.stages:   # the same parameters as in the one run that scores, so nothing is redone there
             assert wf.params[s] == models.params[s], (key, s)
 

@@ -146,10 +146,11 @@ def fingerprints(tmp: Path) -> dict:
     return out
 
 
-# Recorded with the trainers as they were before pipeline/training_loop.py (torch 2.13.0, CPU, AVX512 kernels,
-# one thread). Other CPU kernels (AVX2, another torch) may round differently, so they are compared only
-# where the kernels are the recording's; `python tests/test_training_loop.py` prints a checkout's values.
-RECORDED_ON = ("2.13.0", "AVX512")
+# Recorded with the trainers as they were before pipeline/training_loop.py (torch 2.13.0, CPU, AVX512 kernels
+# on an Intel Xeon, one thread). Other CPU kernels (AVX2, another torch) and other CPU makers' AVX512 (an AMD
+# EPYC's gives other bits) round differently, so they are compared only where the kernels and the maker are
+# the recording's; `python tests/test_training_loop.py` prints a checkout's values.
+RECORDED_ON = ("2.13.0", "AVX512", "GenuineIntel")
 RECORDED = {
     'encdec 60': {'model.pt': 'fa2d97c2174d65fe', 'last.pt': 'fa2d97c2174d65fe', 'optimizer': '474e191c0ebd742b', 'train_state': '6e0708714659373c', 'log': '54a2d1167e866d23', 'steps': 60, 'stop': 'max_steps'},
     'encdec 40+20': {'model.pt': 'fa2d97c2174d65fe', 'last.pt': 'fa2d97c2174d65fe', 'optimizer': '474e191c0ebd742b', 'train_state': '6e0708714659373c', 'log': '54a2d1167e866d23', 'steps': 60, 'stop': 'max_steps'},
@@ -162,8 +163,19 @@ RECORDED = {
 }
 
 
-def _kernels() -> tuple[str, str]:
-    return torch.__version__.split("+")[0], torch.backends.cpu.get_cpu_capability()
+def _cpu_maker() -> str:
+    """The CPU's ``vendor_id`` (GenuineIntel, AuthenticAMD), where /proc/cpuinfo gives one."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("vendor_id"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "unknown"
+
+
+def _kernels() -> tuple[str, str, str]:
+    return torch.__version__.split("+")[0], torch.backends.cpu.get_cpu_capability(), _cpu_maker()
 
 
 @pytest.fixture(scope="module")
@@ -187,8 +199,8 @@ def test_a_run_resumed_from_last_pt_is_the_uninterrupted_run_to_the_bit(runs, st
 
 def test_the_fixed_runs_give_what_the_trainers_gave_before_the_loop_was_shared(runs):
     if _kernels() != RECORDED_ON:
-        pytest.skip(f"recorded with torch {RECORDED_ON[0]} on {RECORDED_ON[1]} kernels; this is torch "
-                    f"{_kernels()[0]} on {_kernels()[1]}, whose float rounding may differ")
+        pytest.skip("recorded with torch {}, {} kernels, CPU vendor {}; this is torch {}, {} kernels, CPU vendor {}, "
+                    "whose float rounding may differ".format(*RECORDED_ON, *_kernels()))
     assert runs == RECORDED
 
 
@@ -260,4 +272,4 @@ if __name__ == "__main__":                  # prints the fingerprints of this ch
     with tempfile.TemporaryDirectory() as t:
         for k, v in fingerprints(Path(t)).items():
             print(f"    {k!r}: {v!r},")
-    print(torch.__version__, torch.backends.cpu.get_cpu_capability(), file=sys.stderr)
+    print(*_kernels(), file=sys.stderr)

@@ -389,7 +389,7 @@ def main(argv=None) -> None:
     ap.add_argument("--train-budget", type=float, default=None, help="time_budget_s of each encoder-decoder, "
                     "[train], [train-reverse] and [train-ensemble] (default: the workflow's)")
     ap.add_argument("--preset", default="small")
-    ap.add_argument("--max-iterations", type=int, default=5, help="MERT iterations per run")
+    ap.add_argument("--max-iterations", type=int, default=10, help="MERT iterations per run, a cap")
     ap.add_argument("--bootstrap", type=int, default=1000)
     ap.add_argument("--jobs", type=int, default=1, help="workflow runs at once (the shared stages, and the "
                     "MERT runs: the baseline's start beside the training)")

@@ -34,7 +34,7 @@ def planned(tmp_path_factory):
     real_quality.main(argv)
     registry = default_registry()
     main = load_workflow(real_quality.WORKFLOW, registry, overrides=[
-        "train.time_budget_s=60.0", "train-reverse.time_budget_s=60.0", "train.preset='small'", "tune.max_iterations=10",
+        "train.time_budget_s=60.0", "train-reverse.time_budget_s=60.0", "train.preset='small'",
         f"inputs.train_src={str(data / 'train.en')!r}", f"inputs.train_tgt={str(data / 'train.fr')!r}",
         f"inputs.heldout_src={str(data / 'val.en')!r}", f"inputs.heldout_ref={str(data / 'val.fr')!r}"])
     gen = work / "w" / "workflows"

@@ -196,8 +196,10 @@ def run_all(args) -> None:
     if args.train_budget is not None:   # every encoder-decoder's
         base = [f"{st}.time_budget_s={float(args.train_budget)}" for st in ENCODER_DECODERS if st in stages] + base
     wf = load_workflow(args.workflow, registry, overrides=base)
-    shared = [s for s in wf.stages if not _per_seed(s)]
-    seeded = [s for s in wf.stages if _per_seed(s)]
+    # no run re-ranks with the CSLM: it is not trained (its optional input of evaluate is then absent)
+    run = [s for s in wf.stages if not (s == "train-cslm" and args.cslm_runs < 1)]
+    shared = [s for s in run if not _per_seed(s)]
+    seeded = [s for s in run if _per_seed(s)]
     user_inputs = {a: p.resolve() for a, p in wf.inputs.items()}
     arts = {a: work / s / rel for s in shared for a, rel in registry.stages[s].produces.items()}
     arts.update(user_inputs)
@@ -398,7 +400,7 @@ def main(argv=None) -> None:
     ap.add_argument("--job-threads", type=int, default=0, help="decoder threads of each MERT run "
                     "(default: CPUs / jobs)")
     ap.add_argument("--cslm-runs", type=int, default=1_000_000, help="the +CSLM rows (their n-best lists are the "
-                    "evaluation's costliest decoding) in the first K MERT runs only")
+                    "evaluation's costliest decoding) in the first K MERT runs only; 0: none, and the CSLM is not trained")
     ap.add_argument("--first-run-only", action="append", default=[], metavar="STAGE",
                     help="a tuning stage run in the first MERT run only (e.g. tune-rnn: its row then has one run)")
     ap.add_argument("--no-dev-scores", action="store_true", help="evaluate decodes the test half only "

@@ -214,3 +214,16 @@ def test_with_one_job_the_shared_models_are_one_run(tmp_path, capsys):
     jobs = _job_plan(capsys.readouterr().out)
     assert not [k for k in jobs if k.startswith("shared-train")]
     assert jobs["shared-models"] == ["shared-system"]
+
+
+def test_with_no_cslm_runs_the_cslm_is_not_trained(tmp_path, capsys):
+    """--cslm-runs 0: no run has the +CSLM rows, so no job trains the CSLM and no evaluation reads one."""
+    _dry_run_with(tmp_path, "--cslm-runs", "0", "--jobs", "2")
+    jobs = _job_plan(capsys.readouterr().out)
+    assert "shared-rest" not in jobs            # its one stage was train-cslm
+    registry = default_registry()
+    gen = tmp_path / "w" / "workflows"
+    assert not any("train-cslm" in load_workflow(gen / f"{k}.toml", registry).stages for k in jobs)
+    final = load_workflow(gen / "moses-seed1.toml", registry)
+    assert "evaluate" in final.stages and "cslm" not in final.inputs
+    assert jobs["moses-seed1"][-1] == "shared-models"

@@ -431,17 +431,25 @@ def test_real_moses_lr_system_same_1best_and_nbest_features(tiny_system, tmp_pat
     assert same >= 0.95 * len(sents), (same, len(sents))
     theirs = _by_sentence(parse_nbest(tmp_path / "moses.nbest"))
     ours = _by_sentence(parse_nbest(tmp_path / "ours.nbest"))
-    compared = 0
+    compared = ties = 0
     for i in theirs:
         a, b = ours[i][0], theirs[i][0]
         assert a.total >= b.total - 1e-4, (i, a, b)                 # the search is as good
         assert list(a.features) == list(b.features)                  # LexicalReordering0 first, as Moses
-        mine = {o.text: o for o in ours[i]}
+        mine = {}
+        for o in ours[i]:
+            mine.setdefault(o.text, []).append(o)
         for t in theirs[i]:
-            o = mine.get(t.text)
-            if o is None:
+            if t.text not in mine:
                 continue
             compared += 1
-            for name in t.features:
-                assert all(_close(x, y) for x, y in zip(o.features[name], t.features[name])), (i, name, o, t)
+            same = lambda o: all(_close(x, y) for name in t.features  # noqa: E731
+                                 for x, y in zip(o.features[name], t.features[name]))
+            if any(same(o) for o in mine[t.text]):
+                continue
+            # another segmentation of the same words with exactly the same score: a tie either search may
+            # break either way (e.g. TM scores 0 and -1.82 against -0.69 and -1.13 under equal weights)
+            assert any(abs(o.total - t.total) < 1e-4 for o in mine[t.text]), (i, t, mine[t.text])
+            ties += 1
     assert compared >= 0.8 * sum(len(v) for v in theirs.values())
+    assert ties <= 0.02 * compared, (ties, compared)

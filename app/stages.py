@@ -245,7 +245,14 @@ def run_score(ctx: StageContext) -> dict:
     from phrase_rescore.pipeline.score import ScoreConfig, score_table
     from phrase_rescore.pipeline.score_columns import score_with_extras
 
-    cfg = _config(ScoreConfig, ctx.params, columns=("logprob", "unk"), restart=not ctx.resume)
+    counts = {}
+    if ctx.params.get("rare_words") == "unigram":   # the shares come from the corpora the table was built from
+        for key, art in (("rare_counts", "train_tgt_tok"), ("rare_counts_reverse", "train_src_tok")):
+            if ctx.input(art) is None:
+                raise PhraseRescoreError(f"[score] rare_words = \"unigram\" needs the tokenized training corpora "
+                                         f"({art}: build-smt, or [inputs] {art})")
+            counts[key] = os.fspath(ctx.input(art))
+    cfg = _config(ScoreConfig, ctx.params, columns=("logprob", "unk"), restart=not ctx.resume, **counts)
     reverse, ensemble = ctx.input("model_reverse"), ctx.input("model_ensemble")
     if reverse is None and ensemble is None:
         res = score_table(ctx.input("model"), ctx.input("phrase_table"), ctx.output("table_rnn_wp"), cfg)
@@ -588,8 +595,9 @@ def default_registry() -> Registry:
                         inherits={"train": tuple(k for k in train_keys if k != "seed")},
                         reseeds={"train": ("seed",)}))
     reg.add(StageDef("score", "score", run_score, stage_params(ScoreConfig),
-                     consumes=("model", "phrase_table", "model_reverse", "model_ensemble"),
-                     optional=frozenset({"model_reverse", "model_ensemble"}),
+                     consumes=("model", "phrase_table", "model_reverse", "model_ensemble", "train_src_tok",
+                               "train_tgt_tok"),
+                     optional=frozenset({"model_reverse", "model_ensemble", "train_src_tok", "train_tgt_tok"}),
                      produces={"table_rnn": "phrase-table.rnn.gz", "table_rnn_wp": "phrase-table.rnn-wp.gz"},
                      doc="append log p(f|e) (and the unknown-word count) to the phrase table",
                      choices=stage_choices(ScoreConfig), check=stage_check(ScoreConfig), resumable=True))

@@ -1,7 +1,7 @@
 """Levers on the real-text benchmark: extra neural columns measured against the same baseline runs.
 
-Works in the working directory of ``benchmarks/real_quality.py`` (its workflow's artifacts, and the
-baseline test outputs it kept per MERT run under ``runs/BACKEND-seedN/``) and writes under
+Works in the working directory of ``benchmarks/real_quality.py`` (its shared stages' artifacts, and each
+MERT run's tuned baseline and test outputs under ``seeds/BACKEND-seedN/``) and writes under
 ``WORKDIR/levers/``:
 
 - ``reverse``: a model trained in the other direction (``prepare`` on the swapped table, the vocabulary
@@ -10,7 +10,10 @@ baseline test outputs it kept per MERT run under ``runs/BACKEND-seedN/``) and wr
 - ``ensemble``: a second model trained on the same pairs with another seed; the +RNN+WP table's
   log p(f|e) column becomes the mean of the two models' log-probabilities (``score --ensemble-model``);
 - ``longer``: the main run's model trained on (resumed) to a larger time budget, its patience still
-  able to stop it: training nearer convergence instead of the main run's cap.
+  able to stop it: training nearer convergence instead of the main run's cap;
+- ``rare-unigram``: no new model: the main run's models (the reverse one too, when it has one) score the
+  table with ``score --rare-words unigram``, each word outside a shortlist scored with its corpus share of
+  ``<unk>``'s probability (:mod:`phrase_rescore.pipeline.rare_words`), the WP column kept.
 
 Each lever's model trains with the main run's settings (preset, time budget, patience); each lever is
 tuned with the same MERT seeds as the main run and scored on the test half with the p-value of the
@@ -18,10 +21,12 @@ mean over runs (``real_quality.mean_delta_p``) against the main run's baseline.
 
     nice -n 10 python benchmarks/real_levers.py --workdir runs/real --lever reverse --stage train
     nice -n 10 python benchmarks/real_levers.py --workdir runs/real --lever reverse --stage eval --backend moses
+    nice -n 10 python benchmarks/real_levers.py --workdir runs/real --lever rare-unigram --stage eval --backend moses
 """
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import statistics
@@ -37,6 +42,11 @@ def _manifest_params(work: Path, stage: str) -> dict:
     """The parameters a stage of the main run ran with (its attempt record while it is still running)."""
     done = work / stage / "stage-manifest.json"
     return json.loads((done if done.exists() else work / stage / ".attempt.json").read_text())["params"]
+
+
+def _seed_dir(work: Path, backend: str, seed: int) -> Path:
+    """Where the main run keeps one MERT run's stages (its tuned baseline and evaluation)."""
+    return work / "seeds" / f"{backend}-seed{seed}"
 
 
 def train_models(work: Path, lever: str, budget: float | None = None) -> dict:
@@ -90,18 +100,31 @@ def evaluate_lever(work: Path, lever: str, backend: str, seeds: list[int]) -> di
     from phrase_rescore.moses_integration.rewrite import RewriteConfig, rewrite_moses_ini
     from phrase_rescore.moses_integration.tuning import TuneConfig, tune
     from phrase_rescore.pipeline.score import ScoreConfig, score_table
-    from phrase_rescore.pipeline.score_columns import score_ensemble, score_reverse
+    from phrase_rescore.pipeline.score_columns import score_ensemble, score_reverse, score_with_extras
 
     out = work / "levers" / lever
+    out.mkdir(parents=True, exist_ok=True)
     model = out / "model" / "model.pt"
     table_wp = work / "score" / "phrase-table.rnn-wp.gz"
     table = out / "phrase-table.lever.gz"
     # the baseline's tuning settings, so that the lever is tuned as the configurations it is compared with
-    tune_params = _manifest_params(work, "tune-baseline")
+    tune_params = _manifest_params(_seed_dir(work, backend, seeds[0]), "tune-baseline")
     threads = int(tune_params.get("threads", 1))
+    smt = work / "build-smt" / "smt"
+    reverse_model = work / "train-reverse" / "model" / "model.pt"
+    with_reverse = lever == "reverse" or (lever == "rare-unigram" and reverse_model.exists())
     if not table.exists():
         cfg = ScoreConfig(columns=("logprob",), threads=threads)
-        if lever == "reverse":
+        if lever == "rare-unigram":
+            cfg = ScoreConfig(columns=("logprob", "unk"), threads=threads, rare_words="unigram",
+                              rare_counts=os.fspath(smt / "corpus" / "clean.tgt"),
+                              rare_counts_reverse=os.fspath(smt / "corpus" / "clean.src"))
+            if with_reverse:
+                score_with_extras(work / "train" / "model" / "model.pt", smt / "phrase-table.gz", table, cfg,
+                                  reverse_model=reverse_model)
+            else:
+                score_table(work / "train" / "model" / "model.pt", smt / "phrase-table.gz", table, cfg)
+        elif lever == "reverse":
             score_reverse(model, work / "build-smt" / "smt" / "phrase-table.gz", table_wp, table, cfg, out / "tmp")
         elif lever == "ensemble":
             score_ensemble(model, work / "build-smt" / "smt" / "phrase-table.gz", table_wp, table, cfg, out / "tmp",
@@ -111,19 +134,24 @@ def evaluate_lever(work: Path, lever: str, backend: str, seeds: list[int]) -> di
                         ScoreConfig(columns=("logprob", "unk"), threads=threads))
     done = (work / "moses-ini-rnn-wp" / "stage-manifest.json").exists()
     mi = _manifest_params(work, "moses-ini-rnn-wp") if done else {"rnn_weight": 0.2, "wp_weight": -0.2}
-    weights = (mi["rnn_weight"], mi["wp_weight"]) + ((mi["rnn_weight"],) if lever == "reverse" else ())
+    weights = (mi["rnn_weight"], mi["wp_weight"]) + ((mi.get("reverse_weight", mi["rnn_weight"]),) if with_reverse else ())
     ini = out / "moses.ini"
-    rewrite_moses_ini(RewriteConfig(old_ini=work / "build-smt" / "smt" / "moses.ini", table=table, out=ini,
-                                    weights=weights))
+    if not ini.exists():
+        rewrite_moses_ini(RewriteConfig(old_ini=smt / "moses.ini", table=table, out=ini, weights=weights,
+                                        binarize=mi.get("binarize", False), threads=threads,
+                                        moses_home=mi.get("moses_home") or None))
     ref = read_text_lines(work / "split" / "split" / "test.ref")
     base_runs, lever_runs, bleus = [], [], []
+    names = {f.name for f in dataclasses.fields(TuneConfig)}
     for seed in seeds:
-        base = work / "runs" / f"{backend}-seed{seed}" / "test.Baseline.detok"
+        base = _seed_dir(work, backend, seed) / "evaluate" / "work" / "test.Baseline.detok"
         d = out / f"{backend}-seed{seed}"
-        tcfg = TuneConfig(ini=ini, dev_src=work / "tokenize" / "dev.tok.src", dev_ref=work / "tokenize" / "dev.tok.ref",
-                          workdir=d / "tune", out=d / "moses.tuned.ini", backend=backend,
-                          max_iterations=int(tune_params["max_iterations"]), nbest=int(tune_params["nbest"]),
-                          threads=threads, seed=seed)
+        # each run tuned as the main run's baseline with this seed (its every tuning setting)
+        params = {k: v for k, v in _manifest_params(_seed_dir(work, backend, seed), "tune-baseline").items()
+                  if k in names and k not in ("ini", "dev_src", "dev_ref", "workdir", "out")}
+        tcfg = TuneConfig(**params, ini=ini, dev_src=work / "tokenize" / "dev.tok.src",
+                          dev_ref=work / "tokenize" / "dev.tok.ref", workdir=d / "tune", out=d / "moses.tuned.ini")
+        tcfg.moses_home = params.get("moses_home") or None
         if not (d / "moses.tuned.ini").exists():
             tune(tcfg)
         name = f"+RNN+WP+{lever}"
@@ -140,8 +168,9 @@ def evaluate_lever(work: Path, lever: str, backend: str, seeds: list[int]) -> di
         lever_runs.append(read_text_lines(d / "eval" / f"test.{_safe(name)}.detok"))
     import pandas as pd
 
-    base_bleu = [float(pd.read_csv(work / "runs" / f"{backend}-seed{s}" / "table1.csv")["test_bleu"].iloc[0])
-                 for s in seeds if (work / "runs" / f"{backend}-seed{s}" / "table1.csv").exists()]
+    tables = [_seed_dir(work, backend, s) / "evaluate" / "table1.csv" for s in seeds]
+    base_bleu = [float(t.loc[t["configuration"] == "Baseline", "test_bleu"].iloc[0])
+                 for t in (pd.read_csv(p) for p in tables if p.exists())]
     res = {"lever": lever, "backend": backend, "test_bleu": bleus, "baseline_test_bleu": base_bleu,
            "mean": statistics.mean(bleus) if bleus else None,
            "delta": statistics.mean(bleus) - statistics.mean(base_bleu) if bleus else None,
@@ -154,7 +183,7 @@ def evaluate_lever(work: Path, lever: str, backend: str, seeds: list[int]) -> di
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--workdir", required=True)
-    ap.add_argument("--lever", required=True, choices=("reverse", "ensemble", "longer"))
+    ap.add_argument("--lever", required=True, choices=("reverse", "ensemble", "longer", "rare-unigram"))
     ap.add_argument("--train-budget", type=float, default=2700.0,
                     help="longer: the total training time, the main run's included (train.time_budget_s)")
     ap.add_argument("--stage", required=True, choices=("train", "eval"))

@@ -47,6 +47,7 @@ from phrase_rescore.moses_integration.phrase_table import (ON_ERROR_CHOICES, che
                                                           read_phrase_table, scored_line)
 from phrase_rescore.moses_integration.moses_values import logprob_texts, neutral_text, parse_columns, unk_texts
 
+from .rare_words import RARE_WORDS, RareWordShares
 from .scoring.chunk_pairs import ChunkPairs, PairCollector
 from .scoring.chunked import ChunkedOutput, chain_digest, check_not_same_file
 from .scoring.fast import MATMULS, PRECISIONS, FastScorer, choose_matmul, one_thread_each
@@ -80,6 +81,12 @@ class ScoreConfig:
     :param threads: CPU scoring workers, each with one torch thread; a CUDA device has one worker
         [None: torch's default thread count, normally the cores].
     :param compresslevel: gzip level of a .gz output [6].
+    :param rare_words: how log p scores a target word outside the shortlist: ``"class"``, as the
+        probability of ``<unk>``, the whole out-of-shortlist class (the paper's), or ``"unigram"``, that
+        probability times the word's share of the class in ``rare_counts``
+        (:mod:`phrase_rescore.pipeline.rare_words`) [class].
+    :param rare_counts: the tokenized corpus of the target side whose counts give the shares (``"unigram"``).
+    :param rare_counts_reverse: the same for a reverse model's column (the source side's corpus).
     :param restart: ignore an earlier partial run of the same output [False].
     """
 
@@ -107,6 +114,14 @@ class ScoreConfig:
     threads: int | None = setting(None, type=int, at_least=1,
                                   help="CPU scoring workers, one torch thread each [default: torch's thread count].")
     compresslevel: int = setting(6, at_least=0, at_most=9, help="gzip level of a .gz output.")
+    rare_words: str = setting("class", choices=RARE_WORDS,
+                              help="A target word outside the shortlist: class = log p(<unk>) (the paper's); "
+                                   "unigram = plus the log of its share of <unk> in --rare-counts.")
+    rare_counts: str | None = setting(None, type=str, workflow=False,
+                                      help="Tokenized corpus of the target side, for --rare-words unigram.")
+    rare_counts_reverse: str | None = setting(None, type=str, workflow=False,
+                                              help="Tokenized corpus of the source side, for --rare-words unigram "
+                                                   "with --reverse-model.")
     restart: bool = setting(False, workflow=False, help="Ignore an earlier interrupted run instead of resuming it.")
 
     @staticmethod
@@ -121,6 +136,9 @@ class ScoreConfig:
 
     def __post_init__(self):
         self.columns = parse_columns(self.columns)
+        if self.rare_words == "unigram" and self.rare_counts is None:
+            raise PhraseRescoreError("--rare-words unigram needs --rare-counts, the tokenized corpus of the "
+                                     "target side")
         check(ScoreConfig, setting_values(self), combined=False)  # the device is resolved when scoring starts
 
     def output_identity(self) -> dict:
@@ -128,7 +146,7 @@ class ScoreConfig:
         return {"columns": list(self.columns), "raw_logprob": self.raw_logprob, "on_error": self.on_error,
                 "precision": self.precision, "max_tokens": self.max_tokens, "chunk_lines": self.chunk_lines,
                 "compresslevel": self.compresslevel, "precompute_vocab": self.precompute_vocab,
-                "matmul": self.matmul}
+                "matmul": self.matmul, "rare_words": self.rare_words}
 
 
 @dataclass
@@ -183,22 +201,31 @@ def score_table(model_path, table_path, out_path, config: ScoreConfig | None = N
     rejects = config.rejects or (os.fspath(out_path) + ".rejects") if config.on_error == "keep" else None
     check_not_same_file(table_path, out_path, rejects, model_file, config.vocab)
     model, vocabs = load_model(model_file, config)
+    shares = _rare_shares(config, vocabs)
     st = os.stat(table_path) if os.path.exists(table_path) else None
     if st is None:
         raise PhraseRescoreError("phrase table not found", table_path)
     identity = {"table": os.path.abspath(table_path), "table_size": st.st_size, "table_mtime_ns": st.st_mtime_ns,
                 "model_sha256": sha256_file(model_file),
                 "vocab_sha256": None if config.vocab is None else sha256_file(config.vocab),
-                "tool_version": code_version(), **config.output_identity()}
+                "tool_version": code_version(), **config.output_identity(),
+                "rare_shares_sha256": None if shares is None else shares.digest()}
     if distributed.env_world_size() > 1:
-        return _score_sharded(model, vocabs, table_path, out_path, config, identity, model_file)
-    return score_table_with_model(model, vocabs, table_path, out_path, config, identity, model_file)
+        return _score_sharded(model, vocabs, table_path, out_path, config, identity, model_file, shares)
+    return score_table_with_model(model, vocabs, table_path, out_path, config, identity, model_file, shares)
+
+
+def _rare_shares(config: ScoreConfig, vocabs) -> RareWordShares | None:
+    """The target side's rare-word shares for ``--rare-words unigram`` (None for the paper's class)."""
+    if config.rare_words != "unigram":
+        return None
+    return RareWordShares.from_corpus(config.rare_counts, vocabs.target)
 
 
 def score_table_with_model(model, vocabs, table_path, out_path, config: ScoreConfig, identity: dict,
-                           model_path=None) -> dict:
+                           model_path=None, shares: RareWordShares | None = None) -> dict:
     """:func:`score_table` for an already loaded model; ``identity`` guards resumes (see chunked.py);
-    ``model_path`` names the model in errors."""
+    ``model_path`` names the model in errors; ``shares``: the rare words' shares when already counted."""
     rejects = config.rejects or (os.fspath(out_path) + ".rejects") if config.on_error == "keep" else None
     check_not_same_file(table_path, out_path, rejects, vocab=config.vocab)
     check_not_empty(table_path)
@@ -212,10 +239,12 @@ def score_table_with_model(model, vocabs, table_path, out_path, config: ScoreCon
     out = ChunkedOutput(out_path, identity, compresslevel=config.compresslevel)
     with one_thread_each() if device.type == "cpu" else contextlib.nullcontext(), \
             ThreadPoolExecutor(workers, thread_name_prefix="score-worker") as pool:
-        return _run(model, vocabs, table_path, out, rejects, config, device, pool, workers, model_path)
+        return _run(model, vocabs, table_path, out, rejects, config, device, pool, workers, model_path,
+                    shares=shares)
 
 
-def _score_sharded(model, vocabs, table_path, out_path, config: ScoreConfig, identity: dict, model_path) -> dict:
+def _score_sharded(model, vocabs, table_path, out_path, config: ScoreConfig, identity: dict, model_path,
+                   shares: RareWordShares | None = None) -> dict:
     """:func:`score_table` as one rank of a torchrun job (see
     :mod:`phrase_rescore.pipeline.scoring.sharded`)."""
     rejects = config.rejects or (os.fspath(out_path) + ".rejects") if config.on_error == "keep" else None
@@ -269,7 +298,7 @@ def _score_sharded(model, vocabs, table_path, out_path, config: ScoreConfig, ide
             with one_thread_each() if device.type == "cpu" else contextlib.nullcontext(), \
                     ThreadPoolExecutor(workers, thread_name_prefix="score-worker") as pool:
                 s = _run(model, vocabs, table_path, out, part_rejects, config, device, pool, workers, model_path,
-                         shard=shard, num_scores=n_scores, matmul=matmul, show=d.is_main)
+                         shard=shard, num_scores=n_scores, matmul=matmul, show=d.is_main, shares=shares)
             result = {"lines": s["lines"] - s["resumed_from_line"], "pairs": s["pairs_done"],
                       "resumed": s["resumed_from_line"], "workers": workers, "seconds": s["seconds"],
                       "cpu_seconds": s["cpu_seconds"]}
@@ -317,9 +346,10 @@ def _score_sharded(model, vocabs, table_path, out_path, config: ScoreConfig, ide
 
 def _run(model, vocabs, table_path, out: ChunkedOutput, rejects, config: ScoreConfig, device, pool,
          workers: int, model_path, shard: sharded.Shard | None = None, num_scores: int | None = None,
-         matmul: str | None = None, show: bool = True) -> dict:
+         matmul: str | None = None, show: bool = True, shares: RareWordShares | None = None) -> dict:
     """Score the table (or the lines of ``shard``) into ``out``; ``matmul``: the BLAS when ``out``
-    records none [from ``config``]; ``show``: a progress bar."""
+    records none [from ``config``]; ``show``: a progress bar; ``shares``: the rare words' shares when
+    already counted [counted here for ``--rare-words unigram``]."""
     start_line = out.open(restart=config.restart)
     lines_before = shard.lines_before if shard is not None else 0
     if out.notes.get("matmul") is None:              # a resumed run repeats the first run's choice
@@ -330,6 +360,8 @@ def _run(model, vocabs, table_path, out: ChunkedOutput, rejects, config: ScoreCo
     matmul = out.notes["matmul"]
     scorer = FastScorer(model, device, precision=config.precision, precompute_vocab=config.precompute_vocab,
                         max_tokens=config.max_tokens, matmul=matmul)
+    if shares is None:
+        shares = _rare_shares(config, vocabs)
     t0, c0 = time.perf_counter(), time.process_time()
 
     reader = read_phrase_table(table_path, on_error=config.on_error, rejects_path=rejects,
@@ -342,7 +374,7 @@ def _run(model, vocabs, table_path, out: ChunkedOutput, rejects, config: ScoreCo
 
     def read_chunks():
         try:
-            collector = PairCollector(vocabs)
+            collector = PairCollector(vocabs, shares)
             chunk = _Chunk((lines_before + start_line) // config.chunk_lines)
             pos = 0
             done = _DoneLines(out, config.chunk_lines, table_path)
@@ -394,6 +426,8 @@ def _run(model, vocabs, table_path, out: ChunkedOutput, rejects, config: ScoreCo
         logp = np.zeros(len(chunk.pairs), dtype=np.float64)          # (pairs,)
         for idx, f in zip(groups, futures):
             logp[idx] = f.result()
+        if chunk.pairs.rare_log_share is not None:
+            logp += chunk.pairs.rare_log_share
         _check_logp(logp, chunk, config, device, model_path)
         counts["lines"] += len(chunk.raw)
         counts["pairs"] += len(chunk.pairs)

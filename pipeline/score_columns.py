@@ -39,7 +39,9 @@ def score_reverse(model_rev, table, scored, out, cfg: ScoreConfig, work) -> dict
     work.mkdir(parents=True, exist_ok=True)
     swapped, rev = work / "swapped.gz", work / "swapped.scored.gz"
     swap_table(table, swapped, compresslevel=1)
-    res = score_table(model_rev, swapped, rev, dataclasses.replace(_logprob_only(cfg), compresslevel=1))
+    # the reverse model's targets are the table's sources: their rare words are counted on that side
+    res = score_table(model_rev, swapped, rev, dataclasses.replace(_logprob_only(cfg), compresslevel=1,
+                                                                   rare_counts=cfg.rare_counts_reverse))
     n = append_last_column(scored, rev, out, swapped=True, compresslevel=cfg.compresslevel)
     for p in (swapped, rev):
         p.unlink()
@@ -63,6 +65,9 @@ def score_with_extras(model, table, out, cfg: ScoreConfig, reverse_model=None, e
     column when their models are given. Intermediate files live in ``OUT.extras/`` while it runs."""
     if ensemble_model is None and reverse_model is None:
         raise PhraseRescoreError("score_with_extras needs a reverse model, an ensemble model or both")
+    if reverse_model is not None and cfg.rare_words == "unigram" and cfg.rare_counts_reverse is None:
+        raise PhraseRescoreError("--rare-words unigram with --reverse-model needs --rare-counts-reverse, the "
+                                 "tokenized corpus of the source side")
     if ensemble_model is not None and "logprob" not in cfg.columns:
         raise PhraseRescoreError("--ensemble-model averages the logprob column: --columns must include logprob")
     out = Path(out)

@@ -23,7 +23,9 @@ class ChunkPairs:
 
     ``src`` holds each distinct source once; pair ``k`` is (``src[pair_src[k]]``, ``tgt[k]``) and sits
     on the chunk's line ``pair_line[k]`` (0-based). ``n_unk[k]`` counts its words outside the
-    shortlists (source side + target side).
+    shortlists (source side + target side); ``rare_log_share[k]``, when the scorer shares ``<unk>`` out
+    among the rare words (:mod:`phrase_rescore.pipeline.rare_words`), is what its target's rare words add to
+    its log p.
     """
 
     src: RaggedIds
@@ -31,6 +33,7 @@ class ChunkPairs:
     pair_src: np.ndarray      # (n,) int64
     pair_line: np.ndarray     # (n,) int64
     n_unk: np.ndarray         # (n,) int64
+    rare_log_share: np.ndarray | None = None   # (n,) float64
 
     def __len__(self) -> int:
         return len(self.pair_src)
@@ -45,10 +48,11 @@ class ChunkPairs:
 
 
 class PairCollector:
-    """Collects (source, target) phrase strings into :class:`ChunkPairs`, each source once."""
+    """Collects (source, target) phrase strings into :class:`ChunkPairs`, each source once; with
+    ``shares`` (:class:`~phrase_rescore.pipeline.rare_words.RareWordShares`) each pair's rare-word log share too."""
 
-    def __init__(self, vocabs):
-        self.vocabs = vocabs
+    def __init__(self, vocabs, shares=None):
+        self.vocabs, self.shares = vocabs, shares
         self._start()
 
     def _start(self) -> None:
@@ -75,10 +79,12 @@ class PairCollector:
     def reset(self) -> ChunkPairs:
         """The chunk collected so far, encoded; the collector starts a new one."""
         src, src_unk = encode_phrases(pa.array(self._sources, pa.string()), self.vocabs.source)
-        tgt, tgt_unk = encode_phrases(pa.array(self._targets, pa.string()), self.vocabs.target)
+        targets = pa.array(self._targets, pa.string())
+        tgt, tgt_unk = encode_phrases(targets, self.vocabs.target)
         pair_src = np.asarray(self._pair_src, dtype=np.int64)
         done = ChunkPairs(RaggedIds.from_arrow(src), RaggedIds.from_arrow(tgt), pair_src,
                           np.asarray(self._pair_line, dtype=np.int64),
-                          (src_unk[pair_src] + tgt_unk).astype(np.int64))
+                          (src_unk[pair_src] + tgt_unk).astype(np.int64),
+                          None if self.shares is None else self.shares.phrase_log_shares(targets))
         self._start()
         return done

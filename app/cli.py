@@ -504,7 +504,8 @@ def score_cmd(model, table, out, rejects, vocab, reverse_model, ensemble_model, 
         from phrase_rescore.pipeline.score_columns import score_with_extras
 
         _check_paths({"MODEL": model, "TABLE": table, "--reverse-model": reverse_model,
-                      "--ensemble-model": ensemble_model}, {"--out": out})
+                      "--ensemble-model": ensemble_model, "--rare-counts": cfg.rare_counts,
+                      "--rare-counts-reverse": cfg.rare_counts_reverse}, {"--out": out})
         s = score_with_extras(model, table, out, cfg, reverse_model=reverse_model, ensemble_model=ensemble_model)
         click.echo(f"scored {s['lines']} lines ({s['pairs_per_s']:.0f} pairs/s forward"
                    + (", ensemble" if ensemble_model else "") + (", reverse column" if reverse_model else "")

@@ -146,9 +146,10 @@ def evaluate_lever(work: Path, lever: str, backend: str, seeds: list[int]) -> di
     for seed in seeds:
         base = _seed_dir(work, backend, seed) / "evaluate" / "work" / "test.Baseline.detok"
         d = out / f"{backend}-seed{seed}"
-        # each run tuned as the main run's baseline with this seed (its every tuning setting)
-        params = {k: v for k, v in _manifest_params(_seed_dir(work, backend, seed), "tune-baseline").items()
-                  if k in names and k not in ("ini", "dev_src", "dev_ref", "workdir", "out")}
+        # each run tuned as the main run's baselines are (their every tuning setting), with this seed
+        params = {k: v for k, v in tune_params.items()
+                  if k in names and k not in ("ini", "dev_src", "dev_ref", "workdir", "out", "seed")}
+        params["seed"] = seed
         tcfg = TuneConfig(**params, ini=ini, dev_src=work / "tokenize" / "dev.tok.src",
                           dev_ref=work / "tokenize" / "dev.tok.ref", workdir=d / "tune", out=d / "moses.tuned.ini")
         tcfg.moses_home = params.get("moses_home") or None

@@ -199,7 +199,7 @@ def score_table(model_path, table_path, out_path, config: ScoreConfig | None = N
 
     model_file = resolve_checkpoint(model_path)
     rejects = config.rejects or (os.fspath(out_path) + ".rejects") if config.on_error == "keep" else None
-    check_not_same_file(table_path, out_path, rejects, model_file, config.vocab)
+    check_not_same_file(table_path, out_path, rejects, model_file, config.vocab, config.rare_counts)
     model, vocabs = load_model(model_file, config)
     shares = _rare_shares(config, vocabs)
     st = os.stat(table_path) if os.path.exists(table_path) else None
@@ -227,7 +227,7 @@ def score_table_with_model(model, vocabs, table_path, out_path, config: ScoreCon
     """:func:`score_table` for an already loaded model; ``identity`` guards resumes (see chunked.py);
     ``model_path`` names the model in errors; ``shares``: the rare words' shares when already counted."""
     rejects = config.rejects or (os.fspath(out_path) + ".rejects") if config.on_error == "keep" else None
-    check_not_same_file(table_path, out_path, rejects, vocab=config.vocab)
+    check_not_same_file(table_path, out_path, rejects, vocab=config.vocab, counts=config.rare_counts)
     check_not_empty(table_path)
     device = resolve_device(config.device)
     if config.matmul == "numpy" and (device.type != "cpu" or config.precision != "fp32"):
@@ -248,7 +248,7 @@ def _score_sharded(model, vocabs, table_path, out_path, config: ScoreConfig, ide
     """:func:`score_table` as one rank of a torchrun job (see
     :mod:`phrase_rescore.pipeline.scoring.sharded`)."""
     rejects = config.rejects or (os.fspath(out_path) + ".rejects") if config.on_error == "keep" else None
-    check_not_same_file(table_path, out_path, rejects, vocab=config.vocab)
+    check_not_same_file(table_path, out_path, rejects, vocab=config.vocab, counts=config.rare_counts)
     check_not_empty(table_path)
     d = distributed.setup(config.device)
     device = d.device

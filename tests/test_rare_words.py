@@ -176,3 +176,17 @@ def test_the_score_stage_counts_the_training_corpus_it_was_built_from(tmp_path, 
     stage, ctx = _score_stage_ctx(tmp_path / "unigram2", model, table, {"rare_words": "unigram"})
     with pytest.raises(PhraseRescoreError, match="train_tgt_tok"):
         stage.run(ctx)
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+def test_an_output_over_the_counted_corpus_is_refused_and_the_corpus_kept(tmp_path, model, corpus, reverse):
+    table = tmp_path / "pt.gz"
+    write_table(table, TABLE)
+    before = corpus.read_bytes()
+    args = ["score", str(model), str(table), "--out", str(corpus), "--rare-words", "unigram",
+            "--rare-counts", str(corpus)]
+    if reverse:
+        args += ["--reverse-model", str(model), "--rare-counts-reverse", str(tmp_path / "other")]
+    r = CliRunner().invoke(cli, args)
+    assert r.exit_code != 0 and "--rare-counts" in r.output and "Traceback" not in r.output
+    assert corpus.read_bytes() == before

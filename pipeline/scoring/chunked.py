@@ -255,11 +255,12 @@ class ChunkedOutput:
 
 
 def check_not_same_file(table: str | os.PathLike, out: str | os.PathLike, rejects: str | os.PathLike | None = None,
-                        model: str | os.PathLike | None = None, vocab: str | os.PathLike | None = None) -> None:
+                        model: str | os.PathLike | None = None, vocab: str | os.PathLike | None = None,
+                        counts: str | os.PathLike | None = None) -> None:
     """Refuse outputs of a scoring run (``out``, its ``OUT.partial`` and manifest, the reject list)
-    that would overwrite an input (the table, the model checkpoint, the vocabulary) or each other
-    (see :func:`~phrase_rescore.core.fileio.check_outputs`)."""
+    that would overwrite an input (the table, the model checkpoint, the vocabulary, the rare words'
+    corpus) or each other (see :func:`~phrase_rescore.core.fileio.check_outputs`)."""
     chunked = ChunkedOutput(out, {})
-    check_outputs({"TABLE": table, "MODEL": model, "--vocab": vocab},
+    check_outputs({"TABLE": table, "MODEL": model, "--vocab": vocab, "--rare-counts": counts},
                   {"--out": out, "the partial output": chunked.partial, "its manifest": chunked.manifest_path,
                    "--rejects": rejects})

@@ -29,7 +29,7 @@ import pyarrow.compute as pc
 
 from phrase_rescore.core.errors import PhraseRescoreError
 
-from .vocab import SPECIALS, UNK_ID, Vocab, count_corpus, encode_phrases
+from .vocab import SPECIALS, UNK_ID, Vocab, count_corpus, encode_phrases, split_words
 
 #: how ``score`` scores a word outside the shortlist: the paper's <unk> class, or its unigram share of it
 RARE_WORDS = ("class", "unigram")
@@ -69,17 +69,16 @@ class RareWordShares:
         h.update(repr(self.unseen_log_share).encode("ascii"))
         return h.hexdigest()
 
-    def phrase_log_shares(self, phrases: pa.Array) -> np.ndarray:
-        """(n,) float64: per phrase, the sum of log s(w) over its words encoded as ``<unk>``."""
-        ids, _ = encode_phrases(phrases, self.vocab)
+    def phrase_log_shares(self, phrases: pa.Array, ids: pa.ListArray | None = None) -> np.ndarray:
+        """(n,) float64: per phrase, the sum of log s(w) over its words encoded as ``<unk>``; ``ids``:
+        the phrases as :func:`~phrase_rescore.pipeline.vocab.encode_phrases` encoded them with this
+        vocabulary, when the caller has them [encoded here]."""
+        if ids is None:
+            ids, _ = encode_phrases(phrases, self.vocab)
         n = len(ids)
         if n == 0:
             return np.zeros(0, dtype=np.float64)
-        words = pc.utf8_split_whitespace(phrases)
-        if isinstance(words, pa.ChunkedArray):
-            words = words.combine_chunks()
-        offsets = words.offsets.to_numpy().astype(np.int64)
-        flat = words.values.slice(int(offsets[0]), int(offsets[-1] - offsets[0]))
+        flat, offsets = split_words(phrases)
         row = np.repeat(np.arange(n), np.diff(offsets))
         # encode_phrases's ids without each phrase's final <eos>: one per word, in order
         values = ids.values.to_numpy()

@@ -201,10 +201,10 @@ def score_table(model_path, table_path, out_path, config: ScoreConfig | None = N
     rejects = config.rejects or (os.fspath(out_path) + ".rejects") if config.on_error == "keep" else None
     check_not_same_file(table_path, out_path, rejects, model_file, config.vocab, config.rare_counts)
     model, vocabs = load_model(model_file, config)
-    shares = _rare_shares(config, vocabs)
     st = os.stat(table_path) if os.path.exists(table_path) else None
     if st is None:
         raise PhraseRescoreError("phrase table not found", table_path)
+    shares = _rare_shares(config, vocabs)   # counted once, after the cheap checks
     identity = {"table": os.path.abspath(table_path), "table_size": st.st_size, "table_mtime_ns": st.st_mtime_ns,
                 "model_sha256": sha256_file(model_file),
                 "vocab_sha256": None if config.vocab is None else sha256_file(config.vocab),

@@ -94,6 +94,17 @@ def build_vocab(counter: collections.Counter, size: int) -> Vocab:
     return Vocab(list(SPECIALS) + [w for w, _ in items[:size]])
 
 
+def split_words(phrases: pa.ChunkedArray | pa.Array) -> tuple[pa.Array, np.ndarray]:
+    """The words of many phrases, split on Unicode whitespace: one flat string array and the (n + 1,)
+    int64 offsets of each phrase's words in it."""
+    words = pc.utf8_split_whitespace(phrases)
+    if isinstance(words, pa.ChunkedArray):
+        words = words.combine_chunks()
+    offsets = words.offsets.to_numpy().astype(np.int64)
+    flat = words.values.slice(int(offsets[0]), int(offsets[-1] - offsets[0]))
+    return flat, offsets - offsets[0]
+
+
 def encode_phrases(phrases: pa.ChunkedArray | pa.Array, vocab: Vocab) -> tuple[pa.ListArray, np.ndarray]:
     """Word ids of many phrases at once, ``<eos>`` appended, and the number of ``<unk>`` ids per phrase.
 
@@ -101,12 +112,7 @@ def encode_phrases(phrases: pa.ChunkedArray | pa.Array, vocab: Vocab) -> tuple[p
     the same ids: words are split on Unicode whitespace, and a literal ``<eos>`` token in the data is
     an unknown word, not the end of the sequence.
     """
-    words = pc.utf8_split_whitespace(phrases)
-    if isinstance(words, pa.ChunkedArray):
-        words = words.combine_chunks()
-    offsets = words.offsets.to_numpy().astype(np.int64)
-    flat = words.values.slice(int(offsets[0]), int(offsets[-1] - offsets[0]))
-    offsets = offsets - offsets[0]
+    flat, offsets = split_words(phrases)
     ids = pc.fill_null(pc.index_in(flat, value_set=vocab.arrow), UNK_ID).to_numpy(zero_copy_only=False)
     ids = ids.astype(np.int32)
     ids[ids == EOS_ID] = UNK_ID  # a literal "<eos>" token in the data is not the end of the sequence

@@ -85,6 +85,6 @@ class PairCollector:
         done = ChunkPairs(RaggedIds.from_arrow(src), RaggedIds.from_arrow(tgt), pair_src,
                           np.asarray(self._pair_line, dtype=np.int64),
                           (src_unk[pair_src] + tgt_unk).astype(np.int64),
-                          None if self.shares is None else self.shares.phrase_log_shares(targets))
+                          None if self.shares is None else self.shares.phrase_log_shares(targets, tgt))
         self._start()
         return done

@@ -130,6 +130,18 @@ def _ancestors(stages: list[str], registry, targets: list[str]) -> list[str]:
     return [s for s in stages if s in need]
 
 
+def _needed(registry, stages: list[str]) -> list[str]:
+    """``stages`` less those whose outputs no other of them reads (evaluate, the last, is always needed):
+    without tune-rnn, its moses-ini-rnn goes too."""
+    stages = list(stages)
+    while True:
+        read = {a for s in stages for a in registry.stages[s].consumes}
+        idle = [s for s in stages if s != "evaluate" and not read & set(registry.stages[s].produces)]
+        if not idle:
+            return stages
+        stages = [s for s in stages if s not in idle]
+
+
 class Job:
     """One ``phrase-rescore run`` of a generated workflow file, started once the jobs it needs have finished."""
 
@@ -197,7 +209,13 @@ def run_all(args) -> None:
         base = [f"{st}.time_budget_s={float(args.train_budget)}" for st in ENCODER_DECODERS if st in stages] + base
     wf = load_workflow(args.workflow, registry, overrides=base)
     # no run re-ranks with the CSLM: it is not trained (its optional input of evaluate is then absent)
-    run = [s for s in wf.stages if not (s == "train-cslm" and args.cslm_runs < 1)]
+    without = set(args.without) | ({"train-cslm"} if args.cslm_runs < 1 else set())
+    unknown = sorted(set(args.without) - set(wf.stages))
+    if unknown or {"tune-baseline", "evaluate"} & set(args.without):
+        raise SystemExit(f"--without {', '.join(unknown or sorted({'tune-baseline', 'evaluate'} & set(args.without)))}: "
+                         f"expected a stage of the workflow other than tune-baseline and evaluate "
+                         f"({', '.join(s for s in wf.stages if s not in ('tune-baseline', 'evaluate'))})")
+    run = _needed(registry, [s for s in wf.stages if s not in without])
     shared = [s for s in run if not _per_seed(s)]
     seeded = [s for s in run if _per_seed(s)]
     user_inputs = {a: p.resolve() for a, p in wf.inputs.items()}
@@ -403,6 +421,9 @@ def main(argv=None) -> None:
                     "evaluation's costliest decoding) in the first K MERT runs only; 0: none, and the CSLM is not trained")
     ap.add_argument("--first-run-only", action="append", default=[], metavar="STAGE",
                     help="a tuning stage run in the first MERT run only (e.g. tune-rnn: its row then has one run)")
+    ap.add_argument("--without", action="append", default=[], metavar="STAGE",
+                    help="leave a stage of the workflow out, and the stages only it reads from (e.g. tune-rnn: no "
+                    "+RNN row, and no moses-ini-rnn)")
     ap.add_argument("--no-dev-scores", action="store_true", help="evaluate decodes the test half only "
                     "(no dev BLEU column; the tuning logs have dev BLEU per iteration)")
     ap.add_argument("--reverse", action="store_true", help="add prepare-reverse and train-reverse to the workflow: "

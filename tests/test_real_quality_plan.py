@@ -227,3 +227,23 @@ def test_with_no_cslm_runs_the_cslm_is_not_trained(tmp_path, capsys):
     final = load_workflow(gen / "moses-seed1.toml", registry)
     assert "evaluate" in final.stages and "cslm" not in final.inputs
     assert jobs["moses-seed1"][-1] == "shared-models"
+
+
+def test_without_a_tuning_stage_its_row_and_the_stages_only_it_reads_are_left_out(tmp_path, capsys):
+    """--without tune-rnn: no +RNN tuning run, and no moses-ini-rnn (only tune-rnn reads its moses.ini); the
+    stages the other rows need are all still run, with the main workflow's parameters."""
+    _dry_run_with(tmp_path, "--without", "tune-rnn", "--cslm-runs", "0", "--jobs", "2")
+    jobs = _job_plan(capsys.readouterr().out)
+    assert "moses-seed1-rnn" not in jobs and "moses-seed1-rnn-wp" in jobs
+    registry = default_registry()
+    gen = tmp_path / "w" / "workflows"
+    models = load_workflow(gen / "shared-models.toml", registry)
+    assert "moses-ini-rnn" not in models.stages and {"score", "moses-ini-rnn-wp"} <= set(models.stages)
+    final = load_workflow(gen / "moses-seed1.toml", registry)
+    assert final.stages == ["tune-baseline", "tune-rnn-wp", "evaluate"] and "ini_rnn" not in final.inputs
+
+
+@pytest.mark.parametrize("stage", ["tune-baseline", "evaluate", "no-such-stage"])
+def test_without_refuses_the_baseline_the_evaluation_and_unknown_stages(tmp_path, stage):
+    with pytest.raises(SystemExit, match=f"--without {stage}: expected a stage of the workflow"):
+        _dry_run_with(tmp_path, "--without", stage)

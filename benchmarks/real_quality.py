@@ -18,6 +18,11 @@ the main workflow):
   baseline's needs only the built system, so with ``--jobs`` above 1 it runs beside the training); the
   seed's evaluation follows its three.
 
+With ``--shared-from EARLIER``, nothing shared runs: the tuning runs and evaluations read the shared stages'
+outputs of an earlier run in EARLIER, which must have run each of them with this run's parameters. A
+lever of tuning (``--set tune.batch_mira=true``, say) is so measured on the same system, models and tables
+as the run it is compared with. ``--without STAGE`` leaves a stage out (``tune-rnn``: no +RNN row).
+
 The report ``WORKDIR/real_quality.md`` (and ``.json``) gives, per backend and configuration, the test
 BLEU of every MERT run, their mean and spread, the mean Δ against the baseline and its p-value, and the
 wall time of every stage and job (logs under ``WORKDIR/logs/``).
@@ -142,6 +147,19 @@ def _needed(registry, stages: list[str]) -> list[str]:
         stages = [s for s in stages if s not in idle]
 
 
+def _check_shared(home: Path, shared: list[str], params: dict[str, dict]) -> None:
+    """The shared stages of ``home`` must have finished with the parameters this run gives them."""
+    for s in shared:
+        m = home / s / "stage-manifest.json"
+        if not m.exists():
+            raise SystemExit(f"--shared-from {home}: stage {s} has not finished there (no {m})")
+        theirs, mine = json.loads(m.read_text())["params"], json.loads(json.dumps(params[s]))
+        differ = sorted(k for k in set(theirs) | set(mine) if theirs.get(k) != mine.get(k))
+        if differ:
+            raise SystemExit(f"--shared-from {home}: stage {s} ran with other parameters: " + "; ".join(
+                f"{k} = {theirs.get(k)!r} there, {mine.get(k)!r} here" for k in differ))
+
+
 class Job:
     """One ``phrase-rescore run`` of a generated workflow file, started once the jobs it needs have finished."""
 
@@ -219,7 +237,12 @@ def run_all(args) -> None:
     shared = [s for s in run if not _per_seed(s)]
     seeded = [s for s in run if _per_seed(s)]
     user_inputs = {a: p.resolve() for a, p in wf.inputs.items()}
-    arts = {a: work / s / rel for s in shared for a, rel in registry.stages[s].produces.items()}
+    # the shared stages' outputs: this run's, or those of an earlier run (--shared-from) if it ran them as
+    # this one would, so that a tuning lever is measured on the same system and models
+    home = Path(args.shared_from).resolve() if args.shared_from else work
+    if args.shared_from:
+        _check_shared(home, shared, wf.params)
+    arts = {a: home / s / rel for s in shared for a, rel in registry.stages[s].produces.items()}
     arts.update(user_inputs)
     gen = work / "workflows"
     tunes = [s for s in seeded if s.startswith("tune-")]
@@ -231,12 +254,12 @@ def run_all(args) -> None:
     layers.append(("shared-rest", [s for s in shared if not any(s in st for _, st, _ in layers)], ("shared-models",)))
     jobs, after_stage = [], {}
     for key, stages, after in layers:
-        if not stages:
+        after_stage.update({s: key for s in stages})
+        if not stages or args.shared_from:
             continue
         # a job's workflow names its stages and those they read from (current by then, so skipped), never
         # those of a job that may run beside it
         upto = set(_ancestors(shared, registry, stages)) | set(stages)
-        after_stage.update({s: key for s in stages})
         jobs.append(Job(key, write_workflow(gen / f"{key}.toml", wf.name, [s for s in shared if s in upto], {
             a: p for a, p in user_inputs.items() if any(a in registry.stages[s].consumes for s in upto)},
             _sections(wf, registry, [s for s in shared if s in upto])), work,
@@ -258,7 +281,7 @@ def run_all(args) -> None:
             mine = [t for t in tunes if seed == 1 or t not in args.first_run_only]
             for t in mine:    # each tuning run on its own, as soon as the shared stages it reads are done
                 needs = {after_stage[s] for s in _ancestors(shared, registry, [t])}
-                parts.append(seed_job(f"{key}-{t[len('tune-'):]}", [t], tuple(k for k, _, _ in layers if k in needs)))
+                parts.append(seed_job(f"{key}-{t[len('tune-'):]}", [t], tuple(j.key for j in jobs if j.key in needs)))
             baselines += [j for j in parts if j.key.endswith("-baseline")]
             per_seed += [j for j in parts if not j.key.endswith("-baseline")]
             skip = (["cslm"] if seed > args.cslm_runs else []) + (["dev_ref"] if args.no_dev_scores else [])
@@ -275,6 +298,7 @@ def run_all(args) -> None:
     log_path = work / "real_quality.log.json"
     log = json.loads(log_path.read_text()) if log_path.exists() else {}
     log.update({"workflow": os.fspath(Path(args.workflow).resolve()), "overrides": base, "jobs": args.jobs,
+                "shared_from": os.fspath(home),
                 "job_threads": threads, "test_ref": os.fspath(arts["test_ref"]),
                 "seeds": sorted({j.workdir.name for j in jobs if j.workdir != work})})
     t0 = time.monotonic()
@@ -366,12 +390,13 @@ def write_report(work: Path, n_boot: int) -> None:
                      f"{'–' if pd.isna(r['test_p']) else format(r['test_p'], '.3f')})" for _, r in t.iterrows()]
             lines.append(f"- {k}: " + "; ".join(cells))
         lines.append("")
-    shared = [d.name for d in sorted(work.iterdir()) if (d / "stage-manifest.json").exists()]
+    home = Path(log.get("shared_from") or work)
+    shared = [d.name for d in sorted(home.iterdir()) if (d / "stage-manifest.json").exists()]
     order = {s: i for i, s in enumerate(("split", "build-smt", "tokenize", "prepare", "prepare-reverse", "train",
                                          "train-reverse", "train-ensemble", "score", "train-cslm", "moses-ini-rnn",
                                          "moses-ini-rnn-wp"))}
     shared.sort(key=lambda s: order.get(s, len(order)))
-    walls = {s: _wall(work, s) for s in shared}
+    walls = {s: _wall(home, s) for s in shared}
     lines += ["## Stage wall times (seconds)", "",
               "Shared stages (once; each manifest's wall time):", "",
               "| " + " | ".join(shared) + " | total |", "|---" * (len(shared) + 1) + "|",
@@ -388,7 +413,7 @@ def write_report(work: Path, n_boot: int) -> None:
               f"Machine: {log['machine']['cpus']} CPUs, {log['machine']['platform']}; load average at the end "
               f"{', '.join(f'{x:.1f}' for x in log['machine']['loadavg_at_end'])}.", ""]
     for st in ("train", "train-reverse", "train-ensemble", "train-cslm"):
-        m = work / st / "stage-manifest.json"
+        m = home / st / "stage-manifest.json"
         t = json.loads(m.read_text()).get("summary") if m.exists() else None
         if t:
             lines.append(f"{st}: {t.get('steps')} steps, stopped by {t.get('stop_reason')}, best validation "
@@ -430,6 +455,9 @@ def main(argv=None) -> None:
                     "the +RNN rows get the reverse model's log p(e|f) column too")
     ap.add_argument("--ensemble", action="store_true", help="add train-ensemble to the workflow: the log p(f|e) "
                     "column is the mean of two forward models' (seeds [train]'s and the next)")
+    ap.add_argument("--shared-from", metavar="WORKDIR", help="use the shared stages (system, models, tables) of "
+                    "an earlier run in WORKDIR, which must have run them with this run's parameters; only the "
+                    "tuning runs and evaluations run here (a lever of tuning, on the same system and models)")
     ap.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE")
     ap.add_argument("--report-only", action="store_true")
     ap.add_argument("--dry-run", action="store_true", help="write the workflow files, list the jobs, run nothing")

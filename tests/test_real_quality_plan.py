@@ -138,13 +138,13 @@ def test_a_failed_job_stops_only_the_jobs_after_it(tmp_path, monkeypatch):
     assert failed == ["bad", "after-bad"]
 
 
-def _dry_run_with(tmp_path, *flags: str) -> None:
+def _dry_run_with(tmp_path, *flags: str, workdir: str = "w") -> None:
     """``real_quality.py --dry-run`` with one MERT run and ``flags``, on one-line stand-ins for the corpus."""
     data = tmp_path / "data"
-    data.mkdir()
+    data.mkdir(exist_ok=True)
     for name in ("train.en", "train.fr", "val.en", "val.fr"):
         (data / name).write_text("a b\n", encoding="utf-8")
-    real_quality.main(["--workdir", str(tmp_path / "w"), "--backends", "moses", "--mert-runs", "1", *flags,
+    real_quality.main(["--workdir", str(tmp_path / workdir), "--backends", "moses", "--mert-runs", "1", *flags,
                        "--train-budget", "60", "--dry-run"] + [
         x for side, f in (("train_src", "train.en"), ("train_tgt", "train.fr"), ("heldout_src", "val.en"),
                           ("heldout_ref", "val.fr")) for x in ("--set", f"inputs.{side}={str(data / f)!r}")])
@@ -247,3 +247,46 @@ def test_without_a_tuning_stage_its_row_and_the_stages_only_it_reads_are_left_ou
 def test_without_refuses_the_baseline_the_evaluation_and_unknown_stages(tmp_path, stage):
     with pytest.raises(SystemExit, match=f"--without {stage}: expected a stage of the workflow"):
         _dry_run_with(tmp_path, "--without", stage)
+
+
+def _finished_shared_stages(tmp_path, capsys) -> Path:
+    """A workdir whose shared stages have finished as a dry run plans them (their manifests' parameters)."""
+    import json
+
+    _dry_run_with(tmp_path, "--jobs", "1", "--cslm-runs", "0")
+    registry = default_registry()
+    work = tmp_path / "w"
+    for key in _job_plan(capsys.readouterr().out):
+        if key.startswith("shared-"):
+            wf = load_workflow(work / "workflows" / f"{key}.toml", registry)
+            for s in wf.stages:
+                (work / s).mkdir(exist_ok=True)
+                (work / s / "stage-manifest.json").write_text(json.dumps({"params": wf.params[s]}))
+    return work
+
+
+def test_shared_from_tunes_and_evaluates_on_the_earlier_runs_system_and_models(tmp_path, capsys):
+    """--shared-from: no shared stage runs again; every seed job starts at once and reads the earlier run's
+    tables, models and tokenized sets; a tuning setting (batch MIRA here) changes only the seed runs."""
+    home = _finished_shared_stages(tmp_path, capsys)
+    _dry_run_with(tmp_path, "--jobs", "1", "--cslm-runs", "0", "--shared-from", str(home),
+                  "--set", "common.backend='moses'", "--set", "tune.batch_mira=true", workdir="mira")
+    jobs = _job_plan(capsys.readouterr().out)
+    assert not [k for k in jobs if k.startswith("shared-")]
+    assert all(after == [] for k, after in jobs.items() if k != "moses-seed1")
+    assert set(jobs["moses-seed1"]) == {k for k in jobs if k.startswith("moses-seed1-")}
+    registry = default_registry()
+    final = load_workflow(tmp_path / "mira" / "workflows" / "moses-seed1.toml", registry)
+    assert final.inputs["table_rnn_wp"] == home / "score" / "phrase-table.rnn-wp.gz"
+    assert final.inputs["model"] == home / "train" / "model" / "model.pt"
+    assert final.params["tune-rnn-wp"]["batch_mira"] is True
+
+
+def test_shared_from_refuses_stages_run_with_other_parameters(tmp_path, capsys):
+    home = _finished_shared_stages(tmp_path, capsys)
+    with pytest.raises(SystemExit, match="stage train ran with other parameters: time_budget_s = 60.0 there, 90.0 here"):
+        _dry_run_with(tmp_path, "--cslm-runs", "0", "--shared-from", str(home), "--set", "train.time_budget_s=90.0",
+                      workdir="other")
+    (home / "score" / "stage-manifest.json").unlink()
+    with pytest.raises(SystemExit, match="stage score has not finished there"):
+        _dry_run_with(tmp_path, "--cslm-runs", "0", "--shared-from", str(home), workdir="other2")

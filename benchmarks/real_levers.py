@@ -17,7 +17,8 @@ MERT run's tuned baseline and test outputs under ``seeds/BACKEND-seedN/``) and w
 
 Each lever's model trains with the main run's settings (preset, time budget, patience); each lever is
 tuned with the same MERT seeds as the main run and scored on the test half with the p-value of the
-mean over runs (``real_quality.mean_delta_p``) against the main run's baseline.
+mean over runs (``real_quality.mean_delta_p``) against the main run's baseline, and against its +RNN+WP
+(what the lever adds to the configuration it changes).
 
     nice -n 10 python benchmarks/real_levers.py --workdir runs/real --lever reverse --stage train
     nice -n 10 python benchmarks/real_levers.py --workdir runs/real --lever reverse --stage eval --backend moses
@@ -141,7 +142,7 @@ def evaluate_lever(work: Path, lever: str, backend: str, seeds: list[int]) -> di
                                         binarize=mi.get("binarize", False), threads=threads,
                                         moses_home=mi.get("moses_home") or None))
     ref = read_text_lines(work / "split" / "split" / "test.ref")
-    base_runs, lever_runs, bleus = [], [], []
+    base_runs, lever_runs, bleus, main_runs = [], [], [], []
     names = {f.name for f in dataclasses.fields(TuneConfig)}
     for seed in seeds:
         base = _seed_dir(work, backend, seed) / "evaluate" / "work" / "test.Baseline.detok"
@@ -167,15 +168,24 @@ def evaluate_lever(work: Path, lever: str, backend: str, seeds: list[int]) -> di
         bleus.append(float(df["test_bleu"].iloc[0]))
         base_runs.append(read_text_lines(base))
         lever_runs.append(read_text_lines(d / "eval" / f"test.{_safe(name)}.detok"))
+        rnn_wp = base.with_name(f"test.{_safe('+RNN+WP')}.detok")   # the main run's +RNN+WP, same seed
+        main_runs.append(read_text_lines(rnn_wp) if rnn_wp.exists() else None)
     import pandas as pd
 
     tables = [_seed_dir(work, backend, s) / "evaluate" / "table1.csv" for s in seeds]
-    base_bleu = [float(t.loc[t["configuration"] == "Baseline", "test_bleu"].iloc[0])
-                 for t in (pd.read_csv(p) for p in tables if p.exists())]
+    found = [pd.read_csv(p) for p in tables if p.exists()]
+    base_bleu = [float(t.loc[t["configuration"] == "Baseline", "test_bleu"].iloc[0]) for t in found]
+    main_bleu = [float(t.loc[t["configuration"] == "+RNN+WP", "test_bleu"].iloc[0]) for t in found
+                 if (t["configuration"] == "+RNN+WP").any()]
+    # against the main run's +RNN+WP (the lever's own effect), when every seed has one
+    against = bleus and None not in main_runs and len(main_bleu) == len(bleus)
     res = {"lever": lever, "backend": backend, "test_bleu": bleus, "baseline_test_bleu": base_bleu,
            "mean": statistics.mean(bleus) if bleus else None,
            "delta": statistics.mean(bleus) - statistics.mean(base_bleu) if bleus else None,
-           "p": mean_delta_p(ref, base_runs, lever_runs, 1000) if bleus else None}
+           "p": mean_delta_p(ref, base_runs, lever_runs, 1000) if bleus else None,
+           "rnn_wp_test_bleu": main_bleu,
+           "delta_vs_rnn_wp": statistics.mean(bleus) - statistics.mean(main_bleu) if against else None,
+           "p_vs_rnn_wp": mean_delta_p(ref, main_runs, lever_runs, 1000) if against else None}
     (out / f"result-{backend}.json").write_text(json.dumps(res, indent=1))
     print(json.dumps(res, indent=1))
     return res

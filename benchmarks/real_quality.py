@@ -228,10 +228,9 @@ def run_all(args) -> None:
     wf = load_workflow(args.workflow, registry, overrides=base)
     # no run re-ranks with the CSLM: it is not trained (its optional input of evaluate is then absent)
     without = set(args.without) | ({"train-cslm"} if args.cslm_runs < 1 else set())
-    unknown = sorted(set(args.without) - set(wf.stages))
-    if unknown or {"tune-baseline", "evaluate"} & set(args.without):
-        raise SystemExit(f"--without {', '.join(unknown or sorted({'tune-baseline', 'evaluate'} & set(args.without)))}: "
-                         f"expected a stage of the workflow other than tune-baseline and evaluate "
+    bad = sorted(set(args.without) - (set(wf.stages) - {"tune-baseline", "evaluate"}))
+    if bad:
+        raise SystemExit(f"--without {', '.join(bad)}: expected a stage of the workflow other than tune-baseline and evaluate "
                          f"({', '.join(s for s in wf.stages if s not in ('tune-baseline', 'evaluate'))})")
     run = _needed(registry, [s for s in wf.stages if s not in without])
     shared = [s for s in run if not _per_seed(s)]

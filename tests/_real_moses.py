@@ -97,6 +97,15 @@ def _range(s: str) -> tuple[int, int]:
     return int(a), int(b or a)
 
 
+def printed_slack(a: float, b: float) -> float:
+    """How far apart two values Moses and we print may be and still be one number: 1e-4 of summation
+    order, widened by what printing six significant digits (C++'s default precision) can lose, half a
+    unit of the sixth digit on each side (-124.5345 prints as -124.534 from one decoder, -124.535 from the
+    other)."""
+    m = max(abs(a), abs(b))
+    return 1e-4 + (10.0 ** (math.floor(math.log10(m)) - 5) if m > 0 else 0.0)
+
+
 def parse_nbest(path: Path) -> list[NbestLine]:
     """Parse ``moses -n-best-list`` output (with or without ``-include-segmentation-in-n-best``)."""
     out = []

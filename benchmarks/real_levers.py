@@ -8,9 +8,15 @@ MERT run's tuned baseline and test outputs under ``seeds/BACKEND-seedN/``) and w
   counted from the swapped corpus), its log p(e|f) appended as a third column to +RNN+WP
   (``score --reverse-model``), tuned with ``moses-ini --weights RNN,WP,0.2``;
 - ``ensemble``: a second model trained on the same pairs with another seed; the +RNN+WP table's
-  log p(f|e) column becomes the mean of the two models' log-probabilities (``score --ensemble-model``);
+  log p(f|e) column becomes the mean of the two models' log-probabilities (``score --ensemble-model``), its
+  reverse column (when it has one) kept;
 - ``longer``: the main run's model trained on (resumed) to a larger time budget, its patience still
-  able to stop it: training nearer convergence instead of the main run's cap;
+  able to stop it: training nearer convergence instead of the main run's cap; it scores the table beside
+  the main run's reverse model (when it has one);
+- ``shortlist-pairs``: the forward model again, its shortlists counted from the table's unique phrase pairs
+  (``prepare --no-vocab-from-corpus``) instead of from the training corpus (the paper's choice), trained for
+  as many updates as the main run's forward model made (the machine's load then does not change what it
+  learns); it too scores beside the main run's reverse model;
 - ``rare-unigram``: no new model: the main run's models (the reverse one too, when it has one) score the
   table with ``score --rare-words unigram``, each word outside a shortlist scored with its corpus share of
   ``<unk>``'s probability (:mod:`phrase_rescore.pipeline.rare_words`), the WP column kept.
@@ -37,6 +43,9 @@ from pathlib import Path
 sys.path.insert(0, os.fspath(Path(__file__).resolve().parent))
 
 from real_quality import _safe, mean_delta_p  # noqa: E402
+
+
+FORWARD_LEVERS = ("longer", "shortlist-pairs")   # levers whose model takes the forward model's place
 
 
 def _manifest_params(work: Path, stage: str) -> dict:
@@ -85,6 +94,12 @@ def train_models(work: Path, lever: str, budget: float | None = None) -> dict:
         if not (out / "model" / "last.pt").exists():
             shutil.copytree(work / "train" / "model", out / "model")
         tp["time_budget_s"] = float(budget)
+    elif lever == "shortlist-pairs":
+        pairs = out / "pairs"
+        if not (pairs / "vocab.json").exists():
+            prepare(table, pairs, PrepareConfig(**pp, vocab_from_corpus=False))
+        tp["max_steps"] = int(json.loads((work / "train" / "stage-manifest.json").read_text())["summary"]["steps"])
+        tp["time_budget_s"] = None
     else:
         raise SystemExit(f"unknown lever {lever}")
     s = train(pairs, out / "model", TrainConfig(**tp, resume=(out / "model" / "last.pt").exists()))
@@ -113,7 +128,8 @@ def evaluate_lever(work: Path, lever: str, backend: str, seeds: list[int]) -> di
     threads = int(tune_params.get("threads", 1))
     smt = work / "build-smt" / "smt"
     reverse_model = work / "train-reverse" / "model" / "model.pt"
-    with_reverse = lever == "reverse" or (lever == "rare-unigram" and reverse_model.exists())
+    main_has_reverse = reverse_model.exists()   # then the main +RNN+WP table ends ... log p(f|e), WP, log p(e|f)
+    with_reverse = lever == "reverse" or (lever in ("rare-unigram", "ensemble") + FORWARD_LEVERS and main_has_reverse)
     if not table.exists():
         cfg = ScoreConfig(columns=("logprob",), threads=threads)
         if lever == "rare-unigram":
@@ -125,11 +141,14 @@ def evaluate_lever(work: Path, lever: str, backend: str, seeds: list[int]) -> di
                                   reverse_model=reverse_model)
             else:
                 score_table(work / "train" / "model" / "model.pt", smt / "phrase-table.gz", table, cfg)
+        elif lever in FORWARD_LEVERS and with_reverse:
+            score_with_extras(model, smt / "phrase-table.gz", table, ScoreConfig(columns=("logprob", "unk"),
+                              threads=threads), reverse_model=reverse_model)
         elif lever == "reverse":
             score_reverse(model, work / "build-smt" / "smt" / "phrase-table.gz", table_wp, table, cfg, out / "tmp")
         elif lever == "ensemble":
             score_ensemble(model, work / "build-smt" / "smt" / "phrase-table.gz", table_wp, table, cfg, out / "tmp",
-                           column=-2)
+                           column=-3 if main_has_reverse else -2)
         else:
             score_table(model, work / "build-smt" / "smt" / "phrase-table.gz", table,
                         ScoreConfig(columns=("logprob", "unk"), threads=threads))
@@ -194,7 +213,7 @@ def evaluate_lever(work: Path, lever: str, backend: str, seeds: list[int]) -> di
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--workdir", required=True)
-    ap.add_argument("--lever", required=True, choices=("reverse", "ensemble", "longer", "rare-unigram"))
+    ap.add_argument("--lever", required=True, choices=("reverse", "ensemble", "longer", "shortlist-pairs", "rare-unigram"))
     ap.add_argument("--train-budget", type=float, default=2700.0,
                     help="longer: the total training time, the main run's included (train.time_budget_s)")
     ap.add_argument("--stage", required=True, choices=("train", "eval"))

@@ -130,6 +130,8 @@ def evaluate_lever(work: Path, lever: str, backend: str, seeds: list[int]) -> di
     reverse_model = work / "train-reverse" / "model" / "model.pt"
     main_has_reverse = reverse_model.exists()   # then the main +RNN+WP table ends ... log p(f|e), WP, log p(e|f)
     with_reverse = lever == "reverse" or (lever in ("rare-unigram", "ensemble") + FORWARD_LEVERS and main_has_reverse)
+    if lever == "reverse" and main_has_reverse:
+        raise SystemExit("--lever reverse: the main run's tables already have the reverse column (train-reverse)")
     if not table.exists():
         cfg = ScoreConfig(columns=("logprob",), threads=threads)
         if lever == "rare-unigram":
@@ -213,7 +215,8 @@ def evaluate_lever(work: Path, lever: str, backend: str, seeds: list[int]) -> di
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--workdir", required=True)
-    ap.add_argument("--lever", required=True, choices=("reverse", "ensemble", "longer", "shortlist-pairs", "rare-unigram"))
+    ap.add_argument("--lever", required=True,
+                    choices=("reverse", "ensemble", "longer", "shortlist-pairs", "rare-unigram"))
     ap.add_argument("--train-budget", type=float, default=2700.0,
                     help="longer: the total training time, the main run's included (train.time_budget_s)")
     ap.add_argument("--stage", required=True, choices=("train", "eval"))

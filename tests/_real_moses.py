@@ -106,6 +106,11 @@ def printed_slack(a: float, b: float) -> float:
     return 1e-4 + (10.0 ** (math.floor(math.log10(m)) - 5) if m > 0 else 0.0)
 
 
+def printed_close(a: float, b: float) -> bool:
+    """Whether ``a`` and ``b``, as Moses and we print them, are one number (:func:`printed_slack`)."""
+    return abs(a - b) <= printed_slack(a, b)
+
+
 def parse_nbest(path: Path) -> list[NbestLine]:
     """Parse ``moses -n-best-list`` output (with or without ``-include-segmentation-in-n-best``)."""
     out = []

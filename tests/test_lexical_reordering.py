@@ -19,7 +19,7 @@ import math
 import numpy as np
 import pytest
 
-from _real_moses import (moses_decode, needs_moses, parse_nbest, printed_slack, run, tiny_system,  # noqa: F401
+from _real_moses import (moses_decode, needs_moses, parse_nbest, printed_close, printed_slack, run, tiny_system,  # noqa: F401
                          tool)
 from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.moses_integration.embedded.decoder import Decoder, DecoderConfig, decode_file
@@ -352,9 +352,6 @@ def test_bad_reordering_table_names_file_and_line(system, tmp_path):
 # ---------------------------------------------------------------------------------------------------
 # Against the real moses (MOSES_HOME)
 
-def _close(a: float, b: float) -> bool:
-    return abs(a - b) <= printed_slack(a, b)
-
 
 def _by_sentence(entries):
     out = {}
@@ -384,8 +381,8 @@ def test_every_path_of_the_hand_system_as_real_moses_values_it(system, tmp_path)
         assert list(ours[i][0].features) == list(theirs[i][0].features)
         left = list(ours[i])
         for t in theirs[i]:
-            match = [o for o in left if o.text == t.text and _close(o.total, t.total)
-                     and all(_close(x, y) for k in t.features for x, y in zip(o.features[k], t.features[k]))]
+            match = [o for o in left if o.text == t.text and printed_close(o.total, t.total)
+                     and all(printed_close(x, y) for k in t.features for x, y in zip(o.features[k], t.features[k]))]
             assert match, (i, t)
             left.remove(match[0])
 
@@ -441,7 +438,7 @@ def test_real_moses_lr_system_same_1best_and_nbest_features(tiny_system, tmp_pat
             if t.text not in mine:
                 continue
             compared += 1
-            same = lambda o: all(_close(x, y) for name in t.features  # noqa: E731
+            same = lambda o: all(printed_close(x, y) for name in t.features  # noqa: E731
                                  for x, y in zip(o.features[name], t.features[name]))
             if any(same(o) for o in mine[t.text]):
                 continue

@@ -6,17 +6,13 @@ from __future__ import annotations
 
 import pytest
 
-from _real_moses import (moses_decode, needs_moses, parse_nbest, printed_slack, run, tiny_system,  # noqa: F401
+from _real_moses import (moses_decode, needs_moses, parse_nbest, printed_close, printed_slack, run, tiny_system,  # noqa: F401
                          tokenize_file, tool)
 from phrase_rescore.moses_integration.embedded.decoder import decode_file
 
 pytestmark = needs_moses
 
 STACK = 100
-
-
-def _close(a: float, b: float) -> bool:
-    return abs(a - b) <= printed_slack(a, b)
 
 
 @pytest.fixture(scope="module", params=["baseline", "rescored"])
@@ -53,8 +49,8 @@ def test_embedded_search_is_as_good_and_features_agree(decoded):
             assert list(a.features) == list(b.features), i          # same features, same order
             for name in a.features:
                 assert len(a.features[name]) == len(b.features[name])
-                assert all(_close(x, y) for x, y in zip(a.features[name], b.features[name])), (i, name, a, b)
-            assert _close(a.total, b.total), (i, a.total, b.total)
+                assert all(printed_close(x, y) for x, y in zip(a.features[name], b.features[name])), (i, name, a, b)
+            assert printed_close(a.total, b.total), (i, a.total, b.total)
     assert same >= n // 2
 
 

@@ -300,6 +300,9 @@ def run_all(args) -> None:
                 "shared_from": os.fspath(home),
                 "job_threads": threads, "test_ref": os.fspath(arts["test_ref"]),
                 "seeds": sorted({j.workdir.name for j in jobs if j.workdir != work})})
+    # counted before the jobs start, so that an invocation stopped part way is counted too
+    log["invocations"] = log.get("invocations", 0) + 1
+    log_path.write_text(json.dumps(log, indent=1, default=str))
     t0 = time.monotonic()
     finished, failed = run_jobs(jobs, max(1, args.jobs), work / "logs")
     log["job_wall_s"] = {**log.get("job_wall_s", {}), **finished}
@@ -330,9 +333,18 @@ def mean_delta_p(ref: list[str], base_runs: list[list[str]], sys_runs: list[list
     return (int(np.sum(centred > obs)) + 1) / (n + 1)
 
 
-def _wall(d: Path, stage: str):
+def _wall(d: Path, stage: str) -> str:
+    """A stage's wall seconds from its manifest, "–" when it has not run; a stage resumed after an
+    interruption is marked "*": its manifest has the last attempt's time only."""
     m = d / stage / "stage-manifest.json"
-    return json.loads(m.read_text()).get("wall_s") if m.exists() else None
+    if not m.exists():
+        return "–"
+    m = json.loads(m.read_text())
+    return f"{m.get('wall_s', float('nan')):.0f}" + ("*" if m.get("resumed") else "")
+
+
+def _seconds(cell: str) -> float:
+    return 0.0 if cell == "–" else float(cell.rstrip("*"))
 
 
 def write_report(work: Path, n_boot: int) -> None:
@@ -399,16 +411,23 @@ def write_report(work: Path, n_boot: int) -> None:
     lines += ["## Stage wall times (seconds)", "",
               "Shared stages (once; each manifest's wall time):", "",
               "| " + " | ".join(shared) + " | total |", "|---" * (len(shared) + 1) + "|",
-              "| " + " | ".join(f"{walls[s]:.0f}" for s in shared) + f" | {sum(walls.values()):.0f} |", "",
+              "| " + " | ".join(walls[s] for s in shared) + f" | {sum(map(_seconds, walls.values())):.0f} |", "",
               "Per MERT run:", ""]
     seed_stages = ["tune-baseline", "tune-rnn", "tune-rnn-wp", "evaluate"]
     lines += ["| Run | " + " | ".join(seed_stages) + " | total |", "|---" * (len(seed_stages) + 2) + "|"]
+    cells = []
     for k in seeds:
         w = [_wall(work / "seeds" / k, s) for s in seed_stages]
-        lines.append(f"| {k} | " + " | ".join("–" if x is None else f"{x:.0f}" for x in w)
-                     + f" | {sum(x for x in w if x):.0f} |")
+        cells += w
+        lines.append(f"| {k} | " + " | ".join(w) + f" | {sum(map(_seconds, w)):.0f} |")
+    if any(c.endswith("*") for c in cells + list(walls.values())):
+        lines += ["", "\\* resumed after an interruption: the time of its last attempt only."]
+    n = log.get("invocations", 1)
+    took = (f"the whole run took {log.get('wall_s', float('nan')):.0f} s of wall time" if n <= 1 else
+            f"the last of the run's {n} invocations took {log.get('wall_s', float('nan')):.0f} s of wall time "
+            "(the earlier ones, stopped or finished, are not counted)")
     lines += ["", f"{log.get('jobs', 1)} job(s) at once, {log.get('job_threads', 1)} decoder thread(s) each; "
-              f"the whole run took {log.get('wall_s', float('nan')):.0f} s of wall time.", "",
+              f"{took}.", "",
               f"Machine: {log['machine']['cpus']} CPUs, {log['machine']['platform']}; load average at the end "
               f"{', '.join(f'{x:.1f}' for x in log['machine']['loadavg_at_end'])}.", ""]
     for st in ("train", "train-reverse", "train-ensemble", "train-cslm"):

@@ -125,6 +125,37 @@ def test_the_report_pairs_each_configuration_with_the_baselines_runs_of_the_same
     assert "| +RNN | 32.00 | 32.00 ± 0.00 | +2.00 |" in md
 
 
+def test_the_report_marks_resumed_stages_and_says_which_invocations_its_wall_time_counts(tmp_path):
+    """A stage resumed after a kill, and a run resumed by a second invocation, are not reported as if
+    their times were the whole."""
+    import json
+
+    ref = ["le chat est sur le tapis ."] * 4
+    (tmp_path / "test.ref").write_text("\n".join(ref) + "\n", encoding="utf-8")
+    ev = tmp_path / "seeds" / "moses-seed1" / "evaluate"
+    (ev / "work").mkdir(parents=True)
+    (ev / "table1.csv").write_text("configuration,dev_bleu,test_bleu,test_delta,test_p\nBaseline,,30.0,0.0,\n",
+                                   encoding="utf-8")
+    (ev / "work" / "test.Baseline.detok").write_text("\n".join(ref) + "\n", encoding="utf-8")
+    for stage, manifest in (("tune-baseline", {"wall_s": 700.4}), ("tune-rnn-wp", {"wall_s": 214.0, "resumed": True}),
+                            ("evaluate", {"wall_s": 300.0})):
+        (tmp_path / "seeds" / "moses-seed1" / stage).mkdir(parents=True, exist_ok=True)
+        (tmp_path / "seeds" / "moses-seed1" / stage / "stage-manifest.json").write_text(json.dumps(manifest))
+    log = {"test_ref": str(tmp_path / "test.ref"), "seeds": ["moses-seed1"], "jobs": 2, "job_threads": 1,
+           "wall_s": 2106.0, "machine": {"cpus": 2, "platform": "test", "loadavg_at_end": [0.0, 0.0, 0.0]}}
+    (tmp_path / "real_quality.log.json").write_text(json.dumps(log))
+    real_quality.write_report(tmp_path, 10)
+    md = (tmp_path / "real_quality.md").read_text()
+    assert "| moses-seed1 | 700 | – | 214* | 300 | 1214 |" in md
+    assert "resumed after an interruption: the time of its last attempt only" in md
+    assert "the whole run took 2106 s of wall time" in md
+
+    (tmp_path / "real_quality.log.json").write_text(json.dumps({**log, "invocations": 2}))
+    real_quality.write_report(tmp_path, 10)
+    md = (tmp_path / "real_quality.md").read_text()
+    assert "the whole run took" not in md
+    assert "the last of the run's 2 invocations took 2106 s of wall time" in md
+
 def test_a_failed_job_stops_only_the_jobs_after_it(tmp_path, monkeypatch):
     fake = tmp_path / "phrase-rescore"
     fake.write_text('#!/bin/sh\ncase "$2" in *bad*) exit 3;; esac\nexit 0\n')

@@ -723,7 +723,7 @@ def run_workflow(workflow: Workflow, registry: Registry, workdir: str | os.PathL
                     "params": params, "inputs": in_hashes,
                     "input_paths": {a: None if q is None else os.fspath(q) for a, q in in_paths.items()},
                     "outputs": outs, "files": sorted(_files(stage_dir) - foreign),
-                    "summary": summary, "wall_s": round(wall, 3),
+                    "summary": summary, "wall_s": round(wall, 3), "resumed": resume,
                     "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
         with atomic_open(stage_dir / MANIFEST, "w") as f:
             json.dump(manifest, f, indent=2, sort_keys=True)

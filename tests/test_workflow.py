@@ -144,6 +144,8 @@ def test_crash_leaves_stage_stale_and_rerun_resumes_there(tmp_path):
     CALLS.clear()
     run_workflow(load_workflow(None, reg, ["sum.fail=true"], data=BASE), reg, tmp_path / "work", echo=None)
     assert CALLS == ["sum", "sum resumed from half done"]
+    # its manifest says so: its wall time is the resumed attempt's only
+    assert json.loads((tmp_path / "work" / "sum" / MANIFEST).read_text())["resumed"] is True
 
 
 def test_crashed_stage_that_cannot_resume_restarts_from_an_empty_folder(tmp_path):
@@ -162,6 +164,7 @@ def test_crashed_stage_that_cannot_resume_restarts_from_an_empty_folder(tmp_path
     CALLS.clear()
     run_workflow(load_workflow(None, reg, ["sum.fail=true"], data=BASE), reg, tmp_path / "work", echo=None)
     assert CALLS == ["resume=False leftover=False", "sum"]
+    assert json.loads((tmp_path / "work" / "sum" / MANIFEST).read_text())["resumed"] is False
 
 
 def test_from_forces_stage_and_downstream(tmp_path):

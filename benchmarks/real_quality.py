@@ -302,7 +302,7 @@ def run_all(args) -> None:
                 "seeds": sorted({j.workdir.name for j in jobs if j.workdir != work})})
     # counted before the jobs start, so that an invocation stopped part way is counted too
     log["invocations"] = log.get("invocations", 0) + 1
-    log_path.write_text(json.dumps(log, indent=1, default=str))
+    _save_log(log_path, log)
     t0 = time.monotonic()
     finished, failed = run_jobs(jobs, max(1, args.jobs), work / "logs")
     log["job_wall_s"] = {**log.get("job_wall_s", {}), **finished}
@@ -310,7 +310,7 @@ def run_all(args) -> None:
     log["wall_s"] = round(time.monotonic() - t0, 1)
     log["machine"] = {"cpus": os.cpu_count(), "platform": platform.platform(),
                       "processor": platform.processor(), "loadavg_at_end": list(os.getloadavg())}
-    log_path.write_text(json.dumps(log, indent=1, default=str))
+    _save_log(log_path, log)
     write_report(work, args.bootstrap)
     if failed:
         raise SystemExit(f"{len(failed)} job(s) failed or were not started: {', '.join(failed)}; the report "
@@ -333,18 +333,31 @@ def mean_delta_p(ref: list[str], base_runs: list[list[str]], sys_runs: list[list
     return (int(np.sum(centred > obs)) + 1) / (n + 1)
 
 
-def _wall(d: Path, stage: str) -> str:
-    """A stage's wall seconds from its manifest, "–" when it has not run; a stage resumed after an
-    interruption is marked "*": its manifest has the last attempt's time only."""
+def _save_log(path: Path, log: dict) -> None:
+    """Write the run's log atomically: a run stopped while writing it leaves the last complete one."""
+    from phrase_rescore.core.fileio import atomic_open
+
+    with atomic_open(path, "w") as f:
+        f.write(json.dumps(log, indent=1, default=str))
+
+
+def _wall(d: Path, stage: str) -> tuple[float, bool] | None:
+    """A stage's wall seconds from its manifest and whether it resumed an interrupted attempt (then the
+    seconds are that attempt's only); None when it has not run."""
     m = d / stage / "stage-manifest.json"
     if not m.exists():
-        return "–"
+        return None
     m = json.loads(m.read_text())
-    return f"{m.get('wall_s', float('nan')):.0f}" + ("*" if m.get("resumed") else "")
+    return m.get("wall_s", float("nan")), bool(m.get("resumed"))
 
 
-def _seconds(cell: str) -> float:
-    return 0.0 if cell == "–" else float(cell.rstrip("*"))
+def _cell(wall: tuple[float, bool] | None) -> str:
+    """A table cell for :func:`_wall`'s result: "–" when the stage has not run, "*" marks a resumed one."""
+    return "–" if wall is None else f"{wall[0]:.0f}" + ("*" if wall[1] else "")
+
+
+def _total(walls) -> float:
+    return sum(w[0] for w in walls if w is not None)
 
 
 def write_report(work: Path, n_boot: int) -> None:
@@ -411,16 +424,16 @@ def write_report(work: Path, n_boot: int) -> None:
     lines += ["## Stage wall times (seconds)", "",
               "Shared stages (once; each manifest's wall time):", "",
               "| " + " | ".join(shared) + " | total |", "|---" * (len(shared) + 1) + "|",
-              "| " + " | ".join(walls[s] for s in shared) + f" | {sum(map(_seconds, walls.values())):.0f} |", "",
+              "| " + " | ".join(_cell(walls[s]) for s in shared) + f" | {_total(walls.values()):.0f} |", "",
               "Per MERT run:", ""]
     seed_stages = ["tune-baseline", "tune-rnn", "tune-rnn-wp", "evaluate"]
     lines += ["| Run | " + " | ".join(seed_stages) + " | total |", "|---" * (len(seed_stages) + 2) + "|"]
-    cells = []
+    every = list(walls.values())
     for k in seeds:
         w = [_wall(work / "seeds" / k, s) for s in seed_stages]
-        cells += w
-        lines.append(f"| {k} | " + " | ".join(w) + f" | {sum(map(_seconds, w)):.0f} |")
-    if any(c.endswith("*") for c in cells + list(walls.values())):
+        every += w
+        lines.append(f"| {k} | " + " | ".join(map(_cell, w)) + f" | {_total(w):.0f} |")
+    if any(w is not None and w[1] for w in every):
         lines += ["", "\\* resumed after an interruption: the time of its last attempt only."]
     n = log.get("invocations", 1)
     took = (f"the whole run took {log.get('wall_s', float('nan')):.0f} s of wall time" if n <= 1 else

@@ -150,7 +150,7 @@ def make_split_cmd(src, ref, out_dir, **kw):
     cfg = SplitConfig(**collect(SplitConfig, kw))
     _check_paths({"SRC": src, "REF": ref}, {}, {"--out": out_dir})
     res = split_heldout(src, ref, out_dir, cfg)
-    click.echo(f"{res['dev']} dev / {res['test']} test pairs ({cfg.mode}) -> {out_dir}")
+    click.echo(f"{res['dev']} dev / {res['test']} test pairs ({cfg.mode}{', swapped' if cfg.swap else ''}) -> {out_dir}")
 
 
 @main.command("run")

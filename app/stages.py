@@ -135,7 +135,7 @@ def run_split(ctx: StageContext) -> dict:
 
     res = split_heldout(ctx.input("heldout_src"), ctx.input("heldout_ref"), ctx.dir / "split",
                         _config(SplitConfig, ctx.params))
-    return {"dev": res["dev"], "test": res["test"], "mode": ctx.params["mode"]}
+    return {"dev": res["dev"], "test": res["test"], "mode": ctx.params["mode"], "swap": ctx.params["swap"]}
 
 
 # ----------------------------------------------------------------------------- build-smt and tokenize

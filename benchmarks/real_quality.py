@@ -18,10 +18,13 @@ the main workflow):
   baseline's needs only the built system, so with ``--jobs`` above 1 it runs beside the training); the
   seed's evaluation follows its three.
 
-With ``--shared-from EARLIER``, nothing shared runs: the tuning runs and evaluations read the shared stages'
-outputs of an earlier run in EARLIER, which must have run each of them with this run's parameters. A
-lever of tuning (``--set tune.batch_mira=true``, say) is so measured on the same system, models and tables
-as the run it is compared with. ``--without STAGE`` leaves a stage out (``tune-rnn``: no +RNN row).
+With ``--shared-from EARLIER``, the tuning runs and evaluations read the shared stages' outputs of an
+earlier run in EARLIER, which must have finished them all. A lever of tuning (``--set tune.batch_mira=true``,
+say) is so measured on the same system, models and tables as the run it is compared with. A shared stage
+that ran there with other parameters or input files, and what reads from it, runs here instead, unless
+it trains a network (then the run is refused): ``--set split.swap=true`` tunes on the test half and
+scores on the dev half, with the earlier run's tables and models, a second fold for a result found on
+the first. ``--without STAGE`` leaves a stage out (``tune-rnn``: no +RNN row).
 
 The report ``WORKDIR/real_quality.md`` (and ``.json``) gives, per backend and configuration, the test
 BLEU of every MERT run, their mean and spread, the mean Δ against the baseline and its p-value, and the
@@ -147,17 +150,34 @@ def _needed(registry, stages: list[str]) -> list[str]:
         stages = [s for s in stages if s not in idle]
 
 
-def _check_shared(home: Path, shared: list[str], params: dict[str, dict]) -> None:
-    """The shared stages of ``home`` must have finished with the parameters this run gives them."""
-    for s in shared:
+def _run_here(home: Path, shared: list[str], params: dict[str, dict], registry,
+              user_inputs: dict[str, Path]) -> dict[str, str]:
+    """The shared stages that ``--shared-from home`` runs in this run's WORKDIR: those that ran in ``home``
+    with other parameters or other input files, and those that read from them. Each must be a stage that
+    trains no network (a different split, say, is tokenized again, while the tables and models come
+    from ``home``); every shared stage must have finished there. Returns each such stage with the reason."""
+    producer = {a: s for s in shared for a in registry.stages[s].produces}
+    here: dict[str, str] = {}
+    for s in shared:   # in the workflow's order: a stage's producers come before it
         m = home / s / "stage-manifest.json"
         if not m.exists():
             raise SystemExit(f"--shared-from {home}: stage {s} has not finished there (no {m})")
-        theirs, mine = json.loads(m.read_text())["params"], json.loads(json.dumps(params[s]))
-        differ = sorted(k for k in set(theirs) | set(mine) if theirs.get(k) != mine.get(k))
-        if differ:
-            raise SystemExit(f"--shared-from {home}: stage {s} ran with other parameters: " + "; ".join(
-                f"{k} = {theirs.get(k)!r} there, {mine.get(k)!r} here" for k in differ))
+        m = json.loads(m.read_text())
+        theirs, mine = m["params"], json.loads(json.dumps(params[s]))
+        differ = [f"{k} = {theirs.get(k)!r} there, {mine.get(k)!r} here"
+                  for k in sorted(set(theirs) | set(mine)) if theirs.get(k) != mine.get(k)]
+        differ += [f"input {a} = {m['input_paths'][a]} there, {user_inputs[a]} here"
+                   for a in sorted(registry.stages[s].consumes) if a in user_inputs
+                   and a in m.get("input_paths", {}) and Path(m["input_paths"][a]) != user_inputs[a]]
+        upstream = sorted({producer[a] for a in registry.stages[s].consumes if producer.get(a) in here})
+        if not differ and not upstream:
+            continue
+        why = "; ".join(differ) or f"it reads from {', '.join(upstream)}, which run here"
+        if s in ENCODER_DECODERS or s == "train-cslm":
+            raise SystemExit(f"--shared-from {home}: stage {s} would have to run again ({why}), and it trains "
+                             "a network; run without --shared-from to train it again")
+        here[s] = why
+    return here
 
 
 class Job:
@@ -239,9 +259,10 @@ def run_all(args) -> None:
     # the shared stages' outputs: this run's, or those of an earlier run (--shared-from) if it ran them as
     # this one would, so that a tuning lever is measured on the same system and models
     home = Path(args.shared_from).resolve() if args.shared_from else work
-    if args.shared_from:
-        _check_shared(home, shared, wf.params)
-    arts = {a: home / s / rel for s in shared for a, rel in registry.stages[s].produces.items()}
+    here = _run_here(home, shared, wf.params, registry, user_inputs) if args.shared_from else dict.fromkeys(shared)
+    for s, why in here.items() if args.shared_from else ():
+        print(f"--shared-from: {s} runs here ({why})", flush=True)
+    arts = {a: (work if s in here else home) / s / rel for s in shared for a, rel in registry.stages[s].produces.items()}
     arts.update(user_inputs)
     gen = work / "workflows"
     tunes = [s for s in seeded if s.startswith("tune-")]
@@ -254,15 +275,16 @@ def run_all(args) -> None:
     jobs, after_stage = [], {}
     for key, stages, after in layers:
         after_stage.update({s: key for s in stages})
-        if not stages or args.shared_from:
+        stages = [s for s in stages if s in here]
+        if not stages:
             continue
         # a job's workflow names its stages and those they read from (current by then, so skipped), never
-        # those of a job that may run beside it
-        upto = set(_ancestors(shared, registry, stages)) | set(stages)
-        jobs.append(Job(key, write_workflow(gen / f"{key}.toml", wf.name, [s for s in shared if s in upto], {
-            a: p for a, p in user_inputs.items() if any(a in registry.stages[s].consumes for s in upto)},
-            _sections(wf, registry, [s for s in shared if s in upto])), work,
-            after=tuple(k for k in after if any(k == j.key for j in jobs))))
+        # those of a job that may run beside it; what they read from --shared-from's run is an input
+        upto = [s for s in here if s in set(_ancestors(shared, registry, stages)) | set(stages)]
+        made = {a for s in upto for a in registry.stages[s].produces}
+        jobs.append(Job(key, write_workflow(gen / f"{key}.toml", wf.name, upto, {
+            a: p for a, p in arts.items() if a not in made and any(a in registry.stages[s].consumes for s in upto)},
+            _sections(wf, registry, upto)), work, after=tuple(k for k in after if any(k == j.key for j in jobs))))
     threads = int(args.job_threads or max(1, (os.cpu_count() or 1) // max(1, args.jobs)))
     baselines, per_seed = [], []
     for backend in args.backends.split(","):
@@ -297,7 +319,7 @@ def run_all(args) -> None:
     log_path = work / "real_quality.log.json"
     log = json.loads(log_path.read_text()) if log_path.exists() else {}
     log.update({"workflow": os.fspath(Path(args.workflow).resolve()), "overrides": base, "jobs": args.jobs,
-                "shared_from": os.fspath(home),
+                "shared_from": os.fspath(home), "shared_here": [s for s in here if home != work],
                 "job_threads": threads, "test_ref": os.fspath(arts["test_ref"]),
                 "seeds": sorted({j.workdir.name for j in jobs if j.workdir != work})})
     # counted before the jobs start, so that an invocation stopped part way is counted too
@@ -415,12 +437,14 @@ def write_report(work: Path, n_boot: int) -> None:
             lines.append(f"- {k}: " + "; ".join(cells))
         lines.append("")
     home = Path(log.get("shared_from") or work)
-    shared = [d.name for d in sorted(home.iterdir()) if (d / "stage-manifest.json").exists()]
+    here = set(log.get("shared_here", []))
+    at = lambda s: work if s in here else home  # noqa: E731
+    shared = sorted({d.name for d in home.iterdir() if (d / "stage-manifest.json").exists()} | here)
     order = {s: i for i, s in enumerate(("split", "build-smt", "tokenize", "prepare", "prepare-reverse", "train",
                                          "train-reverse", "train-ensemble", "score", "train-cslm", "moses-ini-rnn",
                                          "moses-ini-rnn-wp"))}
     shared.sort(key=lambda s: order.get(s, len(order)))
-    walls = {s: _wall(home, s) for s in shared}
+    walls = {s: _wall(at(s), s) for s in shared}
     lines += ["## Stage wall times (seconds)", "",
               "Shared stages (once; each manifest's wall time):", "",
               "| " + " | ".join(shared) + " | total |", "|---" * (len(shared) + 1) + "|",
@@ -444,7 +468,7 @@ def write_report(work: Path, n_boot: int) -> None:
               f"Machine: {log['machine']['cpus']} CPUs, {log['machine']['platform']}; load average at the end "
               f"{', '.join(f'{x:.1f}' for x in log['machine']['loadavg_at_end'])}.", ""]
     for st in ("train", "train-reverse", "train-ensemble", "train-cslm"):
-        m = home / st / "stage-manifest.json"
+        m = at(st) / "stage-manifest.json"
         t = json.loads(m.read_text()).get("summary") if m.exists() else None
         if t:
             lines.append(f"{st}: {t.get('steps')} steps, stopped by {t.get('stop_reason')}, best validation "
@@ -487,8 +511,9 @@ def main(argv=None) -> None:
     ap.add_argument("--ensemble", action="store_true", help="add train-ensemble to the workflow: the log p(f|e) "
                     "column is the mean of two forward models' (seeds [train]'s and the next)")
     ap.add_argument("--shared-from", metavar="WORKDIR", help="use the shared stages (system, models, tables) of "
-                    "an earlier run in WORKDIR, which must have run them with this run's parameters; only the "
-                    "tuning runs and evaluations run here (a lever of tuning, on the same system and models)")
+                    "an earlier run in WORKDIR; the tuning runs and evaluations run here (a lever of tuning, on "
+                    "the same system and models), and any shared stage that ran there with other parameters or "
+                    "inputs, unless it trains a network (e.g. --set split.swap=true: the halves swapped)")
     ap.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE")
     ap.add_argument("--report-only", action="store_true")
     ap.add_argument("--dry-run", action="store_true", help="write the workflow files, list the jobs, run nothing")

@@ -3,9 +3,11 @@
 A corpus that comes with a single validation set (Multi30k has train and val only) needs two disjoint
 sets: one for MERT, one for the BLEU it reports. ``alternate`` (the default) sends lines 1, 3, 5, ...
 to dev and 2, 4, 6, ... to test, so both halves draw from the whole file whatever order it was written
-in; ``halves`` sends the first ceil(n/2) lines to dev and the rest to test. Line i of the source stays
-paired with line i of the reference; the lines are copied as they are (the inputs may be gzip; a last line
-without a newline gets one).
+in; ``halves`` sends the first ceil(n/2) lines to dev and the rest to test. ``swap`` trades the two
+halves' places: tuned on what was the test half and scored on what was the dev half, a result found on
+one half is checked on sentences it was not chosen on (the second fold of a two-fold check). Line i of
+the source stays paired with line i of the reference; the lines are copied as they are, in their order
+(the inputs may be gzip; a last line without a newline gets one).
 """
 from __future__ import annotations
 
@@ -29,6 +31,8 @@ class SplitConfig:
     mode: str = setting("alternate", choices=MODES,
                         help="alternate: odd lines to dev, even lines to test; halves: the first half to dev "
                              "(ceil(n/2) lines), the second to test.")
+    swap: bool = setting(False, help="the halves trade places: dev gets the lines test would, test those "
+                                     "dev would (a second fold, to check a result on the other half).")
 
 
 def split_heldout(src: str | os.PathLike, ref: str | os.PathLike, out_dir: str | os.PathLike,
@@ -51,6 +55,8 @@ def split_heldout(src: str | os.PathLike, ref: str | os.PathLike, out_dir: str |
     else:
         half = (n + 1) // 2
         dev, test = list(range(half)), list(range(half, n))
+    if config.swap:
+        dev, test = test, dev
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     paths = {}

@@ -315,9 +315,37 @@ def test_shared_from_tunes_and_evaluates_on_the_earlier_runs_system_and_models(t
 
 def test_shared_from_refuses_stages_run_with_other_parameters(tmp_path, capsys):
     home = _finished_shared_stages(tmp_path, capsys)
-    with pytest.raises(SystemExit, match="stage train ran with other parameters: time_budget_s = 60.0 there, 90.0 here"):
+    with pytest.raises(SystemExit, match=r"stage train would have to run again \(time_budget_s = 60.0 there, 90.0 "
+                                         r"here\), and it trains a network"):
         _dry_run_with(tmp_path, "--cslm-runs", "0", "--shared-from", str(home), "--set", "train.time_budget_s=90.0",
                       workdir="other")
     (home / "score" / "stage-manifest.json").unlink()
     with pytest.raises(SystemExit, match="stage score has not finished there"):
         _dry_run_with(tmp_path, "--cslm-runs", "0", "--shared-from", str(home), workdir="other2")
+
+
+def test_shared_from_splits_and_tokenizes_again_for_other_halves_and_keeps_the_models(tmp_path, capsys):
+    """--set split.swap=true with --shared-from: split and tokenize (which reads the split) run here, the tables
+    and models are the earlier run's, and the seed runs tune on this run's dev half and score its test half."""
+    home = _finished_shared_stages(tmp_path, capsys)
+    _dry_run_with(tmp_path, "--jobs", "1", "--cslm-runs", "0", "--shared-from", str(home),
+                  "--set", "split.swap=true", workdir="swap")
+    out = capsys.readouterr().out
+    assert "--shared-from: split runs here (swap = False there, True here)" in out
+    assert "--shared-from: tokenize runs here (it reads from split, which run here)" in out
+    jobs = _job_plan(out)
+    assert [k for k in jobs if k.startswith("shared-")] == ["shared-system"]
+    registry = default_registry()
+    work = tmp_path / "swap"
+    system = load_workflow(work / "workflows" / "shared-system.toml", registry)
+    assert system.stages == ["split", "tokenize"] and system.params["split"]["swap"] is True
+    assert system.inputs["smt_model"] == home / "build-smt" / "smt" / "model"
+    assert all(after == ["shared-system"] for k, after in jobs.items() if k.endswith("-baseline"))
+    final = load_workflow(work / "workflows" / "moses-seed1.toml", registry)
+    assert final.inputs["test_src_tok"] == work / "tokenize" / "test.tok.src"
+    assert final.inputs["test_ref"] == work / "split" / "split" / "test.ref"
+    assert final.inputs["model"] == home / "train" / "model" / "model.pt"
+    with pytest.raises(SystemExit, match=r"stage train would have to run again \(it reads from prepare, which run "
+                                         r"here\), and it trains a network"):
+        _dry_run_with(tmp_path, "--cslm-runs", "0", "--shared-from", str(home), "--set", "prepare.vocab_size=10",
+                      workdir="other")

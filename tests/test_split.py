@@ -42,6 +42,23 @@ def test_halves_split_through_the_cli(tmp_path):
     assert _lines(tmp_path / "o" / "test.ref") == [f"fr sentence {i}" for i in (4, 5)]
 
 
+@pytest.mark.parametrize("mode, dev, test", [("alternate", (2, 4, 6), (1, 3, 5, 7)),
+                                             ("halves", (5, 6, 7), (1, 2, 3, 4))])
+def test_swap_trades_the_halves_places_and_keeps_their_order(tmp_path, mode, dev, test):
+    src, ref = _pair(tmp_path, 7)
+    res = split_heldout(src, ref, tmp_path / "out", SplitConfig(mode=mode, swap=True))
+    assert (res["dev"], res["test"]) == (len(dev), len(test))
+    assert _lines(tmp_path / "out" / "dev.src") == [f"en sentence {i}" for i in dev]
+    assert _lines(tmp_path / "out" / "dev.ref") == [f"fr sentence {i}" for i in dev]
+    assert _lines(tmp_path / "out" / "test.src") == [f"en sentence {i}" for i in test]
+    assert _lines(tmp_path / "out" / "test.ref") == [f"fr sentence {i}" for i in test]
+    r = CliRunner().invoke(main, ["make-split", str(src), str(ref), "--out", str(tmp_path / "o"), "--mode", mode,
+                                  "--swap"])
+    assert r.exit_code == 0, r.output
+    assert f"{len(dev)} dev / {len(test)} test pairs ({mode}, swapped)" in r.output
+    assert (tmp_path / "o" / "test.ref").read_bytes() == (tmp_path / "out" / "test.ref").read_bytes()
+
+
 def test_unequal_lengths_are_refused(tmp_path):
     src, ref = _pair(tmp_path, 4)
     ref.write_text("one\ntwo\nthree\n")

@@ -63,17 +63,17 @@ def join(first: Path, second: Path, n_boot: int = 1000) -> dict:
     rows: dict[str, dict] = {}
     joined = {(k, c): runs1[k][c] + runs2[k][c] for k in keys for c in real_quality.CONFIGS
               if c in runs1[k] and c in runs2[k]}
+    score = {kc: bleu.corpus_score(out, [ref]).score for kc, out in joined.items()}
     for c in real_quality.CONFIGS:
         ks = [k for k in keys if (k, c) in joined]
         if not ks:
             continue
-        scores = [bleu.corpus_score(joined[k, c], [ref]).score for k in ks]
+        scores = [score[k, c] for k in ks]
         row = {"runs": ks, "bleu": scores, "mean": statistics.mean(scores),
                "sd": statistics.stdev(scores) if len(scores) > 1 else 0.0, "delta": None, "p": None}
         paired = [k for k in ks if (k, "Baseline") in joined]
         if c != "Baseline" and paired:
-            base = [bleu.corpus_score(joined[k, "Baseline"], [ref]).score for k in paired]
-            row["delta"] = statistics.mean(s - b for s, b in zip((scores[ks.index(k)] for k in paired), base))
+            row["delta"] = statistics.mean(score[k, c] - score[k, "Baseline"] for k in paired)
             row["p"] = real_quality.mean_delta_p(ref, [joined[k, "Baseline"] for k in paired],
                                                  [joined[k, c] for k in paired], n_boot)
         rows[c] = row

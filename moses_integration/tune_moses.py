@@ -250,7 +250,7 @@ def _write_tune_log(path: Path, rows: dict[int, dict]) -> None:
             r = rows[i]
             w.writerow([i, "" if r.get("dev_bleu") is None else f"{r['dev_bleu']:.4f}",
                         "" if r.get("mert_bleu") is None else f"{r['mert_bleu']:.4f}",
-                        f"{r['seconds_decode']:.2f}", f"{r['seconds_mert']:.2f}"])
+                        f"{r['seconds_decode']:.6f}", f"{r['seconds_mert']:.6f}"])
 
 
 def tune_moses(cfg: MosesTuneConfig, echo: Callable[[str], None] | None = None) -> MosesTuneResult:

@@ -93,7 +93,7 @@ def _write_log(path, rows: list[IterationLog], names: list[str]) -> None:
         w.writerow(["iteration", "dev_bleu", "mert_bleu", "candidates", "seconds_decode", "seconds_mert"] + names)
         for r in rows:
             w.writerow([r.iteration, f"{r.dev_bleu:.4f}", f"{r.mert_bleu:.4f}", r.candidates,
-                        f"{r.seconds_decode:.2f}", f"{r.seconds_mert:.2f}"] + [repr(float(x)) for x in r.weights])
+                        f"{r.seconds_decode:.6f}", f"{r.seconds_mert:.6f}"] + [repr(float(x)) for x in r.weights])
 
 
 def weight_column_names(spec) -> list[str]:
@@ -270,10 +270,10 @@ def tune_embedded(config: EmbeddedTuneConfig, echo: Callable[[str], None] | None
             break
         if dec is None:
             dec = Decoder(spec, config.decoder, sentences=src)
-        t0 = time.time()
+        t0 = time.perf_counter()
         dec.set_weights(w)
         results = dec.translate_all(src, config.nbest, config.threads, desc=f"tune iteration {it}")
-        t1 = time.time()
+        t1 = time.perf_counter()
         dev_stats = np.zeros(NUM_STATS)
         sent, feats, stats = [], [], []
         files = [f"run{it}.out", f"run{it}.best{config.nbest}.out", f"run{it}.candidates.npz"]
@@ -296,7 +296,7 @@ def tune_embedded(config: EmbeddedTuneConfig, echo: Callable[[str], None] | None
         dev_bleu = 100.0 * bleu(dev_stats)
         res = optimize(pool, w, tuned, restarts=config.restarts, random_directions=config.random_directions,
                        seed=config.seed + it)
-        t2 = time.time()
+        t2 = time.perf_counter()
         rows.append(IterationLog(it, dev_bleu, w.copy(), 100.0 * res.score, pool.num_candidates(), t1 - t0, t2 - t1))
         new_w = res.weights
         changed = float(np.abs(l1_normalize(new_w, tuned) - l1_normalize(w, tuned)).max())

@@ -1,6 +1,15 @@
 """Shared test fixtures."""
+import threading
+
 import pytest
 import torch
+from tqdm import tqdm
+
+# tqdm's default lock holds a multiprocessing semaphore that forked children share with this process: a child
+# the tests SIGKILL inside a bar would leave it taken, and every later bar here would wait for it forever.
+# One thread lock per process instead, and no monitor thread that could hold it at a fork.
+tqdm.set_lock(threading.RLock())
+tqdm.monitor_interval = 0
 
 
 @pytest.fixture

@@ -155,13 +155,19 @@ def _run_here(home: Path, shared: list[str], params: dict[str, dict], registry,
     """The shared stages that ``--shared-from home`` runs in this run's WORKDIR: those that ran in ``home``
     with other parameters or other input files, and those that read from them. Each must be a stage that
     trains no network (a different split, say, is tokenized again, while the tables and models come
-    from ``home``); every shared stage must have finished there. Returns each such stage with the reason."""
+    from ``home``), and so is each that has not finished there (a table the earlier run left out, say).
+    Returns each such stage with the reason."""
     producer = {a: s for s in shared for a in registry.stages[s].produces}
     here: dict[str, str] = {}
     for s in shared:   # in the workflow's order: a stage's producers come before it
         m = home / s / "stage-manifest.json"
+        trains = s in ENCODER_DECODERS or s == "train-cslm"
         if not m.exists():
-            raise SystemExit(f"--shared-from {home}: stage {s} has not finished there (no {m})")
+            if trains:
+                raise SystemExit(f"--shared-from {home}: stage {s} has not finished there (no {m}), and it "
+                                 "trains a network; finish it there, or run without --shared-from")
+            here[s] = "it has not finished there"
+            continue
         m = json.loads(m.read_text())
         theirs, mine = m["params"], json.loads(json.dumps(params[s]))
         differ = [f"{k} = {theirs.get(k)!r} there, {mine.get(k)!r} here"
@@ -173,7 +179,7 @@ def _run_here(home: Path, shared: list[str], params: dict[str, dict], registry,
         if not differ and not upstream:
             continue
         why = "; ".join(differ) or f"it reads from {', '.join(upstream)}, which run here"
-        if s in ENCODER_DECODERS or s == "train-cslm":
+        if trains:
             raise SystemExit(f"--shared-from {home}: stage {s} would have to run again ({why}), and it trains "
                              "a network; run without --shared-from to train it again")
         here[s] = why
@@ -274,8 +280,8 @@ def run_all(args) -> None:
     layers.append(("shared-rest", [s for s in shared if not any(s in st for _, st, _ in layers)], ("shared-models",)))
     jobs, after_stage = [], {}
     for key, stages, after in layers:
-        after_stage.update({s: key for s in stages})
         stages = [s for s in stages if s in here]
+        after_stage.update({s: key for s in stages})   # a job waits only for the shared stages run here
         if not stages:
             continue
         # a job's workflow names its stages and those they read from (current by then, so skipped), never
@@ -301,7 +307,7 @@ def run_all(args) -> None:
             parts = []
             mine = [t for t in tunes if seed == 1 or t not in args.first_run_only]
             for t in mine:    # each tuning run on its own, as soon as the shared stages it reads are done
-                needs = {after_stage[s] for s in _ancestors(shared, registry, [t])}
+                needs = {after_stage[s] for s in _ancestors(shared, registry, [t]) if s in after_stage}
                 parts.append(seed_job(f"{key}-{t[len('tune-'):]}", [t], tuple(j.key for j in jobs if j.key in needs)))
             baselines += [j for j in parts if j.key.endswith("-baseline")]
             per_seed += [j for j in parts if not j.key.endswith("-baseline")]

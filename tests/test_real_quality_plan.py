@@ -319,9 +319,31 @@ def test_shared_from_refuses_stages_run_with_other_parameters(tmp_path, capsys):
                                          r"here\), and it trains a network"):
         _dry_run_with(tmp_path, "--cslm-runs", "0", "--shared-from", str(home), "--set", "train.time_budget_s=90.0",
                       workdir="other")
-    (home / "score" / "stage-manifest.json").unlink()
-    with pytest.raises(SystemExit, match="stage score has not finished there"):
+    (home / "train" / "stage-manifest.json").unlink()
+    with pytest.raises(SystemExit, match="stage train has not finished there .*, and it trains a network"):
         _dry_run_with(tmp_path, "--cslm-runs", "0", "--shared-from", str(home), workdir="other2")
+
+
+def test_shared_from_runs_here_the_stages_the_earlier_run_left_out(tmp_path, capsys):
+    """A shared stage with no manifest in the earlier run (moses-ini-rnn of a run made without tune-rnn) runs
+    in this run's WORKDIR on the earlier run's tables; the other shared stages are still read from there."""
+    home = _finished_shared_stages(tmp_path, capsys)
+    (home / "moses-ini-rnn" / "stage-manifest.json").unlink()
+    _dry_run_with(tmp_path, "--jobs", "1", "--cslm-runs", "0", "--shared-from", str(home), workdir="rnn")
+    out = capsys.readouterr().out
+    assert "--shared-from: moses-ini-rnn runs here (it has not finished there)" in out
+    jobs = _job_plan(out)
+    shared = [k for k in jobs if k.startswith("shared-")]
+    assert len(shared) == 1
+    registry = default_registry()
+    work = tmp_path / "rnn"
+    ini = load_workflow(work / "workflows" / f"{shared[0]}.toml", registry)
+    assert ini.stages == ["moses-ini-rnn"]
+    assert ini.inputs["table_rnn"] == home / "score" / "phrase-table.rnn.gz"
+    tune = load_workflow(work / "workflows" / "moses-seed1-rnn.toml", registry)
+    assert tune.inputs["ini_rnn"] == work / "moses-ini-rnn" / "moses.ini"
+    assert jobs["moses-seed1-rnn"] == shared
+    assert all(after == [] for k, after in jobs.items() if k.endswith(("-baseline", "-rnn-wp")))
 
 
 def test_shared_from_splits_and_tokenizes_again_for_other_halves_and_keeps_the_models(tmp_path, capsys):

@@ -81,13 +81,30 @@ def join(first: Path, second: Path, n_boot: int = 1000) -> dict:
 
 
 def render(res: dict, first: Path, second: Path) -> str:
-    lines = [f"# Table 1 over both folds ({res['sentences']} sentences; {first} + {second})", "",
+    lines = [f"{HEADER} ({res['sentences']} sentences; {first} + {second})", "",
              "| Configuration | BLEU per MERT run | mean ± sd | Δ mean | p (mean) |", "|---|---|---:|---:|---:|"]
     for c, r in res["rows"].items():
         lines.append(f"| {c} | {', '.join(f'{v:.2f}' for v in r['bleu'])} | {r['mean']:.2f} ± {r['sd']:.2f} | "
                      f"{'–' if r['delta'] is None else format(r['delta'], '+.2f')} | "
                      f"{'–' if r['p'] is None else format(r['p'], '.4f')} |")
     return "\n".join(lines + ["", f"sacrebleu {res['signature']}", ""])
+
+
+HEADER = "# Table 1 over both folds"
+
+
+def _ours(path: Path) -> bool:
+    """Whether ``path`` is absent or a Table this script wrote (Markdown or JSON), so replacing it loses
+    nothing of the user's: ``--out runs/x/real_quality.md`` must not overwrite that run's report."""
+    if not path.exists():
+        return True
+    try:
+        text = path.read_text(encoding="utf-8")
+        if path.suffix == ".json":
+            return set(json.loads(text)) == {"sentences", "signature", "rows"}
+        return text.startswith(HEADER)
+    except (OSError, UnicodeDecodeError, ValueError, TypeError):
+        return False
 
 
 def main(argv=None) -> None:
@@ -98,16 +115,20 @@ def main(argv=None) -> None:
     ap.add_argument("--out", help="also write the Table to this Markdown file (and .json beside it)")
     args = ap.parse_args(argv)
     first, second = Path(args.first), Path(args.second)
+    outs = [Path(args.out), Path(args.out).with_suffix(".json")] if args.out else []
+    for o in outs:
+        if not _ours(o):
+            raise SystemExit(f"--out {args.out}: {o} exists and is not a Table this script wrote; "
+                             "expected a new path (or an earlier two_fold.py output to replace)")
     res = join(first, second, args.bootstrap)
     text = render(res, first, second)
     print(text)
     if args.out:
         from phrase_rescore.core.fileio import atomic_open
 
-        out = Path(args.out)
-        with atomic_open(out, "w") as f:
+        with atomic_open(outs[0], "w") as f:
             f.write(text)
-        with atomic_open(out.with_suffix(".json"), "w") as f:
+        with atomic_open(outs[1], "w") as f:
             f.write(json.dumps(res, indent=1))
 
 

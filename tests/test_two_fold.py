@@ -67,3 +67,20 @@ def test_runs_that_are_not_two_folds_are_refused(tmp_path):
     (short / "seeds" / "moses-seed1" / "evaluate" / "work" / "test.Baseline.detok").write_text("one line\n")
     with pytest.raises(SystemExit, match="1 lines; expected one per test reference"):
         two_fold.join(first, short)
+
+
+def test_out_replaces_only_its_own_tables(tmp_path, capsys):
+    """--out X.md writes X.md and X.json; a file there that this script did not write (a run's own
+    real_quality.md and .json, say) is refused before any scoring and left byte for byte as it was."""
+    first = _fold(tmp_path, "a", [0, 2, 4, 6], {"moses-seed1": (BAD, GOOD)})
+    second = _fold(tmp_path, "b", [1, 3, 5, 7], {"moses-seed1": (BAD, GOOD)})
+    out = tmp_path / "two-fold.md"
+    argv = [str(first), str(second), "--bootstrap", "20", "--out", str(out)]
+    two_fold.main(argv)
+    assert out.read_text().startswith("# Table 1 over both folds") and json.loads(out.with_suffix(".json").read_text())["rows"]
+    two_fold.main(argv)                                  # its own outputs: replaced
+    theirs = first / "real_quality.json"
+    theirs.write_text('{"backends": {}}\n')
+    with pytest.raises(SystemExit, match="real_quality.json exists and is not a Table this script wrote"):
+        two_fold.main([str(first), str(second), "--out", str(first / "real_quality.md")])
+    assert theirs.read_text() == '{"backends": {}}\n' and not (first / "real_quality.md").exists()

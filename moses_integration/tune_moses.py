@@ -4,7 +4,7 @@ The command line is the one the Moses manual gives::
 
     mert-moses.pl DEV.SRC DEV.REF MOSES_HOME/bin/moses MODEL.ini --mertdir MOSES_HOME/bin --working-dir WORK/mert-work
         [--nbest N] [--maximum-iterations K] [--threads T] [--decoder-flags "..."] [--batch-mira]
-        [--return-best-dev] [--predictable-seeds]
+        [--return-best-dev] [--predictable-seeds] [--historic-bests]
 
 ``--threads`` is mert-moses.pl's own (threads of the ``mert`` optimizer); decoder threads go in
 ``--decoder-flags "-threads N"``, as with mert-moses.pl itself: ``threads`` above 1 is passed there too
@@ -82,6 +82,8 @@ class MosesTuneConfig:
     batch_mira: bool = setting(False, help="moses: tune with batch MIRA instead of MERT.")
     return_best_dev: bool = setting(False, help="Keep the weights of the best dev iteration, not the last.")
     predictable_seeds: bool = setting(False, help="moses: deterministic random restarts.")
+    historic_bests: bool = setting(False, help="moses: MERT also starts from every earlier iteration's best "
+                                              "weights (Foster & Kuhn 2009).")
     moses_home: str | None = setting(None, type=str, envvar="MOSES_HOME",
                                      help="Moses installation root (default: $MOSES_HOME, or moses on PATH).")
 
@@ -125,7 +127,7 @@ def mert_moses_argv(cfg: MosesTuneConfig, install: MosesInstall) -> list[str]:
     if flags:
         argv.append(f"--decoder-flags={flags}")
     for flag, on in (("--batch-mira", cfg.batch_mira), ("--return-best-dev", cfg.return_best_dev),
-                     ("--predictable-seeds", cfg.predictable_seeds)):
+                     ("--predictable-seeds", cfg.predictable_seeds), ("--historic-bests", cfg.historic_bests)):
         if on:
             argv.append(flag)
     return argv

@@ -23,7 +23,7 @@ from .tune_moses import MosesTuneConfig, tune_moses
 class TuneConfig(MosesTuneConfig):
     """Options of ``tune``: mert-moses.pl's (:class:`MosesTuneConfig`) plus ``backend``, which picks who runs
     it, and ``seed``, used by ``embedded`` (mert-moses.pl has only ``predictable_seeds``). Moses-only options
-    (``decoder_flags``, ``batch_mira``) are refused with ``embedded``."""
+    (``decoder_flags``, ``batch_mira``, ``historic_bests``) are refused with ``embedded``."""
 
     backend: str = setting("moses", choices=BACKENDS,
                            help="moses: a real Moses's mert-moses.pl (MOSES_HOME); embedded: the project's decoder "
@@ -36,7 +36,8 @@ class TuneConfig(MosesTuneConfig):
         if values.get("backend") != "embedded":
             return
         moses_only = [k for k, on in (("decoder_flags", bool(values.get("decoder_flags", "").strip())),
-                                      ("batch_mira", values.get("batch_mira"))) if on]
+                                      ("batch_mira", values.get("batch_mira")),
+                                      ("historic_bests", values.get("historic_bests"))) if on]
         if moses_only:
             raise PhraseRescoreError(f"{' and '.join(name(k, False) for k in moses_only)} only apply to "
                                      f"{name('backend', False)} moses (the embedded backend always runs MERT, "
@@ -51,7 +52,8 @@ def tune(cfg: TuneConfig, echo: Callable[[str], None] | None = None) -> Path:
         return res.tuned_ini
     if cfg.backend == "embedded":
         unsupported = [flag for flag, on in (("--decoder-flags", bool(cfg.decoder_flags.strip())),
-                                             ("--batch-mira", cfg.batch_mira)) if on]
+                                             ("--batch-mira", cfg.batch_mira),
+                                             ("--historic-bests", cfg.historic_bests)) if on]
         if unsupported:
             raise PhraseRescoreError(f"{' and '.join(unsupported)} only apply to --backend moses "
                                      "(the embedded backend always runs MERT, seeded by --seed)")

@@ -18,7 +18,7 @@ INSTALL = MosesInstall(root=Path("/m"), moses=Path("/m/bin/moses"),
 
 def _tune_cfg(params: dict) -> MosesTuneConfig:
     keep = {"nbest", "max_iterations", "threads", "decoder_flags", "batch_mira", "return_best_dev",
-            "predictable_seeds"}
+            "predictable_seeds", "historic_bests"}
     return MosesTuneConfig(ini=Path("/w/moses.ini"), dev_src=Path("/d/dev.en"), dev_ref=Path("/d/dev.fr"),
                            workdir=Path("/w"), **{k: v for k, v in params.items() if k in keep})
 

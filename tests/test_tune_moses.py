@@ -101,13 +101,13 @@ def test_mert_moses_argv_exact(tmp_path, moses_home):
     cfg = MosesTuneConfig(ini=Path("/m/moses.ini"), dev_src=Path("/d/dev.fr"), dev_ref=Path("/d/dev.en"),
                           workdir=Path("/w"), nbest=200, max_iterations=10, threads=4,
                           decoder_flags=" -threads 8 -s 500 ", batch_mira=True, return_best_dev=True,
-                          predictable_seeds=True)
+                          predictable_seeds=True, historic_bests=True)
     root = str(moses_home.resolve())
     assert mert_moses_argv(cfg, install) == [
         f"{root}/scripts/training/mert-moses.pl", "/d/dev.fr", "/d/dev.en", f"{root}/bin/moses", "/m/moses.ini",
         f"--mertdir={root}/bin", "--working-dir=/w/mert-work", "--nbest=200", "--maximum-iterations=10",
         "--threads=4", "--decoder-flags=-threads 8 -s 500", "--batch-mira", "--return-best-dev",
-        "--predictable-seeds"]
+        "--predictable-seeds", "--historic-bests"]
     plain = MosesTuneConfig(ini=Path("/m/moses.ini"), dev_src=Path("/d/dev.fr"), dev_ref=Path("/d/dev.en"),
                             workdir=Path("/w"))
     assert mert_moses_argv(plain, install)[5:] == [f"--mertdir={root}/bin", "--working-dir=/w/mert-work",

@@ -82,8 +82,8 @@ class MosesTuneConfig:
     batch_mira: bool = setting(False, help="moses: tune with batch MIRA instead of MERT.")
     return_best_dev: bool = setting(False, help="Keep the weights of the best dev iteration, not the last.")
     predictable_seeds: bool = setting(False, help="moses: deterministic random restarts.")
-    historic_bests: bool = setting(False, help="moses: MERT also starts from every earlier iteration's best "
-                                              "weights (Foster & Kuhn 2009).")
+    historic_bests: bool = setting(False, help="MERT also starts from every earlier iteration's weights "
+                                              "(mert-moses.pl --historic-bests; Foster & Kuhn 2009).")
     moses_home: str | None = setting(None, type=str, envvar="MOSES_HOME",
                                      help="Moses installation root (default: $MOSES_HOME, or moses on PATH).")
 

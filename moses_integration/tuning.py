@@ -23,7 +23,7 @@ from .tune_moses import MosesTuneConfig, tune_moses
 class TuneConfig(MosesTuneConfig):
     """Options of ``tune``: mert-moses.pl's (:class:`MosesTuneConfig`) plus ``backend``, which picks who runs
     it, and ``seed``, used by ``embedded`` (mert-moses.pl has only ``predictable_seeds``). Moses-only options
-    (``decoder_flags``, ``batch_mira``, ``historic_bests``) are refused with ``embedded``."""
+    (``decoder_flags``, ``batch_mira``) are refused with ``embedded``."""
 
     backend: str = setting("moses", choices=BACKENDS,
                            help="moses: a real Moses's mert-moses.pl (MOSES_HOME); embedded: the project's decoder "
@@ -36,8 +36,7 @@ class TuneConfig(MosesTuneConfig):
         if values.get("backend") != "embedded":
             return
         moses_only = [k for k, on in (("decoder_flags", bool(values.get("decoder_flags", "").strip())),
-                                      ("batch_mira", values.get("batch_mira")),
-                                      ("historic_bests", values.get("historic_bests"))) if on]
+                                      ("batch_mira", values.get("batch_mira"))) if on]
         if moses_only:
             raise PhraseRescoreError(f"{' and '.join(name(k, False) for k in moses_only)} only apply to "
                                      f"{name('backend', False)} moses (the embedded backend always runs MERT, "
@@ -52,8 +51,7 @@ def tune(cfg: TuneConfig, echo: Callable[[str], None] | None = None) -> Path:
         return res.tuned_ini
     if cfg.backend == "embedded":
         unsupported = [flag for flag, on in (("--decoder-flags", bool(cfg.decoder_flags.strip())),
-                                             ("--batch-mira", cfg.batch_mira),
-                                             ("--historic-bests", cfg.historic_bests)) if on]
+                                             ("--batch-mira", cfg.batch_mira)) if on]
         if unsupported:
             raise PhraseRescoreError(f"{' and '.join(unsupported)} only apply to --backend moses "
                                      "(the embedded backend always runs MERT, seeded by --seed)")
@@ -65,7 +63,8 @@ def tune(cfg: TuneConfig, echo: Callable[[str], None] | None = None) -> Path:
         tuned = Path(tune_embedded(EmbeddedTuneConfig(
             ini=str(cfg.ini), dev_src=str(cfg.dev_src), dev_ref=str(cfg.dev_ref), workdir=str(cfg.workdir),
             nbest=cfg.nbest, max_iterations=cfg.max_iterations, seed=cfg.seed,
-            return_best_dev=cfg.return_best_dev, threads=cfg.threads), echo=echo))
+            return_best_dev=cfg.return_best_dev, historic_bests=cfg.historic_bests, threads=cfg.threads),
+            echo=echo))
         if cfg.out is not None and Path(cfg.out).resolve() != tuned.resolve():
             with atomic_open(cfg.out, "wb") as f:
                 f.write(tuned.read_bytes())

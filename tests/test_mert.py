@@ -89,6 +89,21 @@ def test_optimize_improves_is_seeded_and_normalized():
     assert r1.score == max(r1.start_scores)
 
 
+def test_more_starts_are_searched_after_init_and_before_the_random_ones():
+    rng = np.random.default_rng(7)
+    pool = _random_pool(rng, n=40, k=15)
+    init = np.array([1.0, 0.0, 0.0, 0.0])
+    good = optimize(pool, init, [True] * 4, restarts=6, random_directions=2, seed=3)
+    alone = optimize(pool, init, [True] * 4, restarts=0, seed=5)
+    both = optimize(pool, init, [True] * 4, restarts=0, seed=5, more_starts=[good.weights])
+    assert both.start_scores[0] == alone.start_scores[0] and len(both.start_scores) == 2
+    assert both.score >= good.score > alone.score
+    # no further starts: the same bits as before there were any
+    r1 = optimize(pool, init, [True] * 4, restarts=3, seed=9)
+    r2 = optimize(pool, init, [True] * 4, restarts=3, seed=9, more_starts=())
+    np.testing.assert_array_equal(r1.weights, r2.weights)
+
+
 def test_pool_drops_duplicates():
     pool = NBestPool(1, 2)
     st = np.arange(9, dtype=float)

@@ -170,7 +170,6 @@ DEMO = Path(__file__).parent.parent / "workflows" / "demo.toml"
     (["score.max_tokens=0"], r"[score] max_tokens = 0: expected at least 1 (or leave it unset)"),
     (["tune.seed=-3"], r"[tune] seed = -3: expected at least 0"),
     (["tune.backend='embedded'", "tune.batch_mira=true"], r"[tune] batch_mira only apply to backend moses"),
-    (["tune.backend='embedded'", "tune.historic_bests=true"], r"[tune] historic_bests only apply to backend moses"),
     (["moses-ini.wp_weight=nan"], r"[moses-ini] wp_weight = nan: expected a finite number"),
     (["moses-ini.threads=0"], r"[moses-ini] threads = 0: expected at least 1"),
 ])

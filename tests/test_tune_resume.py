@@ -99,10 +99,10 @@ def _fail_in_iteration(monkeypatch, k: int, how):
     """Make MERT of iteration ``k`` (the seed is ``seed + k``) fail with ``how()``, after its decode."""
     original = tune_mod.optimize
 
-    def optimize(pool, init, tuned, restarts=20, random_directions=0, seed=0):
+    def optimize(pool, init, tuned, seed=0, **kw):
         if seed == 1 + k:
             how()
-        return original(pool, init, tuned, restarts=restarts, random_directions=random_directions, seed=seed)
+        return original(pool, init, tuned, seed=seed, **kw)
 
     monkeypatch.setattr(tune_mod, "optimize", optimize)
 
@@ -197,6 +197,34 @@ def test_a_changed_input_or_option_starts_afresh_keeping_other_files(system, uni
     tune_embedded(cfg, echo=lines.append)
     assert lines == ["tune: started afresh (files dev_ref changed since the earlier run)"]
     assert decoded == [1] and not (work / "run2.out").exists() and (work / "notes.txt").exists()
+
+
+def test_historic_bests_start_mert_from_every_earlier_iteration_and_resume(system, uninterrupted, tmp_path,
+                                                                           monkeypatch, decoded):
+    """mert-moses.pl --historic-bests: iteration k's MERT also starts from the weights iterations 1..k-1
+    decoded with; an interrupted run resumes to the same bytes, and switching it on starts afresh."""
+    starts = []
+    original = tune_mod.optimize
+
+    def spy(pool, init, tuned, **kw):
+        starts.append([list(p) for p in kw.get("more_starts", ())])
+        return original(pool, init, tuned, **kw)
+
+    monkeypatch.setattr(tune_mod, "optimize", spy)
+    whole = tmp_path / "whole"
+    ini = Path(tune_embedded(_config(system, whole, historic_bests=True))).read_bytes()
+    used = [[float(x) for x in list(r.values())[6:]] for r in _log(whole, timing=True)]
+    assert starts == [used[:k] for k in range(ITERATIONS)]
+    assert ini != uninterrupted[0]          # the extra starts find other weights on this system
+    work = tmp_path / "work"
+    tune_embedded(_config(system, work, max_iterations=2))
+    lines = []
+    decoded.clear()
+    tune_embedded(_config(system, work, max_iterations=2, historic_bests=True), echo=lines.append)
+    assert lines == ["tune: started afresh (historic_bests changed since the earlier run)"] and decoded == [1, 2]
+    decoded.clear()
+    assert Path(tune_embedded(_config(system, work, historic_bests=True))).read_bytes() == ini
+    assert decoded == [3, 4]
 
 
 def test_the_tune_command_says_it_resumes(system, tmp_path):

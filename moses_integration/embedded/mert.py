@@ -13,7 +13,7 @@
   are the same bits (tests/test_mert_speed.py).
 * :func:`optimize` is ``SimpleOptimizer`` ("powell" in mert): from a point, line-search along every
   coordinate and some random directions, move to the best point found, repeat while corpus BLEU improves
-  by more than 1e-4; run from the current weights and from ``restarts`` random points (uniform in
+  by more than 1e-4; run from the current weights (and any further given points) and from ``restarts`` random points (uniform in
   [-1, 1] per weight, as ``mert -n``) and keep the best. The result is L1-normalized over the tuned
   weights as mert prints it.
 
@@ -402,11 +402,15 @@ def _coordinate_ascent(fp: _FlatPool, point, tuned_idx, rng, random_directions, 
 
 
 def optimize(pool: NBestPool, init: Sequence[float], tuned: Sequence[bool], restarts: int = 20,
-             random_directions: int = 0, seed: int = 0) -> OptimizeResult:
+             random_directions: int = 0, seed: int = 0,
+             more_starts: Sequence[Sequence[float]] = ()) -> OptimizeResult:
     """Find weights maximizing corpus BLEU of the pool's 1-best candidates.
 
     :param init: the starting weights (full vector); untuned components keep their value.
     :param tuned: which components MERT may change.
+    :param more_starts: further starting points (full vectors), run after ``init`` and before the random
+        ones: the weights of earlier iterations for Foster & Kuhn's (2009) historic bests (``mert --ifile
+        A,B,...``).
     :param restarts: random starting points in addition to ``init``.
     :param random_directions: random directions tried besides the coordinate axes in every pass.
     :param seed: for the random starts and directions (same seed, same result).
@@ -416,7 +420,7 @@ def optimize(pool: NBestPool, init: Sequence[float], tuned: Sequence[bool], rest
     tuned_idx = np.flatnonzero(tuned)
     rng = np.random.default_rng(seed)
     init = np.asarray(init, dtype=np.float64)
-    starts = [init.copy()]
+    starts = [init.copy()] + [np.asarray(p, dtype=np.float64).copy() for p in more_starts]
     for _ in range(restarts):
         p = init.copy()
         p[tuned_idx] = rng.uniform(-1.0, 1.0, len(tuned_idx))

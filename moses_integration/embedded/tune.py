@@ -2,7 +2,8 @@
 
 Each iteration decodes the dev set with the current weights (``workdir/run{i}.out`` and
 ``run{i}.best{N}.out``, Moses's names), adds the new candidates to the pool of all earlier ones
-(duplicates dropped), and runs MERT from the current weights plus random restarts. It stops when no
+(duplicates dropped), and runs MERT from the current weights plus random restarts (and, with
+``historic_bests``, from every earlier iteration's weights). It stops when no
 weight changes by 1e-5 or more (mert-moses.pl's test) or after ``max_iterations``. The tuned moses.ini
 (``workdir/moses.ini``) is the input ini with only its [weight] lines changed; ``workdir/tune-log.csv``
 has one row per decoded iteration: its dev BLEU (of the 1-best, in percent), the optimizer's n-best BLEU,
@@ -58,6 +59,8 @@ class EmbeddedTuneConfig:
     :ivar return_best_dev: keep the weights of the iteration with the highest dev BLEU instead of the last ones.
     :ivar threads: decoding processes.
     :ivar restarts: random starting points per MERT run (mert-moses.pl: 20).
+    :ivar historic_bests: MERT also starts from the weights of every earlier iteration (mert-moses.pl
+        ``--historic-bests``, Foster & Kuhn 2009).
     :ivar random_directions: random directions per optimizer pass besides the coordinate axes.
     :ivar decoder: decoder settings (stack size etc.).
     """
@@ -72,6 +75,7 @@ class EmbeddedTuneConfig:
     return_best_dev: bool = False
     threads: int = 1
     restarts: int = 20
+    historic_bests: bool = False
     random_directions: int = 3
     decoder: DecoderConfig = field(default_factory=DecoderConfig)
 
@@ -126,7 +130,8 @@ def _inputs_record(config: EmbeddedTuneConfig, spec) -> dict:
     digests = {k: None if q is None else sha256_file(q) for k, q in found.items()}
     decoder = {k: v for k, v in dataclasses.asdict(config.decoder.resolved(spec)).items()}
     return {"files": digests, "nbest": config.nbest, "seed": config.seed, "restarts": config.restarts,
-            "random_directions": config.random_directions, "decoder": decoder, "code": code_version()}
+            "historic_bests": config.historic_bests, "random_directions": config.random_directions,
+            "decoder": decoder, "code": code_version()}
 
 
 class TuneState:
@@ -295,7 +300,7 @@ def tune_embedded(config: EmbeddedTuneConfig, echo: Callable[[str], None] | None
                      stats=np.asarray(stats, dtype=np.float64).reshape(len(stats), NUM_STATS))
         dev_bleu = 100.0 * bleu(dev_stats)
         res = optimize(pool, w, tuned, restarts=config.restarts, random_directions=config.random_directions,
-                       seed=config.seed + it)
+                       seed=config.seed + it, more_starts=[r.weights for r in rows] if config.historic_bests else ())
         t2 = time.perf_counter()
         rows.append(IterationLog(it, dev_bleu, w.copy(), 100.0 * res.score, pool.num_candidates(), t1 - t0, t2 - t1))
         new_w = res.weights

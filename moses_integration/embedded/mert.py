@@ -14,8 +14,8 @@
 * :func:`optimize` is ``SimpleOptimizer`` ("powell" in mert): from a point, line-search along every
   coordinate and some random directions, move to the best point found, repeat while corpus BLEU improves
   by more than 1e-4; run from the current weights (and any further given points) and from ``restarts``
-  random points (uniform in [-1, 1] per weight, as ``mert -n``) and keep the best. The result is L1-normalized over the tuned
-  weights as mert prints it.
+  random points (uniform in [-1, 1] per weight, as ``mert -n``) and keep the best. The result is
+  L1-normalized over the tuned weights as mert prints it.
 
 Where the best interval contains ``x = 0`` (or ties with it) the point does not move; otherwise the new
 point is the interval's midpoint, ``left + 0.1`` for the last interval and ``right - 1000`` for the

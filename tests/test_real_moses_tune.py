@@ -17,7 +17,7 @@ def tuned(tiny_system, tmp_path_factory):
     work = tmp_path_factory.mktemp("tune")
     out = cli("tune", str(s.rescored_ini), "--backend", "moses", "--dev-src", str(s.dev_src), "--dev-ref",
               str(s.dev_ref), "--workdir", str(work), "--nbest", "20", "--maximum-iterations", "2",
-              "--decoder-flags", "-threads 1 -stack 50", "--predictable-seeds",
+              "--decoder-flags", "-threads 1 -stack 50", "--predictable-seeds", "--historic-bests",
               "--moses-home", str(tool("moses").parent.parent))
     return work, out
 
@@ -35,6 +35,8 @@ def test_real_mert_moses_two_iterations_and_the_tuned_ini(tiny_system, tuned):
     log = (work / "mert-moses.log").read_text()
     assert ("Maximum number of iterations exceeded" in log or "None of the weights changed" in log)
     assert log.rstrip().endswith("# exit status: 0")
+    # --historic-bests: the second optimisation also starts from the weights the first decode used
+    assert "--ifile run1.init.opt,run2.init.opt" in log and log.count("--ifile run1.init.opt ") == 2
     ini = read_moses_ini(tuned_ini)
     ini.check_weights_match()
     tm = ini.weights_for("TranslationModel0")

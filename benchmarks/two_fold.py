@@ -80,6 +80,9 @@ def join(first: Path, second: Path, n_boot: int = 1000) -> dict:
     return {"sentences": len(ref), "signature": str(bleu.get_signature()), "rows": rows}
 
 
+HEADER = "# Table 1 over both folds"
+
+
 def render(res: dict, first: Path, second: Path) -> str:
     lines = [f"{HEADER} ({res['sentences']} sentences; {first} + {second})", "",
              "| Configuration | BLEU per MERT run | mean ± sd | Δ mean | p (mean) |", "|---|---|---:|---:|---:|"]
@@ -88,9 +91,6 @@ def render(res: dict, first: Path, second: Path) -> str:
                      f"{'–' if r['delta'] is None else format(r['delta'], '+.2f')} | "
                      f"{'–' if r['p'] is None else format(r['p'], '.4f')} |")
     return "\n".join(lines + ["", f"sacrebleu {res['signature']}", ""])
-
-
-HEADER = "# Table 1 over both folds"
 
 
 def _ours(path: Path) -> bool:

@@ -411,7 +411,7 @@ def optimize(pool: NBestPool, init: Sequence[float], tuned: Sequence[bool], rest
     :param more_starts: further starting points (full vectors), run after ``init`` and before the random
         ones: the weights of earlier iterations for Foster & Kuhn's (2009) historic bests (``mert --ifile
         A,B,...``).
-    :param restarts: random starting points in addition to ``init``.
+    :param restarts: random starting points in addition to ``init`` and ``more_starts``.
     :param random_directions: random directions tried besides the coordinate axes in every pass.
     :param seed: for the random starts and directions (same seed, same result).
     """
@@ -420,7 +420,7 @@ def optimize(pool: NBestPool, init: Sequence[float], tuned: Sequence[bool], rest
     tuned_idx = np.flatnonzero(tuned)
     rng = np.random.default_rng(seed)
     init = np.asarray(init, dtype=np.float64)
-    starts = [init.copy()] + [np.asarray(p, dtype=np.float64).copy() for p in more_starts]
+    starts = [init.copy()] + [np.array(p, dtype=np.float64) for p in more_starts]
     for _ in range(restarts):
         p = init.copy()
         p[tuned_idx] = rng.uniform(-1.0, 1.0, len(tuned_idx))

@@ -4,11 +4,16 @@ The command line is the one the Moses manual gives::
 
     mert-moses.pl DEV.SRC DEV.REF MOSES_HOME/bin/moses MODEL.ini --mertdir MOSES_HOME/bin --working-dir WORK/mert-work
         [--nbest N] [--maximum-iterations K] [--threads T] [--decoder-flags "..."] [--batch-mira]
-        [--return-best-dev] [--predictable-seeds] [--historic-bests]
+        [--return-best-dev] [--predictable-seeds] [--historic-bests] [--mertmertargs="-r SEED"]
 
 ``--threads`` is mert-moses.pl's own (threads of the ``mert`` optimizer); decoder threads go in
 ``--decoder-flags "-threads N"``, as with mert-moses.pl itself: ``threads`` above 1 is passed there too
-unless the decoder flags already name ``-threads``. It runs as a subprocess with an argument
+unless the decoder flags already name ``-threads``. ``mert`` seeds its random restarts from the
+system clock, to the second, unless given ``-r``: two tunings started in the same second draw the same
+restarts and, on the same n-best lists, return the same weights. So ``seed`` reaches it as
+``--mertmertargs="-r SEED"`` (kbmira's ``--batch-mira-args="-r SEED"``), in every iteration, and a
+tuning is repeatable; ``predictable_seeds`` gives mert-moses.pl's own seeds (1000 times the iteration's
+number) instead. It runs as a subprocess with an argument
 list (no shell) from the working directory; its output is streamed to the user and kept in
 ``WORK/mert-moses.log``. mert-moses.pl leaves the tuned configuration in ``mert-work/moses.ini``; it is
 checked (parsed, features and weights agree) and copied to the requested output.
@@ -81,7 +86,10 @@ class MosesTuneConfig:
     decoder_flags: str = setting("", help="moses: passed as mert-moses.pl --decoder-flags, e.g. '-threads 8'.")
     batch_mira: bool = setting(False, help="moses: tune with batch MIRA instead of MERT.")
     return_best_dev: bool = setting(False, help="Keep the weights of the best dev iteration, not the last.")
-    predictable_seeds: bool = setting(False, help="moses: deterministic random restarts.")
+    seed: int = setting(1, at_least=0, help="MERT's random seed (its random restarts; moses: mert's -r, or "
+                                            "kbmira's with --batch-mira, in every iteration).")
+    predictable_seeds: bool = setting(False, help="moses: mert-moses.pl's own seeds (1000 times the iteration's "
+                                                  "number) in place of --seed.")
     historic_bests: bool = setting(False, help="MERT also starts from every earlier iteration's weights "
                                               "(mert-moses.pl --historic-bests; Foster & Kuhn 2009).")
     moses_home: str | None = setting(None, type=str, envvar="MOSES_HOME",
@@ -130,6 +138,8 @@ def mert_moses_argv(cfg: MosesTuneConfig, install: MosesInstall) -> list[str]:
                      ("--predictable-seeds", cfg.predictable_seeds), ("--historic-bests", cfg.historic_bests)):
         if on:
             argv.append(flag)
+    if not cfg.predictable_seeds:   # mert (kbmira) would seed from the clock, to the second
+        argv.append(f"--{'batch-mira-args' if cfg.batch_mira else 'mertmertargs'}=-r {int(cfg.seed)}")
     return argv
 
 

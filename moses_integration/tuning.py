@@ -21,15 +21,13 @@ from .tune_moses import MosesTuneConfig, tune_moses
 
 @dataclass
 class TuneConfig(MosesTuneConfig):
-    """Options of ``tune``: mert-moses.pl's (:class:`MosesTuneConfig`) plus ``backend``, which picks who runs
-    it, and ``seed``, used by ``embedded`` (mert-moses.pl has only ``predictable_seeds``). Moses-only options
-    (``decoder_flags``, ``batch_mira``) are refused with ``embedded``."""
+    """Options of ``tune``: mert-moses.pl's (:class:`MosesTuneConfig`, ``seed`` included, which seeds either
+    backend's MERT) plus ``backend``, which picks who runs it. Moses-only options (``decoder_flags``,
+    ``batch_mira``) are refused with ``embedded``."""
 
     backend: str = setting("moses", choices=BACKENDS,
                            help="moses: a real Moses's mert-moses.pl (MOSES_HOME); embedded: the project's decoder "
                                 "and MERT.")
-    seed: int = setting(1, at_least=0, help="embedded: MERT's random seed.")
-
     @staticmethod
     def check_settings(values: dict, name) -> None:
         """Moses-only options are refused with the embedded backend."""

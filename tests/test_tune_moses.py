@@ -111,7 +111,21 @@ def test_mert_moses_argv_exact(tmp_path, moses_home):
     plain = MosesTuneConfig(ini=Path("/m/moses.ini"), dev_src=Path("/d/dev.fr"), dev_ref=Path("/d/dev.en"),
                             workdir=Path("/w"))
     assert mert_moses_argv(plain, install)[5:] == [f"--mertdir={root}/bin", "--working-dir=/w/mert-work",
-                                                   "--nbest=100", "--maximum-iterations=25", "--threads=1"]
+                                                   "--nbest=100", "--maximum-iterations=25", "--threads=1",
+                                                   "--mertmertargs=-r 1"]
+
+
+@pytest.mark.parametrize("options, want", [
+    ({}, ["--mertmertargs=-r 1"]),                               # mert would seed from the clock otherwise
+    ({"seed": 7}, ["--mertmertargs=-r 7"]),
+    ({"seed": 0}, ["--mertmertargs=-r 0"]),                      # mert takes -r 0 as the seed 0
+    ({"seed": 7, "batch_mira": True}, ["--batch-mira", "--batch-mira-args=-r 7"]),   # kbmira's -r
+    ({"seed": 7, "predictable_seeds": True}, ["--predictable-seeds"]),   # mert-moses.pl's own seeds instead
+])
+def test_the_seed_reaches_mert_or_kbmira(moses_home, options, want):
+    cfg = MosesTuneConfig(ini=Path("/m/moses.ini"), dev_src=Path("/d/dev.fr"), dev_ref=Path("/d/dev.en"),
+                          workdir=Path("/w"), **options)
+    assert mert_moses_argv(cfg, require_moses())[10:] == want
 
 
 def _dev(tmp_path):

@@ -16,7 +16,8 @@ tuning is repeatable; ``predictable_seeds`` gives mert-moses.pl's own seeds (100
 number) instead. It runs as a subprocess with an argument
 list (no shell) from the working directory; its output is streamed to the user and kept in
 ``WORK/mert-moses.log``. mert-moses.pl leaves the tuned configuration in ``mert-work/moses.ini``; it is
-checked (parsed, features and weights agree) and copied to the requested output.
+checked (parsed, features and weights agree) and copied to the requested output without its ``# finished
+DATE`` comment, so that the same tuning gives the same bytes.
 
 Resuming: ``WORK/tune-moses-state.json`` records the argv and the inputs (SHA-256 of the moses.ini and
 the dev set; size and modification time of the model files the ini names) before mert-moses.pl starts.
@@ -329,5 +330,17 @@ def tune_moses(cfg: MosesTuneConfig, echo: Callable[[str], None] | None = None) 
     ini.check_weights_match()
     out = Path(cfg.out) if cfg.out is not None else workdir / "moses.tuned.ini"
     with atomic_open(out, "wb") as f:
-        f.write(tuned.read_bytes())
+        f.write(without_finish_date(tuned.read_bytes()))
     return MosesTuneResult(out, log, argv, ini.weights)
+
+
+def without_finish_date(ini: bytes) -> bytes:
+    """mert-moses.pl's tuned moses.ini without the ``# finished DATE`` line of its opening comments, the
+    one part that differs between two runs of the same tuning; every other byte as it wrote them."""
+    lines = ini.splitlines(keepends=True)
+    for i, line in enumerate(lines):
+        if not line.startswith(b"#"):
+            break
+        if line.startswith(b"# finished "):
+            return b"".join(lines[:i] + lines[i + 1:])
+    return ini

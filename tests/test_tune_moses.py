@@ -13,7 +13,8 @@ from phrase_rescore.moses_integration.backend import MosesBackend, get_backend
 from phrase_rescore.moses_integration.moses_ini import read_moses_ini
 from phrase_rescore.moses_integration.moses_install import find_moses, require_moses
 from phrase_rescore.moses_integration.rewrite import RewriteConfig, process_phrase_table_min_argv, rewrite_moses_ini
-from phrase_rescore.moses_integration.tune_moses import MosesTuneConfig, mert_moses_argv, run_logged, tune_moses
+from phrase_rescore.moses_integration.tune_moses import (MosesTuneConfig, mert_moses_argv, run_logged, tune_moses,
+                                                        without_finish_date)
 from phrase_rescore.app.cli import main
 from phrase_rescore.core.errors import PhraseRescoreError
 
@@ -128,6 +129,23 @@ def test_the_seed_reaches_mert_or_kbmira(moses_home, options, want):
     assert mert_moses_argv(cfg, require_moses())[10:] == want
 
 
+HEAD = b"# MERT optimized configuration\n# decoder /m/bin/moses\n# BLEU 0.42 on dev /d/dev.fr\n"
+
+
+@pytest.mark.parametrize("theirs, ours", [
+    # mert-moses.pl's opening comments: the date goes, the rest stays byte for byte
+    (HEAD + b"# We were before running iteration 3\n# finished Sun Dec  6 12:37:06 UTC 2026\n[weight]\nLM0= 0.5\n",
+     HEAD + b"# We were before running iteration 3\n[weight]\nLM0= 0.5\n"),
+    (HEAD + b"# finished Sun Dec  6 12:37:06 UTC 2026\r\n[weight]\r\n", HEAD + b"[weight]\r\n"),
+    # a comment after the first setting is the ini's own
+    (b"[weight]\n# finished by hand\nLM0= 0.5\n", b"[weight]\n# finished by hand\nLM0= 0.5\n"),
+    (HEAD + b"[weight]\n", HEAD + b"[weight]\n"),
+    (b"", b""),
+])
+def test_the_tuned_ini_leaves_out_when_mert_moses_finished(theirs, ours):
+    assert without_finish_date(theirs) == ours
+
+
 def _dev(tmp_path):
     src, ref = tmp_path / "dev.fr", tmp_path / "dev.en"
     src.write_text("das haus\nes ist klein\n")
@@ -160,7 +178,7 @@ def test_tune_backend_moses_end_to_end_through_the_cli(tmp_path, table6, moses_h
     assert t.feature("TranslationModel0").num_features == 6
     assert len(t.weights_for("TranslationModel0")) == 6
     assert t.weights_for("TranslationModel0") != [0.2] * 6
-    assert tuned.read_bytes() == (work / "mert-work" / "moses.ini").read_bytes()
+    assert tuned.read_bytes() == without_finish_date((work / "mert-work" / "moses.ini").read_bytes())
 
 
 def test_failing_mert_moses_gives_clear_error_and_keeps_log(tmp_path, table6, moses_home, monkeypatch):

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from phrase_rescore.core.config import setting
+from phrase_rescore.core.config import check, flag_name, setting, settings
 from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.core.fileio import atomic_open
 
@@ -48,11 +48,7 @@ def tune(cfg: TuneConfig, echo: Callable[[str], None] | None = None) -> Path:
         res = tune_moses(MosesTuneConfig(**moses_fields), echo=echo)
         return res.tuned_ini
     if cfg.backend == "embedded":
-        unsupported = [flag for flag, on in (("--decoder-flags", bool(cfg.decoder_flags.strip())),
-                                             ("--batch-mira", cfg.batch_mira)) if on]
-        if unsupported:
-            raise PhraseRescoreError(f"{' and '.join(unsupported)} only apply to --backend moses "
-                                     "(the embedded backend always runs MERT, seeded by --seed)")
+        check(TuneConfig, {s.name: getattr(cfg, s.name) for s in settings(TuneConfig)}, flag_name)
         try:
             from .embedded.tune import EmbeddedTuneConfig, tune_embedded
         except ImportError as e:

@@ -15,6 +15,7 @@ from phrase_rescore.moses_integration.moses_install import find_moses, require_m
 from phrase_rescore.moses_integration.rewrite import RewriteConfig, process_phrase_table_min_argv, rewrite_moses_ini
 from phrase_rescore.moses_integration.tune_moses import (MosesTuneConfig, mert_moses_argv, run_logged, tune_moses,
                                                         without_finish_date)
+from phrase_rescore.moses_integration.tuning import TuneConfig, tune
 from phrase_rescore.app.cli import main
 from phrase_rescore.core.errors import PhraseRescoreError
 
@@ -272,3 +273,11 @@ def test_moses_only_options_are_refused_with_embedded(tmp_path):
                                   "--dev-src", str(FIX / "moses.nbest"), "--dev-ref", str(FIX / "moses.nbest"),
                                   "--workdir", str(tmp_path / "w"), "--batch-mira"])
     assert r.exit_code == 1 and "--batch-mira only apply to --backend moses" in r.output
+
+
+def test_tune_itself_refuses_moses_only_options_with_embedded(tmp_path):
+    cfg = TuneConfig(ini=FIX / "train-model.moses.ini", dev_src=FIX / "moses.nbest", dev_ref=FIX / "moses.nbest",
+                     workdir=tmp_path / "w", backend="embedded", decoder_flags=" -threads 4 ", batch_mira=True)
+    with pytest.raises(PhraseRescoreError, match=r"^--decoder-flags and --batch-mira only apply to --backend moses"):
+        tune(cfg)
+    assert not (tmp_path / "w").exists()

@@ -28,6 +28,7 @@ class TuneConfig(MosesTuneConfig):
     backend: str = setting("moses", choices=BACKENDS,
                            help="moses: a real Moses's mert-moses.pl (MOSES_HOME); embedded: the project's decoder "
                                 "and MERT.")
+
     @staticmethod
     def check_settings(values: dict, name) -> None:
         """Moses-only options are refused with the embedded backend."""

@@ -13,11 +13,11 @@ system clock, to the second, unless given ``-r``: two tunings started in the sam
 restarts and, on the same n-best lists, return the same weights. So ``seed`` reaches it as
 ``--mertmertargs="-r SEED"`` (kbmira's ``--batch-mira-args="-r SEED"``), in every iteration, and a
 tuning is repeatable; ``predictable_seeds`` gives mert-moses.pl's own seeds (1000 times the iteration's
-number) instead. It runs as a subprocess with an argument
-list (no shell) from the working directory; its output is streamed to the user and kept in
-``WORK/mert-moses.log``. mert-moses.pl leaves the tuned configuration in ``mert-work/moses.ini``; it is
-checked (parsed, features and weights agree) and copied to the requested output without its ``# finished
-DATE`` comment, so that the same tuning gives the same bytes.
+number) instead. It runs as a subprocess with an argument list (no shell) from the working directory;
+its output is streamed to the user and kept in ``WORK/mert-moses.log``. mert-moses.pl leaves the tuned
+configuration in ``mert-work/moses.ini``; it is checked (parsed, features and weights agree) and copied
+to the requested output without its ``# finished DATE`` comment, so that the same tuning gives the same
+bytes.
 
 Resuming: ``WORK/tune-moses-state.json`` records the argv and the inputs (SHA-256 of the moses.ini and
 the dev set; size and modification time of the model files the ini names) before mert-moses.pl starts.

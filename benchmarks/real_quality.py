@@ -241,7 +241,7 @@ def run_all(args) -> None:
 
     registry = default_registry()
     work = Path(args.workdir).resolve()
-    base = [f"train.preset={args.preset!r}"] + (
+    base = ([] if args.preset is None else [f"train.preset={args.preset!r}"]) + (
         [] if args.max_iterations is None else [f"tune.max_iterations={int(args.max_iterations)}"]) + list(args.set)
     stages = load_workflow(args.workflow, registry, overrides=base).stages
     more = ([] if not args.reverse or "train-reverse" in stages else ["prepare-reverse", "train-reverse"]) \
@@ -495,7 +495,8 @@ def main(argv=None) -> None:
     ap.add_argument("--mert-runs", type=int, default=3)
     ap.add_argument("--train-budget", type=float, default=None, help="time_budget_s of each encoder-decoder, "
                     "[train], [train-reverse] and [train-ensemble] (default: the workflow's)")
-    ap.add_argument("--preset", default="small")
+    ap.add_argument("--preset", default=None, help="[train] preset (default: the workflow's; a workflow "
+                    "without a train stage takes none)")
     ap.add_argument("--max-iterations", type=int, default=None, help="MERT iterations per run, a cap "
                     "(default: the workflow's [tune] max_iterations)")
     ap.add_argument("--bootstrap", type=int, default=1000)

@@ -371,3 +371,30 @@ def test_shared_from_splits_and_tokenizes_again_for_other_halves_and_keeps_the_m
                                          r"here\), and it trains a network"):
         _dry_run_with(tmp_path, "--cslm-runs", "0", "--shared-from", str(home), "--set", "prepare.vocab_size=10",
                       workdir="other")
+
+
+def test_a_workflow_with_its_models_as_inputs_runs_without_a_train_stage(tmp_path, capsys):
+    """A workflow that takes its trained models from ``[inputs]`` (a new system scored by existing models)
+    plans without a train stage; ``--preset`` still sets [train]'s preset when the workflow trains."""
+    data = tmp_path / "data"
+    data.mkdir()
+    for name in ("train.en", "train.fr", "dev.en", "dev.fr", "test.en", "test.fr", "model.pt", "reverse.pt"):
+        (data / name).write_text("a b\n", encoding="utf-8")
+    wf = tmp_path / "given-models.toml"
+    wf.write_text('[workflow]\nname = "given-models"\n'
+                  'stages = ["build-smt", "tokenize", "score", "moses-ini", "tune", "evaluate"]\n[inputs]\n'
+                  + "".join(f'{a} = "{data / f}"\n' for a, f in (
+                      ("train_src", "train.en"), ("train_tgt", "train.fr"), ("dev_src", "dev.en"),
+                      ("dev_ref", "dev.fr"), ("test_src", "test.en"), ("test_ref", "test.fr"),
+                      ("model", "model.pt"), ("model_reverse", "reverse.pt")))
+                  + '[common]\nbackend = "moses"\n', encoding="utf-8")
+    real_quality.main(["--workdir", str(tmp_path / "w"), "--workflow", str(wf), "--backends", "moses",
+                       "--mert-runs", "1", "--dry-run"])
+    registry = default_registry()
+    models = load_workflow(tmp_path / "w" / "workflows" / "shared-models.toml", registry)
+    assert models.stages == ["build-smt", "score", "moses-ini-rnn", "moses-ini-rnn-wp"]
+    assert models.inputs["model"] == data / "model.pt"
+    assert models.inputs["model_reverse"] == data / "reverse.pt"
+    _dry_run_with(tmp_path, "--preset", "paper", workdir="p")
+    trained = load_workflow(tmp_path / "p" / "workflows" / "shared-models.toml", registry)
+    assert trained.params["train"]["preset"] == trained.params["train-reverse"]["preset"] == "paper"

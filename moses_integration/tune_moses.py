@@ -2,24 +2,26 @@
 
 The command line is the one the Moses manual gives::
 
-    mert-moses.pl DEV.SRC DEV.REF MOSES_HOME/bin/moses MODEL.ini --mertdir MOSES_HOME/bin --working-dir WORK/mert-work
+    mert-moses.pl DEV.SRC DEV.REF MOSES_HOME/bin/moses MODEL.ini --mertdir WORK/mert-bin --working-dir WORK/mert-work
         [--nbest N] [--maximum-iterations K] [--threads T] [--decoder-flags "..."] [--batch-mira]
-        [--return-best-dev] [--predictable-seeds] [--historic-bests] [--mertmertargs="-r SEED"]
+        [--return-best-dev] [--predictable-seeds] [--historic-bests]
 
 ``--threads`` is mert-moses.pl's own (threads of the ``mert`` optimizer); decoder threads go in
 ``--decoder-flags "-threads N"``, as with mert-moses.pl itself: ``threads`` above 1 is passed there too
 unless the decoder flags already name ``-threads``. ``mert`` seeds its random restarts from the
 system clock, to the second, unless given ``-r``: two tunings started in the same second draw the same
-restarts and, on the same n-best lists, return the same weights. So ``seed`` reaches it as
-``--mertmertargs="-r SEED"`` (kbmira's ``--batch-mira-args="-r SEED"``), in every iteration, and a
-tuning is repeatable; ``predictable_seeds`` gives mert-moses.pl's own seeds (1000 times the iteration's
-number) instead. It runs as a subprocess with an argument list (no shell) from the working directory;
+restarts and, on the same n-best lists, return the same weights. So ``--mertdir`` is
+``WORK/mert-bin``, where ``mert`` and ``kbmira`` are launchers that add ``-r`` with the seed of each
+iteration (:mod:`.mert_seeds`: ``seed * 1000 + i``; the other programs link to ``MOSES_HOME/bin``), and
+a tuning is repeatable while each iteration draws new restarts; ``predictable_seeds`` gives
+mert-moses.pl's own seeds (1000 times the iteration's number, the same in every run) and the real
+``--mertdir`` instead. It runs as a subprocess with an argument list (no shell) from the working directory;
 its output is streamed to the user and kept in ``WORK/mert-moses.log``. mert-moses.pl leaves the tuned
 configuration in ``mert-work/moses.ini``; it is checked (parsed, features and weights agree) and copied
 to the requested output without its ``# finished DATE`` comment, so that the same tuning gives the same
 bytes.
 
-Resuming: ``WORK/tune-moses-state.json`` records the argv and the inputs (SHA-256 of the moses.ini and
+Resuming: ``WORK/tune-moses-state.json`` records the argv, the seed and the inputs (SHA-256 of the moses.ini and
 the dev set; size and modification time of the model files the ini names) before mert-moses.pl starts.
 A rerun with the same record, after a run that did not finish, adds mert-moses.pl's ``--continue``: it
 reads ``mert-work/finished_step.txt`` and starts after the last iteration whose decoder and mert runs
@@ -53,10 +55,12 @@ from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.core.fileio import atomic_open, read_text_lines, sha256_file
 
 from .embedded.bleu_stats import corpus_bleu
+from .mert_seeds import ITERATIONS_PER_SEED, write_launchers
 from .moses_ini import read_moses_ini
 from .moses_install import MosesInstall, require_moses
 
 MERT_WORK = "mert-work"
+MERT_BIN = "mert-bin"
 LOG_NAME = "mert-moses.log"
 STATE_NAME = "tune-moses-state.json"
 STATE_FORMAT = "phrase-rescore mert-moses.pl state 1"
@@ -80,15 +84,16 @@ class MosesTuneConfig:
     workdir: Path
     out: Path | None = None
     nbest: int = setting(100, at_least=1, help="n-best list size per iteration.")
-    max_iterations: int = setting(25, at_least=1, aliases=("maximum-iterations",), help="Most MERT iterations.")
+    max_iterations: int = setting(25, at_least=1, below=ITERATIONS_PER_SEED, aliases=("maximum-iterations",),
+                                  help="Most MERT iterations.")
     threads: int = setting(1, at_least=1, help="moses: mert-moses.pl --threads (the optimizer) and the decoder's "
                                               "-threads (unless --decoder-flags sets it); embedded: decoder "
                                               "processes.")
     decoder_flags: str = setting("", help="moses: passed as mert-moses.pl --decoder-flags, e.g. '-threads 8'.")
     batch_mira: bool = setting(False, help="moses: tune with batch MIRA instead of MERT.")
     return_best_dev: bool = setting(False, help="Keep the weights of the best dev iteration, not the last.")
-    seed: int = setting(1, at_least=0, help="MERT's random seed (its random restarts; moses: mert's -r, or "
-                                            "kbmira's with --batch-mira, in every iteration).")
+    seed: int = setting(1, at_least=0, help="MERT's random seed (its random restarts, drawn anew in each "
+                                            "iteration; moses: mert's -r, or kbmira's with --batch-mira).")
     predictable_seeds: bool = setting(False, help="moses: mert-moses.pl's own seeds (1000 times the iteration's "
                                                   "number) in place of --seed.")
     historic_bests: bool = setting(False, help="MERT also starts from every earlier iteration's weights "
@@ -125,11 +130,13 @@ def decoder_flags(flags: str, threads: int) -> str:
 
 def mert_moses_argv(cfg: MosesTuneConfig, install: MosesInstall) -> list[str]:
     """The exact argv of the mert-moses.pl run for ``cfg`` (paths absolute, since it changes directory)."""
-    work = Path(cfg.workdir).resolve() / MERT_WORK
+    workdir = Path(cfg.workdir).resolve()
+    # mert seeded in each iteration through the launchers in WORK/mert-bin (see the module docstring)
+    mertdir = install.bin_dir if cfg.predictable_seeds else workdir / MERT_BIN
     argv = [os.fspath(install.mert_moses),
             os.fspath(Path(cfg.dev_src).resolve()), os.fspath(Path(cfg.dev_ref).resolve()),
             os.fspath(install.moses), os.fspath(Path(cfg.ini).resolve()),
-            f"--mertdir={install.bin_dir}", f"--working-dir={work}",
+            f"--mertdir={mertdir}", f"--working-dir={workdir / MERT_WORK}",
             f"--nbest={int(cfg.nbest)}", f"--maximum-iterations={int(cfg.max_iterations)}",
             f"--threads={int(cfg.threads)}"]
     flags = decoder_flags(cfg.decoder_flags, cfg.threads)
@@ -139,8 +146,6 @@ def mert_moses_argv(cfg: MosesTuneConfig, install: MosesInstall) -> list[str]:
                      ("--predictable-seeds", cfg.predictable_seeds), ("--historic-bests", cfg.historic_bests)):
         if on:
             argv.append(flag)
-    if not cfg.predictable_seeds:   # mert (kbmira) would seed from the clock, to the second
-        argv.append(f"--{'batch-mira-args' if cfg.batch_mira else 'mertmertargs'}=-r {int(cfg.seed)}")
     return argv
 
 
@@ -222,7 +227,7 @@ class MertProgress:
 
 
 def _inputs_record(cfg: MosesTuneConfig, argv: list[str]) -> dict:
-    """What decides mert-moses.pl's iterations: its argv and its inputs (see the module docstring)."""
+    """What decides mert-moses.pl's iterations: its argv, the seed and its inputs (see the module docstring)."""
     files = {"ini": sha256_file(cfg.ini), "dev_src": sha256_file(cfg.dev_src), "dev_ref": sha256_file(cfg.dev_ref)}
     models = {}
     for f in read_moses_ini(cfg.ini).features:
@@ -233,7 +238,9 @@ def _inputs_record(cfg: MosesTuneConfig, argv: list[str]) -> dict:
                 models[f.name] = [p, st.st_size, st.st_mtime_ns]
             except OSError:
                 models[f.name] = [p, None, None]
-    return {"argv": argv, "files": files, "models": models}
+    # the seed reaches mert through the launchers, not the argv
+    return {"argv": argv, "seed": None if cfg.predictable_seeds else int(cfg.seed), "files": files,
+            "models": models}
 
 
 def _read_state(path: Path) -> dict | None:
@@ -280,6 +287,8 @@ def tune_moses(cfg: MosesTuneConfig, echo: Callable[[str], None] | None = None) 
     workdir = Path(cfg.workdir).resolve()
     workdir.mkdir(parents=True, exist_ok=True)
     argv = mert_moses_argv(cfg, install)
+    if not cfg.predictable_seeds:
+        write_launchers(workdir / MERT_BIN, install.bin_dir, cfg.seed)
     log = workdir / LOG_NAME
     mert_work = workdir / MERT_WORK
     tuned = mert_work / "moses.ini"

@@ -74,6 +74,7 @@ with open(ffile, "w") as ff, open(sfile, "w") as sf:
 
 MERT = _COMMON + r'''
 args = sys.argv[1:]
+json.dump(args, open("mert-argv.json", "w"))
 d = int(args[args.index("-d") + 1])
 ws = [round((-1) ** i / (i + 2), 6) for i in range(d)]
 s = sum(abs(w) for w in ws)
@@ -104,8 +105,9 @@ with open(dev_f) as fin, open("run1.out", "w") as fout:
 run([os.path.join(mertdir, "extractor"), "--scconfig", "case:true", "--scfile", "run1.scores.dat",
      "--ffile", "run1.features.dat", "-r", dev_e, "-n", f"run1.best{n}.out"])
 dims = sum(k for name, k in feats if name != "UnknownWordPenalty0")
+open("run1.init.opt", "w").write("0\n")
 run([os.path.join(mertdir, "mert"), "-d", str(dims), "--scconfig", "case:true", "--ffile", "run1.features.dat",
-     "--scfile", "run1.scores.dat", "-n", "20"])
+     "--scfile", "run1.scores.dat", "--ifile", "run1.init.opt", "-n", "20"])
 weights = [float(x) for x in open("weights.txt").read().split()]
 # create_config: header, the ini without its [weight] section (first line swallowed), then [weight] last
 out = open("moses.ini", "w")

@@ -112,22 +112,46 @@ def test_mert_moses_argv_exact(tmp_path, moses_home):
         "--predictable-seeds", "--historic-bests"]
     plain = MosesTuneConfig(ini=Path("/m/moses.ini"), dev_src=Path("/d/dev.fr"), dev_ref=Path("/d/dev.en"),
                             workdir=Path("/w"))
-    assert mert_moses_argv(plain, install)[5:] == [f"--mertdir={root}/bin", "--working-dir=/w/mert-work",
-                                                   "--nbest=100", "--maximum-iterations=25", "--threads=1",
-                                                   "--mertmertargs=-r 1"]
+    # mert and kbmira run through the launchers in WORK/mert-bin, which seed each iteration
+    assert mert_moses_argv(plain, install)[5:] == ["--mertdir=/w/mert-bin", "--working-dir=/w/mert-work",
+                                                   "--nbest=100", "--maximum-iterations=25", "--threads=1"]
 
 
 @pytest.mark.parametrize("options, want", [
-    ({}, ["--mertmertargs=-r 1"]),                               # mert would seed from the clock otherwise
-    ({"seed": 7}, ["--mertmertargs=-r 7"]),
-    ({"seed": 0}, ["--mertmertargs=-r 0"]),                      # mert takes -r 0 as the seed 0
-    ({"seed": 7, "batch_mira": True}, ["--batch-mira", "--batch-mira-args=-r 7"]),   # kbmira's -r
-    ({"seed": 7, "predictable_seeds": True}, ["--predictable-seeds"]),   # mert-moses.pl's own seeds instead
+    ({}, "1001"),                           # seed 1, iteration 1: mert would seed from the clock otherwise
+    ({"seed": 7}, "7001"),
+    ({"seed": 0}, "1"),
+    ({"seed": 7, "predictable_seeds": True}, None),   # mert-moses.pl's own seeds: the real mert, no -r of ours
 ])
-def test_the_seed_reaches_mert_or_kbmira(moses_home, options, want):
-    cfg = MosesTuneConfig(ini=Path("/m/moses.ini"), dev_src=Path("/d/dev.fr"), dev_ref=Path("/d/dev.en"),
-                          workdir=Path("/w"), **options)
-    assert mert_moses_argv(cfg, require_moses())[10:] == want
+def test_the_seed_of_the_iteration_reaches_mert(tmp_path, table6, moses_home, options, want):
+    """mert-moses.pl (the stand-in, which runs one iteration) runs mert from --mertdir, as the real one does."""
+    src, ref = _dev(tmp_path)
+    ini = tmp_path / "rescored.ini"
+    rewrite_moses_ini(RewriteConfig(FIX / "train-model.moses.ini", table6, ini))
+    cfg = MosesTuneConfig(ini=ini, dev_src=src, dev_ref=ref, workdir=tmp_path / "w", **options)
+    tune_moses(cfg, echo=lambda s: None)
+    mertdir = next(a for a in mert_moses_argv(cfg, require_moses()) if a.startswith("--mertdir="))
+    got = json.loads((tmp_path / "w" / "mert-work" / "mert-argv.json").read_text())
+    if want is None:
+        assert mertdir == f"--mertdir={moses_home.resolve()}/bin" and "-r" not in got
+        assert not (tmp_path / "w" / "mert-bin").exists()
+    else:
+        assert mertdir == f"--mertdir={tmp_path / 'w' / 'mert-bin'}" and got[-2:] == ["-r", want]
+
+
+def test_another_seed_is_another_run_not_the_finished_one(tmp_path, table6, moses_home):
+    """The seed reaches mert through the launchers, not mert-moses.pl's argv: it is still part of what
+    makes a run the same one (to collect, or to continue)."""
+    src, ref = _dev(tmp_path)
+    ini = tmp_path / "rescored.ini"
+    rewrite_moses_ini(RewriteConfig(FIX / "train-model.moses.ini", table6, ini))
+    for seed, collected in ((1, False), (1, True), (2, False)):
+        said = []
+        tune_moses(MosesTuneConfig(ini=ini, dev_src=src, dev_ref=ref, workdir=tmp_path / "w", seed=seed),
+                   echo=said.append)
+        assert any("had finished this run" in s for s in said) == collected, seed
+        got = json.loads((tmp_path / "w" / "mert-work" / "mert-argv.json").read_text())
+        assert got[-2:] == ["-r", f"{seed}001"]
 
 
 HEAD = b"# MERT optimized configuration\n# decoder /m/bin/moses\n# BLEU 0.42 on dev /d/dev.fr\n"

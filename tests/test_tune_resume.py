@@ -18,6 +18,7 @@ from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.moses_integration.embedded import tune as tune_mod
 from phrase_rescore.moses_integration.embedded.decoder import Decoder
 from phrase_rescore.moses_integration.embedded.tune import EmbeddedTuneConfig, tune_embedded
+from phrase_rescore.moses_integration.mert_seeds import iteration_seed
 
 ITERATIONS = 4
 
@@ -96,11 +97,11 @@ def decoded(monkeypatch):
 
 
 def _fail_in_iteration(monkeypatch, k: int, how):
-    """Make MERT of iteration ``k`` (the seed is ``seed + k``) fail with ``how()``, after its decode."""
+    """Make MERT of iteration ``k`` (seed 1) fail with ``how()``, after its decode."""
     original = tune_mod.optimize
 
     def optimize(pool, init, tuned, seed=0, **kw):
-        if seed == 1 + k:
+        if seed == iteration_seed(1, k):
             how()
         return original(pool, init, tuned, seed=seed, **kw)
 
@@ -112,6 +113,21 @@ def test_the_log_has_decode_and_optimise_seconds(uninterrupted):
     assert [int(r["iteration"]) for r in rows] == list(range(1, ITERATIONS + 1))
     for r in rows:
         assert float(r["seconds_decode"]) > 0 and float(r["seconds_mert"]) > 0
+
+
+def test_each_iteration_draws_its_restarts_from_a_seed_of_its_own(system, tmp_path, monkeypatch):
+    """Seed 1's iterations use 1001, 1002, ...; seed 2's first is 2001, not seed 1's second."""
+    seen = []
+    original = tune_mod.optimize
+
+    def optimize(pool, init, tuned, seed=0, **kw):
+        seen.append(seed)
+        return original(pool, init, tuned, seed=seed, **kw)
+
+    monkeypatch.setattr(tune_mod, "optimize", optimize)
+    tune_embedded(_config(system, tmp_path / "a", max_iterations=2))
+    tune_embedded(_config(system, tmp_path / "b", max_iterations=2, seed=2))
+    assert seen == [1001, 1002, 2001, 2002]
 
 
 @pytest.mark.parametrize("k", [1, 3])
@@ -309,7 +325,7 @@ def test_moses_backend_continues_an_interrupted_mert_moses(tmp_path):
     def tune(work: Path, ok: bool = True):
         r = CliRunner().invoke(main, ["--quiet", "tune", str(s["ini"]), "--backend", "moses", "--dev-src",
                                       str(s["src"]), "--dev-ref", str(s["ref"]), "--workdir", str(work),
-                                      "--nbest", "10", "--max-iterations", "2", "--predictable-seeds",
+                                      "--nbest", "10", "--max-iterations", "2", "--seed", "3",
                                       "--decoder-flags", "-threads 1", "--moses-home", str(home)])
         assert (r.exit_code == 0) == ok, r.output
         return r
@@ -325,6 +341,9 @@ def test_moses_backend_continues_an_interrupted_mert_moses(tmp_path):
     assert "tune: resuming mert-moses.pl after iteration 1 (--continue)" in r.stderr
     log = (work / "mert-moses.log").read_text()
     assert "--continue" in log and "Last finished step is 1" in log
+    # the continued run's mert gets the second iteration's seed, as the uninterrupted run's did
+    for w in (work, tmp_path / "whole"):
+        assert "Seeding random numbers with 3002\n" in (w / "mert-work" / "run2.mert.log").read_text()
     assert (work / "mert-work" / "run1.out").stat().st_mtime_ns == first          # not decoded again
     def tuned(w: Path) -> list[str]:     # mert-moses.pl writes the time it finished into the ini
         return [ln for ln in (w / "moses.tuned.ini").read_text().splitlines() if not ln.startswith("# finished ")]

@@ -31,6 +31,7 @@ from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.core.fileio import atomic_open, read_text_lines, sha256_file
 from phrase_rescore.core.version import code_version
 
+from ..mert_seeds import iteration_seed
 from ..moses_ini import read_moses_ini
 from .bleu_stats import NUM_STATS, Reference, bleu, sentence_stats
 from .decoder import Decoder, DecoderConfig, read_sentences
@@ -55,7 +56,8 @@ class EmbeddedTuneConfig:
     :ivar workdir: where the tuned ``moses.ini``, ``tune-log.csv`` and the per-iteration outputs go.
     :ivar nbest: n-best list size per iteration (distinct, mert-moses.pl's default 100).
     :ivar max_iterations: at most this many decode + optimize rounds (mert-moses.pl: 25).
-    :ivar seed: MERT's random restarts and directions.
+    :ivar seed: MERT's random restarts and directions, drawn anew in each iteration
+        (:func:`~phrase_rescore.moses_integration.mert_seeds.iteration_seed`).
     :ivar return_best_dev: keep the weights of the iteration with the highest dev BLEU instead of the last ones.
     :ivar threads: decoding processes.
     :ivar restarts: random starting points per MERT run (mert-moses.pl: 20).
@@ -300,7 +302,7 @@ def tune_embedded(config: EmbeddedTuneConfig, echo: Callable[[str], None] | None
                      stats=np.asarray(stats, dtype=np.float64).reshape(len(stats), NUM_STATS))
         dev_bleu = 100.0 * bleu(dev_stats)
         res = optimize(pool, w, tuned, restarts=config.restarts, random_directions=config.random_directions,
-                       seed=config.seed + it, more_starts=[r.weights for r in rows] if config.historic_bests else ())
+                       seed=iteration_seed(config.seed, it), more_starts=[r.weights for r in rows] if config.historic_bests else ())
         t2 = time.perf_counter()
         rows.append(IterationLog(it, dev_bleu, w.copy(), 100.0 * res.score, pool.num_candidates(), t1 - t0, t2 - t1))
         new_w = res.weights

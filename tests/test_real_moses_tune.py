@@ -64,6 +64,20 @@ def test_the_same_seed_tunes_to_the_same_weights(tiny_system, tuned, tmp_path):
     assert (tmp_path / "moses.tuned.ini").read_bytes() == (work / "moses.tuned.ini").read_bytes()
 
 
+def test_batch_mira_runs_through_the_seeding_launcher(tiny_system, tmp_path):
+    """kbmira, like mert, runs from WORK/mert-bin with -r added: the real one takes it and tunes."""
+    s = tiny_system
+    out = cli("tune", str(s.rescored_ini), "--backend", "moses", "--dev-src", str(s.dev_src), "--dev-ref",
+              str(s.dev_ref), "--workdir", str(tmp_path), "--nbest", "20", "--maximum-iterations", "1",
+              "--decoder-flags", "-threads 1 -stack 50", "--seed", "7", "--batch-mira",
+              "--moses-home", str(tool("moses").parent.parent))
+    assert f"tuned moses.ini: {tmp_path / 'moses.tuned.ini'}" in out
+    log = (tmp_path / "mert-moses.log").read_text()
+    assert any(ln.startswith(f"Executing: {tmp_path / 'mert-bin' / 'kbmira'} ") for ln in log.splitlines())
+    assert "Initialising random seed to 7001\n" in (tmp_path / "mert-work" / "run1.mert.log").read_text()
+    read_moses_ini(tmp_path / "moses.tuned.ini").check_weights_match()
+
+
 def test_evaluate_with_the_real_moses_reports_from_the_tuned_ini(tiny_system, tuned, tmp_path):
     s = tiny_system
     work, _ = tuned

@@ -302,7 +302,8 @@ def tune_embedded(config: EmbeddedTuneConfig, echo: Callable[[str], None] | None
                      stats=np.asarray(stats, dtype=np.float64).reshape(len(stats), NUM_STATS))
         dev_bleu = 100.0 * bleu(dev_stats)
         res = optimize(pool, w, tuned, restarts=config.restarts, random_directions=config.random_directions,
-                       seed=iteration_seed(config.seed, it), more_starts=[r.weights for r in rows] if config.historic_bests else ())
+                       seed=iteration_seed(config.seed, it),
+                       more_starts=[r.weights for r in rows] if config.historic_bests else ())
         t2 = time.perf_counter()
         rows.append(IterationLog(it, dev_bleu, w.copy(), 100.0 * res.score, pool.num_candidates(), t1 - t0, t2 - t1))
         new_w = res.weights

@@ -13,7 +13,8 @@ the main workflow):
   once they are all done: the workflow's two models train in the time of the longer one;
 - per backend and MERT seed, the tuning and evaluation stages in ``WORKDIR/seeds/BACKEND-seedN/``, a
   workflow whose ``[inputs]`` are the shared stages' outputs; ``tune.seed`` = N seeds its MERT's random
-  restarts (the embedded MERT's, or mert's ``-r`` under mert-moses.pl), so the runs differ and repeat.
+  restarts, drawn anew in each iteration (the embedded MERT's, or mert's ``-r`` under mert-moses.pl), so
+  the runs differ and repeat.
   Each tuning run is a job of its own, started as soon as the shared stages it reads are done (the
   baseline's needs only the built system, so with ``--jobs`` above 1 it runs beside the training); the
   seed's evaluation follows its three.

@@ -34,7 +34,8 @@ BLEU``), and the seconds spent decoding and optimizing, timed by when mert-moses
 lines arrive: decoding from ``Executing: DECODER ... -n-best-list ... > run{i}.out`` to ``Scoring the
 nbestlist.``; optimizing (extractor and mert) from there to ``Executing: \\cp -f weights.txt
 run{i}.weights.txt``. mert-moses.pl prints no times of its own besides whole-iteration dates to the
-second, so these include the few file operations between those lines.
+second, so these include the few file operations between those lines. mert's BLEU comes after the line
+that closes its iteration; the row is written when the iteration closes and again when it arrives.
 """
 from __future__ import annotations
 
@@ -101,6 +102,12 @@ class MosesTuneConfig:
     moses_home: str | None = setting(None, type=str, envvar="MOSES_HOME",
                                      help="Moses installation root (default: $MOSES_HOME, or moses on PATH).")
 
+    @property
+    def launcher_seed(self) -> int | None:
+        """The run's seed, which the launchers in ``WORK/mert-bin`` turn into each iteration's; None with
+        ``predictable_seeds`` (mert-moses.pl's own seeds, the real ``--mertdir``, no launchers)."""
+        return None if self.predictable_seeds else int(self.seed)
+
 
 @dataclass
 class MosesTuneResult:
@@ -132,7 +139,7 @@ def mert_moses_argv(cfg: MosesTuneConfig, install: MosesInstall) -> list[str]:
     """The exact argv of the mert-moses.pl run for ``cfg`` (paths absolute, since it changes directory)."""
     workdir = Path(cfg.workdir).resolve()
     # mert seeded in each iteration through the launchers in WORK/mert-bin (see the module docstring)
-    mertdir = install.bin_dir if cfg.predictable_seeds else workdir / MERT_BIN
+    mertdir = install.bin_dir if cfg.launcher_seed is None else workdir / MERT_BIN
     argv = [os.fspath(install.mert_moses),
             os.fspath(Path(cfg.dev_src).resolve()), os.fspath(Path(cfg.dev_ref).resolve()),
             os.fspath(install.moses), os.fspath(Path(cfg.ini).resolve()),
@@ -188,16 +195,20 @@ def run_logged(argv: Sequence[str], log_path: Path, cwd: Path | None = None,
 
 class MertProgress:
     """Per-iteration times and BLEU read from mert-moses.pl's output lines as they arrive (see the module
-    docstring); ``on_finished(iteration)`` is called when an iteration's optimizer has finished."""
+    docstring); ``on_finished(iteration)`` is called when an iteration's optimizer has finished, and
+    ``on_best(iteration)``, if given, when mert's n-best BLEU of an iteration arrives (after the line that
+    closes the iteration)."""
 
     DECODE = re.compile(r"^Executing: .* -n-best-list \S+ \d+.*> run(\d+)\.out\s*$")
     SCORING = "Scoring the nbestlist."
     OPTIMIZED = re.compile(r"^Executing: \\cp -f weights\.txt run(\d+)\.weights\.txt\s*$")
     BEST = re.compile(r"^\((\d+)\) BEST at \d+:? .* => (\S+) at ")
 
-    def __init__(self, rows: dict[int, dict], on_finished: Callable[[int], None]):
+    def __init__(self, rows: dict[int, dict], on_finished: Callable[[int], None],
+                 on_best: Callable[[int], None] | None = None):
         self.rows = rows
         self.on_finished = on_finished
+        self.on_best = on_best
         self._current: int | None = None
         self._t: dict[str, float] = {}
 
@@ -221,9 +232,12 @@ class MertProgress:
         m = self.BEST.match(line)
         if m:
             try:
-                self.rows.setdefault(int(m.group(1)), {})["mert_bleu"] = 100.0 * float(m.group(2))
+                it, bleu = int(m.group(1)), 100.0 * float(m.group(2))
             except ValueError:
-                pass
+                return
+            self.rows.setdefault(it, {})["mert_bleu"] = bleu
+            if self.on_best is not None:
+                self.on_best(it)
 
 
 def _inputs_record(cfg: MosesTuneConfig, argv: list[str]) -> dict:
@@ -239,7 +253,7 @@ def _inputs_record(cfg: MosesTuneConfig, argv: list[str]) -> dict:
             except OSError:
                 models[f.name] = [p, None, None]
     # the seed reaches mert through the launchers, not the argv
-    return {"argv": argv, "seed": None if cfg.predictable_seeds else int(cfg.seed), "files": files,
+    return {"argv": argv, "seed": cfg.launcher_seed, "files": files,
             "models": models}
 
 
@@ -287,8 +301,8 @@ def tune_moses(cfg: MosesTuneConfig, echo: Callable[[str], None] | None = None) 
     workdir = Path(cfg.workdir).resolve()
     workdir.mkdir(parents=True, exist_ok=True)
     argv = mert_moses_argv(cfg, install)
-    if not cfg.predictable_seeds:
-        write_launchers(workdir / MERT_BIN, install.bin_dir, cfg.seed)
+    if cfg.launcher_seed is not None:
+        write_launchers(workdir / MERT_BIN, install.bin_dir, cfg.launcher_seed)
     log = workdir / LOG_NAME
     mert_work = workdir / MERT_WORK
     tuned = mert_work / "moses.ini"
@@ -324,7 +338,11 @@ def tune_moses(cfg: MosesTuneConfig, echo: Callable[[str], None] | None = None) 
                 rows[it]["dev_bleu"] = None
             save()
 
-        progress = MertProgress(rows, finished)
+        def best(it: int) -> None:
+            if "seconds_mert" in rows.get(it, {}):   # the iteration's row is written; add mert's BLEU to it
+                save()
+
+        progress = MertProgress(rows, finished, best)
 
         def on_line(line: str) -> None:
             progress.feed(line, time.monotonic())

@@ -13,8 +13,8 @@ from phrase_rescore.moses_integration.backend import MosesBackend, get_backend
 from phrase_rescore.moses_integration.moses_ini import read_moses_ini
 from phrase_rescore.moses_integration.moses_install import find_moses, require_moses
 from phrase_rescore.moses_integration.rewrite import RewriteConfig, process_phrase_table_min_argv, rewrite_moses_ini
-from phrase_rescore.moses_integration.tune_moses import (MosesTuneConfig, mert_moses_argv, run_logged, tune_moses,
-                                                        without_finish_date)
+from phrase_rescore.moses_integration.tune_moses import (MertProgress, MosesTuneConfig, mert_moses_argv, run_logged,
+                                                        tune_moses, without_finish_date)
 from phrase_rescore.moses_integration.tuning import TuneConfig, tune
 from phrase_rescore.app.cli import main
 from phrase_rescore.core.errors import PhraseRescoreError
@@ -204,6 +204,25 @@ def test_tune_backend_moses_end_to_end_through_the_cli(tmp_path, table6, moses_h
     assert len(t.weights_for("TranslationModel0")) == 6
     assert t.weights_for("TranslationModel0") != [0.2] * 6
     assert tuned.read_bytes() == without_finish_date((work / "mert-work" / "moses.ini").read_bytes())
+
+
+def test_mert_bleu_of_an_iteration_is_saved_when_it_arrives():
+    """mert-moses.pl prints ``(i) BEST at i: WEIGHTS => BLEU at DATE`` after the line that closes
+    iteration i: the row, written when the iteration closed, is written again with mert's BLEU."""
+    rows, finished, best = {}, [], []
+    progress = MertProgress(rows, finished.append, best.append)
+    for t, line in [
+            (10.0, "Executing: /opt/moses/bin/moses -threads 1 -config filtered/moses.ini -inputtype 0 -w 0.0 "
+                   "-show-weights -n-best-list run1.best200.out 200 distinct  -input-file dev.src > run1.out"),
+            (14.0, "Scoring the nbestlist."),
+            (16.5, "Executing: \\cp -f weights.txt run1.weights.txt")]:
+        progress.feed(line, t)
+    assert finished == [1] and best == []
+    assert rows == {1: {"seconds_decode": 4.0, "seconds_mert": 2.5}}
+    progress.feed("(1) BEST at 1: 0.1 -0.2 0.3 => 0.583739 at Sun Dec  6 18:00:00 UTC 2026", 16.6)
+    assert best == [1] and rows[1]["mert_bleu"] == pytest.approx(58.3739)
+    progress.feed("(2) BEST at 2: 0.1 -0.2 0.3 => nan-ish at Sun Dec  6 18:01:00 UTC 2026", 17.0)
+    assert best == [1] and 2 not in rows                 # what is not a number is not recorded
 
 
 def test_failing_mert_moses_gives_clear_error_and_keeps_log(tmp_path, table6, moses_home, monkeypatch):

@@ -335,6 +335,9 @@ def test_moses_backend_continues_an_interrupted_mert_moses(tmp_path):
     work = tmp_path / "work"
     r = tune(work, ok=False)
     assert "mert-moses.pl failed" in r.stderr
+    # the log of the failed run has its finished iteration with mert's BLEU, which came after the iteration closed
+    rows = list(csv.DictReader((work / "tune-log.csv").open()))
+    assert [int(r["iteration"]) for r in rows] == [1] and 0 <= float(rows[0]["mert_bleu"]) <= 100
     first = (work / "mert-work" / "run1.out").stat().st_mtime_ns
     flag.unlink()
     r = tune(work)

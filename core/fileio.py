@@ -52,6 +52,7 @@ from pathlib import Path
 from typing import IO, Iterator, Mapping, Sequence, Union
 
 from .errors import PhraseRescoreError
+from .words import words
 
 GZIP_MAGIC = b"\x1f\x8b"
 
@@ -503,5 +504,6 @@ def read_text_lines(path: str | os.PathLike) -> list[str]:
 
 
 def read_sentences(path: str | os.PathLike) -> list[list[str]]:
-    """The whitespace-separated tokens of every line of ``path`` (plain or gzip); empty lines stay."""
-    return [text.split() for _, text, _ in read_lines(path)]
+    """The words of every line of ``path`` (plain or gzip), split as Moses splits them
+    (:func:`~phrase_rescore.core.words.words`); empty lines stay."""
+    return [words(text) for _, text, _ in read_lines(path)]

@@ -36,6 +36,7 @@ from typing import IO, Iterable, Iterator, Sequence
 
 from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.core.fileio import GZIP_READ_ERRORS, atomic_open, gzip_read_error, open_binary_read
+from phrase_rescore.core.words import SEPARATORS
 
 from .moses_values import FLOAT32_OVERFLOW, NEUTRAL_VALUE, SCORE_TOKEN_RE, format_score
 
@@ -194,8 +195,8 @@ def _parse(raw: bytes, line_no: int, newline: bool, allow_negative: bool = False
     if len(fields) < 3:
         return PhraseEntry(line_no, raw, "", "", (), newline,
                            f"expected at least 3 fields 'source ||| target ||| scores', found {len(fields)}")
-    source = fields[0].strip()
-    target = fields[1].strip()
+    source = fields[0].strip(SEPARATORS)    # Moses trims spaces and tabs only (core/words.py)
+    target = fields[1].strip(SEPARATORS)
     scores, problem = parse_scores(fields[2], allow_negative)
     if problem is not None:
         return PhraseEntry(line_no, raw, source, target, (), newline, problem)

@@ -40,7 +40,7 @@ from phrase_rescore.core.version import code_version
 from phrase_rescore.moses_integration.phrase_table import ON_ERROR_CHOICES, read_phrase_table
 
 from .pairs import MANIFEST_FORMAT_VERSION, PART_NAMES, SCHEMA, pairs_paths
-from .vocab import Vocabularies, build_vocab, count_corpus, encode_phrases
+from .vocab import Vocabularies, build_vocab, count_corpus, encode_phrases, split_words
 
 _PAIR_SCHEMA = pa.schema([("source", pa.string()), ("target", pa.string())])
 
@@ -263,7 +263,7 @@ def _dedup_and_count(tmp: Path, partitions: list[int], config: PrepareConfig):
             w.write_table(table.select(["source", "target"]))
         if config.src_corpus is None:
             for column, counter in (("source", counts_src), ("target", counts_tgt)):
-                vc = pc.value_counts(pc.list_flatten(pc.utf8_split_whitespace(table[column])))
+                vc = pc.value_counts(split_words(table[column])[0])
                 counter.update(dict(zip(vc.field("values").to_pylist(), vc.field("counts").to_pylist())))
     return counts_src, counts_tgt, n_unique
 

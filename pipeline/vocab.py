@@ -26,6 +26,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from phrase_rescore.core.errors import PhraseRescoreError
+from phrase_rescore.core.words import SEPARATOR_PATTERN, SEPARATORS, words
 
 EOS = "<eos>"
 UNK = "<unk>"
@@ -94,22 +95,45 @@ def build_vocab(counter: collections.Counter, size: int) -> Vocab:
     return Vocab(list(SPECIALS) + [w for w, _ in items[:size]])
 
 
+#: a phrase that splitting at single spaces would not split as Moses does (see :mod:`~phrase_rescore.core.words`)
+_NOT_PLAIN = "\t|  |^ | $|^$"
+
+
 def split_words(phrases: pa.ChunkedArray | pa.Array) -> tuple[pa.Array, np.ndarray]:
-    """The words of many phrases, split on Unicode whitespace: one flat string array and the (n + 1,)
-    int64 offsets of each phrase's words in it."""
-    words = pc.utf8_split_whitespace(phrases)
-    if isinstance(words, pa.ChunkedArray):
-        words = words.combine_chunks()
-    offsets = words.offsets.to_numpy().astype(np.int64)
-    flat = words.values.slice(int(offsets[0]), int(offsets[-1] - offsets[0]))
-    return flat, offsets - offsets[0]
+    """The words of many phrases, split as Moses splits them (at runs of spaces and tabs, not at other
+    Unicode spaces): one flat string array and the (n + 1,) int64 offsets of each phrase's words in it.
+
+    Phrases whose words are one space apart (a Moses phrase table's) are split at single spaces; any
+    other run of separators, or a phrase with none, takes the slower general split.
+    """
+    plain = not pc.any(pc.match_substring_regex(phrases, _NOT_PLAIN)).as_py()
+    if plain:
+        split = pc.split_pattern(phrases, " ")
+    else:
+        trimmed = pc.utf8_trim(phrases, characters=SEPARATORS)
+        split = pc.split_pattern_regex(trimmed, SEPARATOR_PATTERN)
+    if isinstance(split, pa.ChunkedArray):
+        split = split.combine_chunks()
+    offsets = split.offsets.to_numpy().astype(np.int64)
+    flat = split.values.slice(int(offsets[0]), int(offsets[-1] - offsets[0]))
+    offsets = offsets - offsets[0]
+    if not plain:   # a phrase of separators only splits into one empty string: it has no words
+        lengths = np.diff(offsets)
+        blank = np.flatnonzero(pc.equal(trimmed, "").to_numpy(zero_copy_only=False))
+        if len(blank):
+            keep = np.ones(len(flat), dtype=bool)
+            keep[offsets[blank]] = False
+            flat = flat.filter(pa.array(keep))
+            lengths[blank] = 0
+            offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    return flat, offsets
 
 
 def encode_phrases(phrases: pa.ChunkedArray | pa.Array, vocab: Vocab) -> tuple[pa.ListArray, np.ndarray]:
     """Word ids of many phrases at once, ``<eos>`` appended, and the number of ``<unk>`` ids per phrase.
 
     Vectorised with pyarrow (no Python per word), for ``prepare`` and ``score`` alike, so that both see
-    the same ids: words are split on Unicode whitespace, and a literal ``<eos>`` token in the data is
+    the same ids: words are split as Moses splits them (:func:`split_words`), and a literal ``<eos>`` token in the data is
     an unknown word, not the end of the sequence.
     """
     flat, offsets = split_words(phrases)
@@ -171,10 +195,10 @@ class Vocabularies:
 
 
 def count_corpus(path: str | os.PathLike, counter: collections.Counter | None = None) -> collections.Counter:
-    """Count the whitespace-separated tokens of a tokenized corpus (plain or gzip)."""
+    """Count the words of a tokenized corpus (plain or gzip), split as Moses splits them."""
     from phrase_rescore.core.fileio import read_lines
 
     counter = collections.Counter() if counter is None else counter
     for _, line, _ in read_lines(path):
-        counter.update(line.split())
+        counter.update(words(line))
     return counter

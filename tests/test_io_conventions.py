@@ -12,6 +12,7 @@ import sys
 import zlib
 
 import numpy as np
+import pyarrow as pa
 import pytest
 
 from phrase_rescore.app.stages import _tokenize_file
@@ -24,7 +25,8 @@ from phrase_rescore.moses_integration.embedded.clean import CleanConfig, clean_p
 from phrase_rescore.moses_integration.moses_values import format_moses_float
 from phrase_rescore.moses_integration.phrase_table import scored_line
 from phrase_rescore.pipeline import sentences
-from phrase_rescore.pipeline.vocab import count_corpus
+from phrase_rescore.core.words import words
+from phrase_rescore.pipeline.vocab import count_corpus, split_words
 
 # ------------------------------------------------------------------------------------ reading lines
 
@@ -37,8 +39,27 @@ LINE_CASES = [  # (file bytes, lines without their endings)
     (b"a\rb\n", ["a\rb"]),                         # a lone \r is inside the line
     (b"a\x0cb\n", ["a\x0cb"]),                     # so are a form feed ...
     ("a\u2028b\n".encode(), ["a\u2028b"]),         # ... and a Unicode line separator
+    ("a\u00a0b\t c \n".encode(), ["a\u00a0b\t c "]),
     (b"", []),
 ]
+
+WORD_CASES = [  # (text, its words as Moses's Tokenize splits them: at runs of spaces and tabs only)
+    ("a b", ["a", "b"]),
+    ("  a \t\tb\t", ["a", "b"]),
+    ("", []),
+    (" \t ", []),
+    ("a\u00a0b", ["a\u00a0b"]),                    # a no-break space is part of the word
+    ("x\u00a0 y", ["x\u00a0", "y"]),               # ... at its end too: "x\u00a0" is not "x"
+    ("a\u2028b\u3000c\x0bd\x0ce\x1cf\x85g\rh", ["a\u2028b\u3000c\x0bd\x0ce\x1cf\x85g\rh"]),
+]
+
+
+@pytest.mark.parametrize("text,want", WORD_CASES)
+def test_words_are_split_as_moses_splits_them(text, want):
+    assert words(text) == want
+    flat, offsets = split_words(pa.array([text, "a b", text]))     # the vectorised split agrees
+    got = flat.to_pylist()
+    assert [got[offsets[i]:offsets[i + 1]] for i in range(3)] == [want, ["a", "b"], want]
 
 BAD_UTF8 = [  # (file bytes, line named in the error)
     (b"fine\nbad \xff byte\n", 2),
@@ -53,7 +74,7 @@ def test_lines_end_at_newline_only(tmp_path, data, lines):
     path.write_bytes(data)
     assert read_text_lines(path) == lines
     for name, read in SENTENCE_READERS.items():
-        assert read(path) == [line.split() for line in lines], name
+        assert read(path) == [words(line) for line in lines], name
 
 
 @pytest.mark.parametrize("data,line_no", BAD_UTF8)

@@ -43,6 +43,19 @@ def test_vocabulary_counted_over_unique_pairs(tmp_path):
     assert list(df[df.source == "maison bleue"].iloc[0].src_ids) == [3, 4, EOS_ID]
 
 
+def test_a_no_break_space_is_part_of_a_word_as_in_moses(tmp_path):
+    """Moses splits phrases at spaces and tabs only: "la\u00a0maison" is one word, "x\u00a0" is not "x"."""
+    table = tmp_path / "t.txt"
+    table.write_text("la\u00a0maison ||| the house ||| 1 1 1 1\nla ||| the ||| 1 1 1 1\n"
+                     "x\u00a0 ||| y ||| 1 1 1 1\n", encoding="utf-8")
+    prepare(table, tmp_path / "pairs", PrepareConfig(vocab_size=10, valid_fraction=0.0))
+    v = Vocabularies.load(tmp_path / "pairs" / "vocab.json")
+    assert sorted(v.source.words[2:]) == ["la", "la\u00a0maison", "x\u00a0"]
+    df = pd.read_parquet(tmp_path / "pairs" / "train.parquet")
+    assert sorted(df.source) == ["la", "la\u00a0maison", "x\u00a0"]
+    assert len(df[df.source == "la\u00a0maison"].iloc[0].src_ids) == 2      # one word and <eos>
+
+
 def test_build_vocab_table():
     c = collections.Counter({"b": 2, "a": 2, "c": 5, "<unk>": 9})
     assert build_vocab(c, 2).words == ["<eos>", "<unk>", "c", "a"]

@@ -29,6 +29,7 @@ import numpy as np
 from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.core.fileio import atomic_open
 from phrase_rescore.core.progress import bar
+from phrase_rescore.core.words import words
 
 from ..moses_ini import read_moses_ini
 from ..moses_values import format_moses_float
@@ -100,7 +101,7 @@ def show_weights_lines(spec: DecoderSpec, weights: np.ndarray | None = None) -> 
 
 def one_best_line(text: str) -> str:
     """A 1-best line as Moses prints it: each word followed by a space (no newline)."""
-    return "".join(word + " " for word in text.split())
+    return "".join(word + " " for word in words(text))
 
 
 def nbest_line(spec: DecoderSpec, sent_id: int, cand: Candidate) -> str:

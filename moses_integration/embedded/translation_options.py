@@ -23,6 +23,7 @@ import numpy as np
 from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.core.fileio import GZIP_READ_ERRORS, gzip_read_error, open_binary_read
 from phrase_rescore.core.progress import bar
+from phrase_rescore.core.words import SEPARATORS, words
 
 from ..moses_values import floor_log
 from ..phrase_table import EMPTY_TABLE, _parse
@@ -114,18 +115,17 @@ def source_phrases(sentences: Iterable[Sequence[str]], max_len: int) -> set[str]
 
 
 _CHUNK = 1 << 24     # bytes decompressed and split per read
-_STRIP_MORE = frozenset(range(0x1c, 0x20)) | frozenset(range(0x80, 0x100))   # str.strip() strips more there
+_SEPARATORS = SEPARATORS.encode("ascii")
 
 
 def _kept_lines(path: str, keep: set[str] | None, desc: str, progress: bool, refuse_empty: bool = True):
     """``(line number, line bytes without the \\n, ended by \\n)`` of the lines of a Moses text table
-    (``source ||| ...``, plain or gzip) whose trimmed source phrase is in ``keep`` (every line when None).
+    (``source ||| ...``, plain or gzip) whose source phrase, trimmed of spaces and tabs as Moses trims it,
+    is in ``keep`` (every line when None).
 
     The file is read in large blocks and a line's source is compared as bytes before anything else is
     done with it, so a line the input cannot use costs one search for ``|||`` and one set lookup (as
-    Moses's filter-model-given-input, such lines are not parsed). A source whose ends hold bytes that
-    Python's ``str.strip`` treats differently from ``bytes.strip`` (non-ASCII, 0x1c-0x1f) is decoded and
-    stripped as text, so the lines kept are those a text comparison keeps.
+    Moses's filter-model-given-input, such lines are not parsed).
     """
     keep_b = None if keep is None else {k.encode("utf-8") for k in keep}
     pb = bar(desc=desc, unit="line") if progress else None
@@ -145,26 +145,15 @@ def _kept_lines(path: str, keep: set[str] | None, desc: str, progress: bool, ref
                 else:
                     for i, raw in enumerate(lines, start=line_no + 1):
                         j = raw.find(b"|||")
-                        src = (raw if j < 0 else raw[:j]).strip()
-                        if src in keep_b:
+                        if (raw if j < 0 else raw[:j]).strip(_SEPARATORS) in keep_b:
                             yield i, raw, True
-                        elif src and (src[0] in _STRIP_MORE or src[-1] in _STRIP_MORE):
-                            try:
-                                text = src.decode("utf-8").strip()
-                            except UnicodeDecodeError:
-                                yield i, raw, True        # the parser names the problem
-                                continue
-                            if text in keep:
-                                yield i, raw, True
                 line_no += len(lines)
                 if pb is not None:
                     pb.update(len(lines))
             if tail:
                 line_no += 1
                 j = tail.find(b"|||")
-                src = (tail if j < 0 else tail[:j]).strip()
-                if keep_b is None or src in keep_b or (src and (src[0] in _STRIP_MORE or src[-1] in _STRIP_MORE)
-                                                       and src.decode("utf-8", "replace").strip() in keep):
+                if keep_b is None or (tail if j < 0 else tail[:j]).strip(_SEPARATORS) in keep_b:
                     yield line_no, tail, False
         except GZIP_READ_ERRORS as e:
             raise gzip_read_error(e, path, line_no) from None
@@ -194,8 +183,8 @@ class PhraseTable:
                 raise PhraseRescoreError(f"expected {n_scores} scores (num-features in {spec.ini_path}), "
                                          f"found {len(e.scores)}", self.path, e.line_no)
             self.entries.setdefault(e.source, []).append(
-                (tuple(e.target.split()), tuple(floor_log(p) for p in e.scores)))
-            self.max_source_len = max(self.max_source_len, e.source.count(" ") + 1)
+                (tuple(words(e.target)), tuple(floor_log(p) for p in e.scores)))
+            self.max_source_len = max(self.max_source_len, len(words(e.source)))
 
 
 class ReorderingTable:
@@ -222,7 +211,7 @@ class ReorderingTable:
             if text.endswith("\r"):
                 text = text[:-1]
             src, sep, rest = text.partition("|||")
-            src = src.strip()
+            src = src.strip(SEPARATORS)
             if keep is not None and src not in keep:
                 continue
             fields = rest.split("|||")
@@ -238,7 +227,7 @@ class ReorderingTable:
                                          f"{len(probs)}", self.path, line_no)
             if any(not p >= 0 for p in probs):
                 raise PhraseRescoreError("expected probabilities >= 0 in the scores field", self.path, line_no)
-            self.entries[(src, fields[0].strip())] = tuple(floor_log(p) for p in probs)
+            self.entries[(src, fields[0].strip(SEPARATORS))] = tuple(floor_log(p) for p in probs)
 
     def scores(self, weights: np.ndarray, source: str, target: tuple[str, ...]) -> ReorderingScores:
         """The pair's :class:`ReorderingScores` under ``weights`` (the model's components only)."""

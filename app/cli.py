@@ -69,6 +69,13 @@ def _check_paths(inputs: dict, outputs: dict, out_dirs: dict | None = None) -> N
             claim_output_dir(folder, option, command)
 
 
+def _ini_models(ini: str) -> dict:
+    """The model files a moses.ini names, as inputs for :func:`_check_paths` (no output may overwrite one)."""
+    from phrase_rescore.moses_integration.moses_ini import read_moses_ini
+
+    return read_moses_ini(ini).model_files()
+
+
 def _print_version(ctx, _param, value):
     """``--version``: the code version, hashed only when asked for (not at every start)."""
     if value and not ctx.resilient_parsing:
@@ -196,14 +203,15 @@ def moses_ini_cmd(old_ini, table, out, binarized_prefix, **kw):
     """Point a moses.ini at the rescored table: more num-features, matching weights."""
     from pathlib import Path
 
-    from phrase_rescore.moses_integration.rewrite import (MINPHR, RewriteConfig, default_binarized_prefix,
-                                                          rewrite_moses_ini)
+    from phrase_rescore.moses_integration.rewrite import (BINARIZER_LOG, MINPHR, RewriteConfig,
+                                                          default_binarized_prefix, rewrite_moses_ini)
 
     values = collect(RewriteConfig, kw)
     # processPhraseTableMin writes PREFIX.minphr and its log (for a PhraseDictionaryCompact only)
     prefix = binarized_prefix or default_binarized_prefix(Path(table).resolve()) if values["binarize"] else None
-    binarized = [f"{prefix}{MINPHR}", f"{prefix}.processPhraseTableMin.log"] if prefix else None
-    _check_paths({"OLD_INI": old_ini, "--table": table}, {"--out": out, "--binarized-prefix": binarized})
+    binarized = [f"{prefix}{MINPHR}", f"{prefix}{BINARIZER_LOG}"] if prefix else None
+    _check_paths({"OLD_INI": old_ini, "--table": table, **_ini_models(old_ini)},
+                 {"--out": out, "--binarized-prefix": binarized})
     res = rewrite_moses_ini(RewriteConfig(Path(old_ini), Path(table), Path(out),
                                           binarized_prefix=Path(binarized_prefix) if binarized_prefix else None,
                                           **values))
@@ -224,7 +232,8 @@ def tune_cmd(ini, dev_src, dev_ref, workdir, out, **kw):
     from phrase_rescore.moses_integration.tuning import TuneConfig, tune
 
     values = collect(TuneConfig, kw)
-    _check_paths({"INI": ini, "--dev-src": dev_src, "--dev-ref": dev_ref}, {"--out": out}, {"--workdir": workdir})
+    _check_paths({"INI": ini, "--dev-src": dev_src, "--dev-ref": dev_ref, **_ini_models(ini)}, {"--out": out},
+                 {"--workdir": workdir})
     tuned = tune(TuneConfig(ini=Path(ini), dev_src=Path(dev_src), dev_ref=Path(dev_ref), workdir=Path(workdir),
                             out=Path(out) if out else None, **values),
                  echo=lambda line: click.echo(line, err=True))

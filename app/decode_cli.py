@@ -22,6 +22,7 @@ from phrase_rescore.core.fileio import check_outputs, read_sentences
 from phrase_rescore.moses_integration.embedded.decoder import DecoderConfig
 from phrase_rescore.moses_integration.embedded.moses_command import (STDOUT_NAMES, DecodeRequest, decode_stream,
                                                                      load_spec, show_weights_lines)
+from phrase_rescore.moses_integration.moses_ini import read_moses_ini
 
 # canonical name -> (spellings, value kind, help); kinds: path, int, float, nbest, words, flag, threads
 OPTIONS: dict[str, tuple[tuple[str, ...], str, str]] = {
@@ -208,8 +209,9 @@ def run_decode(argv: Sequence[str], stdin: IO[bytes], stdout: IO[str]) -> int:
         spec = load_spec(req)
         stdout.write("".join(line + "\n" for line in show_weights_lines(spec)))
         return 0
-    if a.nbest_file not in STDOUT_NAMES:
-        check_outputs({"-config": a.config, "-input-file": a.input_file}, {"-n-best-list": a.nbest_file})
+    if a.nbest_file is not None and a.nbest_file not in STDOUT_NAMES:
+        check_outputs({"-config": a.config, "-input-file": a.input_file, **read_moses_ini(a.config).model_files()},
+                      {"-n-best-list": a.nbest_file})
     if a.input_file is not None:
         sentences = read_sentences(a.input_file)
     else:

@@ -14,11 +14,26 @@ The current format (what ``train-model.perl`` step 9 and ``mert-moses.pl`` write
     TranslationModel0= 0.2 0.2 0.2 0.2
     LM0= 0.5
 
-Parsing follows ``Moses::Parameter::ReadConfigFile``: ``#`` starts a comment anywhere on a line,
-lines are trimmed, ``[name]`` opens a section, other non-blank lines are values of the current
-section. A feature line is ``Type key=value ...`` (``FeatureFunction::ParseLine``); a feature without
-``name=`` is called ``Type`` + the number of earlier unnamed features of that type (``Distortion0``).
-A weight line's first token is the feature name followed by ``=`` (``Parameter::CreateWeightsMap``).
+Parsing follows ``Moses::Parameter::ReadConfigFile``: lines end at ``\n`` only (``getline``; a form
+feed, U+0085 or U+2028 is part of the line, in a comment as anywhere), ``#`` starts a comment anywhere
+on a line, lines are trimmed of spaces, tabs and ``\r``, ``[name]`` opens a section, other non-blank
+lines are values of the current section. A value is split into words at spaces and tabs only
+(``Tokenize`` in moses/Util.h; :func:`~phrase_rescore.core.words.words`), never at other whitespace.
+A feature line is ``Type key=value ...`` (``FeatureFunction::ParseLine``); a feature without ``name=``
+is called ``Type`` + the number of earlier unnamed features of that type (``Distortion0``). A weight
+line's first token is the feature name followed by ``=`` (``Parameter::CreateWeightsMap``).
+
+Numbers are read only where Moses reads the same number: a weight must be a decimal number of
+:data:`~.moses_values.SCORE_TOKEN` (ASCII digits with an optional sign, point and exponent) and
+``num-features`` ASCII digits (:data:`~.moses_values.COUNT_TOKEN_RE`). Python's ``float`` and ``int``
+also take ``0_2``, full-width or Arabic-Indic digits and a leading no-break space, which Moses's
+``Scan<float>``/``Scan<size_t>`` read as another number or not at all; such a file is refused, naming
+the line, rather than rewritten with numbers Moses never saw.
+
+A path written into a [feature] line can hold no space, tab or ``#`` (:func:`check_ini_path`): Moses
+would split the line there or cut it as a comment. Every writer of a moses.ini checks its paths with it
+before writing anything. :meth:`MosesIni.model_files` lists the files an ini's features read, which the
+commands treat as inputs that no output may overwrite.
 
 Every line is kept as read: writing an unmodified file gives back the same bytes; an edited
 feature or weight line is regenerated in Moses's own spacing with its trailing comment kept.
@@ -33,8 +48,9 @@ from typing import Sequence
 
 from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.core.fileio import atomic_open, open_binary_read
+from phrase_rescore.core.words import words
 
-from .moses_values import format_weight
+from .moses_values import COUNT_TOKEN_RE, FLOAT32_OVERFLOW, SCORE_TOKEN_RE, format_weight
 
 # Sections of the pre-2013 format. Moses still converts some of them on the fly, but two formats in one
 # pipeline is how features and weights fall out of step, so we refuse them and say how to convert.
@@ -53,6 +69,10 @@ OLD_FORMAT_SECTIONS = {
     "weight-generation": "a 'GenerationModel0= ...' line in [weight]",
     "weight-lr": "a 'LexicalReordering0= ...' line in [weight]",
 }
+
+#: Characters a path in a [feature] line cannot hold: Moses splits the line at spaces and tabs, cuts it at
+#: ``#`` (a comment) and ends it at a newline (with ``\r`` trimmed from its end).
+_UNREADABLE_IN_INI = {" ": "a space", "\t": "a tab", "#": "'#'", "\n": "a newline", "\r": "a carriage return"}
 
 CONVERSION_ADVICE = (
     "regenerate it in the current format with a current Moses "
@@ -136,6 +156,37 @@ class _Line:
         return self.raw[len(body):]
 
 
+def _physical_lines(text: str) -> list[str]:
+    """``text`` cut into lines as Moses's ``getline`` cuts it: at ``\n`` only, each line with its ``\n``."""
+    parts = text.split("\n")
+    lines = [p + "\n" for p in parts[:-1]]
+    if parts[-1]:
+        lines.append(parts[-1])
+    return lines
+
+
+def check_ini_path(path: str | os.PathLike, what: str) -> str:
+    """Refuse a path that Moses could not read back from a moses.ini [feature] line; return it as a str.
+
+    Moses splits a feature line at spaces and tabs and cuts it at ``#`` (a comment), so a path holding
+    one of them names another file, or none, once written there.
+
+    :param what: what the path is, for the message (e.g. ``"the phrase table --table"``).
+    :raises PhraseRescoreError: naming the path, the character and why.
+    """
+    text = os.fspath(path)
+    if not text:
+        raise PhraseRescoreError(f"{what} is an empty path: expected a file name to write into a moses.ini")
+    bad = [name for ch, name in _UNREADABLE_IN_INI.items() if ch in text]
+    if bad:
+        raise PhraseRescoreError(
+            f"{what} {text!r} cannot be written into a moses.ini: it holds {' and '.join(bad)}, and Moses splits "
+            "a [feature] line at spaces and tabs and cuts it at '#' (a comment), so it would not read this path "
+            "back; expected a path without spaces, tabs or '#' (move or rename it, or use a symbolic link "
+            "from such a path)")
+    return text
+
+
 def _strip_comment(raw: str) -> str:
     i = raw.find("#")
     body = raw if i < 0 else raw[:i]
@@ -158,7 +209,7 @@ class MosesIni:
     def new(cls, header: str = "#########################\n### MOSES CONFIG FILE ###\n#########################\n") -> "MosesIni":
         """An empty configuration with train-model.perl's banner comment."""
         ini = cls([], None)
-        for raw in header.splitlines(keepends=True):
+        for raw in _physical_lines(header):
             ini._lines.append(_Line(raw, None, "", "blank"))
         return ini
 
@@ -206,6 +257,29 @@ class MosesIni:
     def phrase_dictionaries(self) -> list[FeatureLine]:
         """The phrase-table features (``PhraseDictionary*``) in file order."""
         return [f for f in self.features if f.is_phrase_dictionary]
+
+    def model_files(self) -> dict[str, list[str]]:
+        """The files the features read, ``{what: paths}``, e.g. ``{"the phrase table of TranslationModel0 in
+        moses.ini": ["/m/phrase-table.gz"]}``: each feature's ``path=`` as written (Moses resolves a relative
+        one against its working directory), and the file Moses opens in its place where it adds a suffix
+        (``PhraseDictionaryCompact``: ``.minphr``; ``LexicalReordering``: a compact ``.minlexr`` beside it).
+
+        These are inputs of every command that reads the ini: no output may overwrite one
+        (:func:`~phrase_rescore.core.fileio.check_outputs`).
+        """
+        where = self.path if self.path is not None else "the moses.ini"
+        out: dict[str, list[str]] = {}
+        for f in self.features:
+            p = f.get("path")
+            if p is None:
+                continue
+            paths = [p]
+            if f.type == "PhraseDictionaryCompact" and not p.endswith(".minphr"):
+                paths.append(p + ".minphr")        # PhraseDictionaryCompact::Load adds it
+            elif f.type == "LexicalReordering":
+                paths.append(p + ".minlexr")       # LexicalReorderingTable::LoadAvailable tries it first
+            out[f"the {_model_kind(f.type)} of {f.name} in {where}"] = paths
+        return out
 
     # -- editing ------------------------------------------------------------------------------------
     def set_weights(self, name: str, values: Sequence[float]) -> None:
@@ -290,7 +364,15 @@ class MosesIni:
         return "".join(out)
 
     def write(self, path: str | os.PathLike) -> None:
-        """Write atomically to ``path`` (temp file renamed into place)."""
+        """Write atomically to ``path`` (temp file renamed into place).
+
+        :raises PhraseRescoreError: when a feature line set in memory holds a value Moses could not read
+            back (:func:`check_ini_path`); nothing is written then.
+        """
+        for ln in self._lines:
+            if ln.dirty and ln.feature is not None:
+                for key, value in ln.feature.args:
+                    check_ini_path(value, f"{key}= of {ln.feature.name}")
         with atomic_open(path, "wb") as f:
             f.write(self.text().encode("utf-8"))
 
@@ -324,8 +406,21 @@ class MosesIni:
         self._lines.insert(last + 1, line)
 
 
+def _model_kind(type_: str) -> str:
+    """What the file a feature of ``type_`` reads is called in messages."""
+    if type_.startswith("PhraseDictionary"):
+        return "phrase table"
+    if type_ in ("KENLM", "SRILM", "IRSTLM", "RANDLM") or type_.startswith("LanguageModel"):
+        return "language model"
+    if type_ == "LexicalReordering":
+        return "reordering table"
+    if type_.startswith("Generation"):
+        return "generation table"
+    return "file (path=)"
+
+
 def _parse_feature(content: str, path: str | None, line_no: int) -> FeatureLine:
-    toks = content.split()
+    toks = words(content)
     feat = FeatureLine(toks[0], [], "", line_no)
     if "=" in toks[0]:
         raise PhraseRescoreError(f"expected a feature function type first (e.g. 'KENLM name=LM0 ...'), got {toks[0]!r}",
@@ -341,23 +436,28 @@ def _parse_feature(content: str, path: str | None, line_no: int) -> FeatureLine:
         seen.add(key)
         feat.args.append((key, value))
     n = feat.get("num-features")
-    if n is not None and not (n.isdigit()):
-        raise PhraseRescoreError(f"expected a non-negative integer for num-features, got {n!r}", path, line_no)
+    if n is not None and COUNT_TOKEN_RE.fullmatch(n) is None:
+        raise PhraseRescoreError(f"expected a non-negative integer for num-features, in ASCII digits as Moses "
+                                 f"reads it (e.g. num-features=4), got {n!r}", path, line_no)
     return feat
 
 
 def _parse_weight(content: str, path: str | None, line_no: int) -> tuple[str, list[float]]:
-    toks = content.split()
+    toks = words(content)
     if len(toks) < 2 or not toks[0].endswith("=") or len(toks[0]) < 2:
         raise PhraseRescoreError(f"expected 'FeatureName= w1 w2 ...' in [weight], got {content!r}", path, line_no)
     values = []
     for t in toks[1:]:
-        try:
-            v = float(t)
-        except ValueError:
-            raise PhraseRescoreError(f"expected a number as weight of {toks[0][:-1]}, got {t!r}", path, line_no) from None
-        if not math.isfinite(v):
-            raise PhraseRescoreError(f"weight of {toks[0][:-1]} is not finite: {t!r}", path, line_no)
+        if SCORE_TOKEN_RE.fullmatch(t) is None:
+            if t.lstrip("+-").lower() in ("inf", "infinity", "nan"):
+                raise PhraseRescoreError(f"weight of {toks[0][:-1]} is not finite: {t!r}", path, line_no)
+            raise PhraseRescoreError(
+                f"expected a number as weight of {toks[0][:-1]}, in the form Moses reads (ASCII digits with an "
+                f"optional sign, point and exponent, e.g. 0.2, -1 or 3e-05), got {t!r}", path, line_no)
+        v = float(t)
+        if not (math.isfinite(v) and abs(v) < FLOAT32_OVERFLOW):
+            raise PhraseRescoreError(f"weight of {toks[0][:-1]} is out of range: {t!r} (Moses reads weights as "
+                                     "float, up to 3.4028235e+38)", path, line_no)
         values.append(v)
     return toks[0][:-1], values
 
@@ -374,7 +474,7 @@ def parse_moses_ini(text: str, path: str | os.PathLike | None = None) -> MosesIn
     type_counts: dict[str, int] = {}
     feature_lines: dict[str, int] = {}
     weight_lines: dict[str, int] = {}
-    for line_no, raw in enumerate(text.splitlines(keepends=True), start=1):
+    for line_no, raw in enumerate(_physical_lines(text), start=1):
         content = _strip_comment(raw)
         if not content:
             lines.append(_Line(raw, section, "", "blank"))

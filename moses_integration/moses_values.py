@@ -61,6 +61,9 @@ NEUTRAL_VALUE = 1.0
 #: an optional sign, digits with at most one point (``5.``, ``.5``), an optional exponent.
 SCORE_TOKEN = r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?"
 SCORE_TOKEN_RE = re.compile(SCORE_TOKEN)
+#: A count as Moses's ``Scan<size_t>`` reads it whole and as Python's ``int`` reads it alike: ASCII digits only
+#: (``int`` also takes ``4_0``, full-width ``４`` and Arabic-Indic ``٤``, which Moses reads otherwise or not at all).
+COUNT_TOKEN_RE = re.compile(r"[0-9]+")
 #: The smallest magnitude a float32 rounds to infinity (2**128 - 2**103, half-way past FLT_MAX).
 FLOAT32_OVERFLOW = 2.0 ** 128 - 2.0 ** 103
 

@@ -21,6 +21,14 @@ binarized with ``processPhraseTableMin -in NEW -out PREFIX -nscores N -threads T
 ``PREFIX.minphr``). With a Moses installation that has the tool, this is run and the ini points at the
 result; without one, the command is reported for the user to run and the ini already points at
 ``PREFIX.minphr``.
+
+Nothing the old system reads is overwritten: before anything is written, ``out``, and for a
+PhraseDictionaryCompact ``PREFIX.minphr`` and processPhraseTableMin's log ``PREFIX.processPhraseTableMin.log``,
+are checked against the inputs (the old ini, the new table and every model file the old ini names,
+:meth:`~.moses_ini.MosesIni.model_files`). The default prefix of ``/m/phrase-table.gz`` is ``/m/phrase-table``,
+whose ``.minphr`` is the old system's own binarized table when it was built beside it: that is refused
+with advice to choose another prefix. The path written into the new ini must be one Moses reads back
+(:func:`~.moses_ini.check_ini_path`).
 """
 from __future__ import annotations
 
@@ -33,14 +41,15 @@ from typing import Sequence
 
 from phrase_rescore.core.config import setting
 from phrase_rescore.core.errors import PhraseRescoreError
-from phrase_rescore.core.fileio import open_binary_read
+from phrase_rescore.core.fileio import atomic_path, check_outputs, open_binary_read
 
-from .moses_ini import read_moses_ini
+from .moses_ini import check_ini_path, read_moses_ini
 from .moses_install import find_moses
 from .phrase_table import num_scores
 
 DEFAULT_NEW_WEIGHT = 0.2
 MINPHR = ".minphr"
+BINARIZER_LOG = ".processPhraseTableMin.log"
 
 
 @dataclass
@@ -190,8 +199,12 @@ def rewrite_moses_ini(cfg: RewriteConfig) -> RewriteResult:
     if unchecked is not None and cfg.weights is None:
         result.notes.append(f"the {added} added column(s) are counted from num-features={old_count} alone: "
                             f"{unchecked}; give --weights (one per added column) to have the count checked")
+    inputs = {"OLD_INI": os.fspath(cfg.old_ini), "--table": os.fspath(cfg.table), **ini.model_files()}
+    check_outputs(inputs, {"--out": os.fspath(cfg.out)})
     if feat.type == "PhraseDictionaryCompact":
         prefix = Path(cfg.binarized_prefix).resolve() if cfg.binarized_prefix else default_binarized_prefix(table)
+        table_in_ini = check_ini_path(f"{prefix}{MINPHR}", "the binarized phrase table")
+        _check_binarizer_outputs(prefix, inputs, cfg.out)  # before processPhraseTableMin writes them
         install = find_moses(cfg.moses_home)
         tool = install.tool("processPhraseTableMin") if install else None
         argv = process_phrase_table_min_argv(tool or "processPhraseTableMin", table, prefix, new_count, cfg.threads)
@@ -205,9 +218,8 @@ def rewrite_moses_ini(cfg: RewriteConfig) -> RewriteResult:
         else:
             result.notes.append("Moses's processPhraseTableMin was not found (set MOSES_HOME): run the command above "
                                 "before decoding" if tool is None else "not run (--no-binarize): run it before decoding")
-        table_in_ini = f"{prefix}{MINPHR}"
     else:
-        table_in_ini = os.fspath(table)
+        table_in_ini = check_ini_path(table, "the new phrase table")
 
     feat.set("path", table_in_ini)
     feat.set("num-features", str(new_count))
@@ -217,6 +229,18 @@ def rewrite_moses_ini(cfg: RewriteConfig) -> RewriteResult:
     ini.write(cfg.out)
     result.table_path_in_ini = table_in_ini
     return result
+
+
+def _check_binarizer_outputs(prefix: Path, inputs: dict, out) -> None:
+    """Refuse a binarized prefix whose ``.minphr`` or log would overwrite an input or the new moses.ini."""
+    outputs = {"--out": os.fspath(out), f"the binarized table PREFIX{MINPHR}": f"{prefix}{MINPHR}",
+               f"processPhraseTableMin's log PREFIX{BINARIZER_LOG}": f"{prefix}{BINARIZER_LOG}"}
+    try:
+        check_outputs(inputs, outputs)
+    except PhraseRescoreError as e:
+        raise PhraseRescoreError(f"{e.message}; PREFIX is {prefix} (--binarized-prefix; by default the new "
+                                 "table's name without .gz): give --binarized-prefix a prefix that names no file "
+                                 "the old system reads", e.path) from None
 
 
 def check_c_sorted(table: str | os.PathLike) -> None:
@@ -244,9 +268,8 @@ def _run_binarizer(argv: Sequence[str], prefix: Path, table: str | os.PathLike |
     """Run processPhraseTableMin (``argv``) after checking ``table``'s order; its output goes to a log file."""
     if table is not None:
         check_c_sorted(table)
-    log = Path(f"{prefix}.processPhraseTableMin.log")
-    log.parent.mkdir(parents=True, exist_ok=True)
-    with open(log, "wb") as lf:
+    log = Path(f"{prefix}{BINARIZER_LOG}")
+    with atomic_path(log) as tmp, open(tmp, "wb") as lf:
         rc = subprocess.run(list(argv), stdout=lf, stderr=subprocess.STDOUT).returncode
     if rc != 0:
         tail = [ln for ln in log.read_text(encoding="utf-8", errors="replace").splitlines() if ln.strip()][-4:]

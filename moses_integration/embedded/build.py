@@ -40,6 +40,7 @@ from phrase_rescore.core.config import check, setting, setting_values
 from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.core.fileio import atomic_open, read_text_lines, sha256_file
 
+from ..moses_ini import check_ini_path
 from .align import EflomalConfig, align_eflomal, format_pharaoh, grow_diag_final_and
 from .clean import CleanConfig, clean_pairs
 from .extract import count_phrase_pairs
@@ -220,6 +221,8 @@ def build_smt(src_path: str | os.PathLike, tgt_path: str | os.PathLike, out_dir:
     :param config: tokenization, cleaning, alignment, extraction and LM settings.
     """
     out = Path(out_dir).resolve()
+    # moses.ini names the phrase table, LM and reordering table by their absolute paths under OUT
+    check_ini_path(out, "the build folder (moses.ini names the tables in it by absolute path)")
     (out / "corpus").mkdir(parents=True, exist_ok=True)
     (out / "model").mkdir(parents=True, exist_ok=True)
     timings: dict[str, float] = {}

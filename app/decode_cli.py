@@ -19,6 +19,7 @@ from typing import IO, Sequence
 from phrase_rescore.core import progress
 from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.core.fileio import check_outputs, read_sentences
+from phrase_rescore.core.words import words
 from phrase_rescore.moses_integration.embedded.decoder import DecoderConfig
 from phrase_rescore.moses_integration.embedded.moses_command import (STDOUT_NAMES, DecodeRequest, decode_stream,
                                                                      load_spec, show_weights_lines)
@@ -221,7 +222,7 @@ def run_decode(argv: Sequence[str], stdin: IO[bytes], stdout: IO[str]) -> int:
         sentences = []
         for n, raw in enumerate(lines, start=1):
             try:
-                sentences.append(raw.decode("utf-8").split())
+                sentences.append(words(raw.decode("utf-8")))
             except UnicodeDecodeError as e:
                 raise PhraseRescoreError(f"stdin line {n}: invalid UTF-8 at byte {e.start}: expected UTF-8 "
                                          "text") from None

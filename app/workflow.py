@@ -72,7 +72,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
-from phrase_rescore.core.config import parse_value, read_toml
+from phrase_rescore.core.config import holds_date_time, parse_value, read_toml, shown_value
 from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.core.fileio import atomic_open, sha256_file
 from phrase_rescore.core.version import code_version
@@ -84,6 +84,10 @@ RUN_LOG = "run-log.json"
 MANIFEST_VERSION = 1
 RESERVED_SECTIONS = ("workflow", "inputs", "common")
 WORKFLOW_KEYS = ("name", "description", "stages")
+#: what each [workflow] key takes, in words
+WORKFLOW_KEY_KINDS = {"name": "a plain folder name as a string (the default --workdir is runs/NAME): not empty, "
+                              "'.' or '..', and without '/'",
+                      "description": "a string", "stages": "a non-empty list of stage or section names"}
 
 
 @dataclass(frozen=True)
@@ -224,14 +228,14 @@ def load_workflow(path: str | os.PathLike | None, registry: Registry, overrides:
     """Read and check a workflow file (or an already-parsed ``data`` dict) against ``registry``.
 
     :param overrides: ``section.key=value`` strings applied over the file (``--set``).
-    :raises PhraseRescoreError: unknown section, stage or key (listing the valid ones), a bad value type,
-        no stages.
+    :raises PhraseRescoreError: unknown section, stage or key (listing the valid ones), a bad value type
+        (a TOML date or time is no value of any key), no stages, a ``name`` that is not a plain folder name.
     """
     where = None if path is None else Path(path)
     if data is None:
         assert where is not None
         data = read_toml(where, "workflow file")
-    data = json.loads(json.dumps(data))  # a deep copy with plain JSON types
+    data = _json_copy(data)  # a deep copy with plain JSON types (dates and times stay, to be refused below)
     for o in overrides:
         apply_set(data, o)
     sections = registry.sections()
@@ -245,6 +249,8 @@ def load_workflow(path: str | os.PathLike | None, registry: Registry, overrides:
     for k in wf:
         if k not in WORKFLOW_KEYS:
             raise PhraseRescoreError(f"unknown key {k!r} in [workflow]; valid keys: {_valid(WORKFLOW_KEYS)}", where)
+        if holds_date_time(wf[k]):
+            raise PhraseRescoreError(f"[workflow] {k} = {shown_value(wf[k])}: expected {WORKFLOW_KEY_KINDS[k]}", where)
     names = wf.get("stages")
     if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
         raise PhraseRescoreError("[workflow] stages must be a non-empty list of stage or section names; "
@@ -287,21 +293,57 @@ def load_workflow(path: str | os.PathLike | None, registry: Registry, overrides:
         for k, v in p.items():
             default = d.params[k]
             if default is not None and v is not None and not _same_type(default, v):
-                raise PhraseRescoreError(f"[{d.section}] {k} = {v!r}: expected a {type(default).__name__} "
-                                         f"like the default {default!r}", where)
+                raise PhraseRescoreError(f"[{d.section}] {k} = {shown_value(v)}: expected a "
+                                         f"{type(default).__name__} like the default {default!r}", where)
             if isinstance(default, float) and isinstance(v, int) and not isinstance(v, bool):
                 p[k] = float(v)
         params[s] = p
     inputs: dict[str, Path] = {}
     for k, v in data.get("inputs", {}).items():
+        if holds_date_time(v):
+            raise PhraseRescoreError(f"[inputs] {k} = {shown_value(v)}: expected a path (a string)", where)
         if not isinstance(v, str) or not v:
             raise PhraseRescoreError(f"[inputs] {k} must be a path (a string)", where)
         inputs[k] = Path(v).expanduser()
     _apply_follows(stages, params, explicit, registry, where)
-    workflow = Workflow(name=str(wf.get("name", where.stem if where else "workflow")), stages=stages,
+    workflow = Workflow(name=_workflow_name(wf, where), stages=stages,
                         params=params, inputs=inputs, path=where, explicit=explicit)
     check_params(workflow, registry)
     return workflow
+
+
+def _workflow_name(wf: dict, where: Path | None) -> str:
+    """``[workflow] name``, or the file's name without its suffix: a plain folder name, as the default
+    workdir is ``runs/NAME``.
+
+    :raises PhraseRescoreError: a name that is not a string, or that is empty, ``.``, ``..`` or holds a
+        path separator (it would make the workdir another folder: ``runs`` itself, the current folder, an
+        absolute path).
+    """
+    if "name" not in wf:
+        stem = where.stem if where else ""
+        return stem if _plain_name(stem) else "workflow"
+    name = wf["name"]
+    if not isinstance(name, str) or not _plain_name(name):
+        raise PhraseRescoreError(f"[workflow] name = {shown_value(name)}: expected {WORKFLOW_KEY_KINDS['name']}",
+                                 where)
+    return name
+
+
+def _plain_name(name: str) -> bool:
+    """A name that, joined to a folder, names a folder directly inside it."""
+    return (name not in ("", ".", "..") and "/" not in name and "\0" not in name
+            and not (os.altsep and os.altsep in name) and os.sep not in name)
+
+
+def _json_copy(value: Any) -> Any:
+    """A deep copy as a JSON round trip makes it (tables with string keys, lists for tuples), other values
+    kept as they are: a TOML date or time stays one, for the checks to refuse by name."""
+    if isinstance(value, dict):
+        return {str(k): _json_copy(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_copy(v) for v in value]
+    return value
 
 
 def _apply_follows(stages: list[str], params: dict[str, dict[str, Any]], explicit: dict[str, set[str]],
@@ -349,13 +391,21 @@ def check_params(workflow: Workflow, registry: Registry) -> None:
         p = workflow.params[s]
         for k, valid in d.choices.items():
             if p.get(k) not in valid:
-                raise PhraseRescoreError(f"[{d.section}] {k} = {p.get(k)!r}: expected one of "
+                raise PhraseRescoreError(f"[{d.section}] {k} = {shown_value(p.get(k))}: expected one of "
                                          f"{', '.join(repr(v) for v in valid)}", workflow.path)
+        dated = [k for k, v in p.items() if holds_date_time(v)]   # only where the default is unset
         if d.check is not None:
             try:
-                d.check(json.loads(json.dumps(p)))
+                d.check(_json_copy(p))
             except PhraseRescoreError as e:
                 raise PhraseRescoreError(f"[{d.section}] {e.message}", workflow.path) from None
+            except (TypeError, ValueError):   # a check that met a date or time where it expects a number
+                if not dated:
+                    raise
+        for k in dated:          # a date or time no check refused
+            raise PhraseRescoreError(f"[{d.section}] {k} = {shown_value(p[k])}: expected a number, string, "
+                                     "boolean or list (a TOML date or time is no value of any parameter)",
+                                     workflow.path)
 
 
 def _same_type(default: Any, value: Any) -> bool:
@@ -387,12 +437,14 @@ def plan(workflow: Workflow, registry: Registry) -> Plan:
                                          "select only one of them")
             if a in workflow.inputs:
                 raise PhraseRescoreError(f"artifact {a!r} is given in [inputs] and also produced by stage {s}; "
-                                         f"remove one (drop {s} from [workflow] stages, or the [inputs] line)")
+                                         f"remove one (drop {s} from [workflow] stages, or the [inputs] line)",
+                                         workflow.path)
             producer[a] = s
     known = set(producer) | {a for d in registry.stages.values() for a in (*d.consumes, *d.produces)}
     for a in workflow.inputs:
         if a not in known:
-            raise PhraseRescoreError(f"unknown artifact {a!r} in [inputs]; valid names: {_valid(known)}")
+            raise PhraseRescoreError(f"unknown artifact {a!r} in [inputs]; valid names: {_valid(known)}",
+                                     workflow.path)
     source = {**{a: "inputs" for a in workflow.inputs}, **producer}
     inputs_of: dict[str, dict[str, str | None]] = {}
     for s in workflow.stages:

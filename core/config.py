@@ -16,6 +16,7 @@ which :func:`check` calls after the per-value checks; ``name(key)`` names a valu
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import math
 import os
 from typing import Any, Callable
@@ -116,8 +117,35 @@ def flag_name(s: Setting, value: Any) -> str:
 
 
 def key_name(s: Setting, value: Any) -> str:
-    """How an error names a workflow value: ``batch_size = 0``."""
-    return f"{s.name} = {value!r}"
+    """How an error names a workflow value: ``batch_size = 0`` (a date or time as TOML spells it)."""
+    return f"{s.name} = {shown_value(value)}"
+
+
+#: the TOML date and time values (offset and local date-times, local dates, local times)
+DATE_TIME_TYPES = (datetime.date, datetime.time)   # datetime.datetime is a datetime.date
+
+
+def holds_date_time(value: Any) -> bool:
+    """``value`` is a TOML date or time, or a list or table holding one (values no setting takes)."""
+    if isinstance(value, DATE_TIME_TYPES):
+        return True
+    if isinstance(value, (list, tuple)):
+        return any(holds_date_time(v) for v in value)
+    if isinstance(value, dict):
+        return any(holds_date_time(v) for v in value.values())
+    return False
+
+
+def shown_value(value: Any) -> str:
+    """A value as a message shows it: ``repr``, but a date or time as TOML spells it (``1979-05-27``,
+    ``07:32:00``, ``1979-05-27T07:32:00+00:00``), in a list or table too."""
+    if isinstance(value, DATE_TIME_TYPES):
+        return value.isoformat()
+    if isinstance(value, (list, tuple)) and holds_date_time(value):
+        return "[" + ", ".join(shown_value(v) for v in value) + "]"
+    if isinstance(value, dict) and holds_date_time(value):
+        return "{" + ", ".join(f"{k} = {shown_value(v)}" for k, v in value.items()) + "}"
+    return repr(value)
 
 
 def _range_words(s: Setting) -> str:
@@ -173,7 +201,12 @@ def check_value(s: Setting, value: Any, name: Callable[[Setting, Any], str]) -> 
         ok = not ((s.low is not None and (out < s.low or (s.low_open and out == s.low)))
                   or (s.high is not None and (out > s.high or (s.high_open and out == s.high))))
     if not ok:
-        raise PhraseRescoreError(f"{name(s, value)}: expected {expected(s)}")
+        words = expected(s)
+        number = not isinstance(value, bool) and isinstance(value, int if s.type is int else (int, float))
+        if s.choices is None and s.type in (int, float) and (s.low, s.high) != (None, None) and not number:
+            kind = "a whole number" if s.type is int else "a number"     # a range alone would not say it
+            words = words if words.startswith(kind) else f"{kind} {words}"
+        raise PhraseRescoreError(f"{name(s, value)}: expected {words}")
     return out
 
 
@@ -202,11 +235,12 @@ def check(cls, values: dict[str, Any], name: Callable[[Setting, Any], str] = key
 
 def parse_value(text: str) -> Any:
     """A value typed on a command line: a TOML value when it parses as one (3, 0.5, true, "x", [1, 2],
-    {a = 1}), else the text itself."""
+    {a = 1}) other than a date or time, else the text itself."""
     try:
-        return tomllib.loads(f"v = {text}")["v"]
+        value = tomllib.loads(f"v = {text}")["v"]
     except tomllib.TOMLDecodeError:
         return text
+    return text if holds_date_time(value) else value     # no setting takes a date or time: keep the text
 
 
 def read_toml(path: str | os.PathLike, what: str = "file") -> dict[str, Any]:

@@ -6,7 +6,9 @@ re-ranked either by the paper's even average ``0.5 * log p(hyp|src) + 0.5 * SMT 
 weighted sum of all features with weights from a moses.ini (e.g. tuned by MERT with the new feature).
 Outputs: the n-best list with the feature added (every hypothesis in its original place, every other byte
 of its line unchanged, the decoder's total score left alone) and the re-ranked 1-best, one line per source
-sentence (empty where the decoder produced no hypothesis). Sentences are streamed a chunk at a time.
+sentence (empty where the decoder produced no hypothesis). Sentences are streamed a chunk at a time. A list
+without hypotheses for the source's last sentence (empty, or cut short as when the decoder was stopped) is
+refused, naming the first sentence it lacks.
 
 The scorer is a Seq2Seq checkpoint or the phrase-level RNN Encoder-Decoder of Cho et al. applied to whole
 sentences, for comparison; several checkpoints of one kind are an ensemble (log-probabilities averaged).
@@ -20,6 +22,7 @@ list and re-rank the test list, as Cho et al. (section 5) rescore with the CSLM:
 from __future__ import annotations
 
 import os
+import re
 import time
 from dataclasses import dataclass
 from typing import Protocol, Sequence
@@ -31,6 +34,7 @@ from phrase_rescore.core.config import setting
 from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.core.fileio import atomic_open, check_outputs, read_text_lines
 from phrase_rescore.core.progress import bar
+from phrase_rescore.core.words import words
 from phrase_rescore.moses_integration.nbest import NBestEntry, NBestWriter, read_nbest_groups
 
 from .batching import pad_batch
@@ -265,8 +269,10 @@ def rerank_nbest(nbest_path: str | os.PathLike, weights: dict[str, list[float]],
     list weighted; an empty line where it has none), without any model. Returns the sentences whose
     best is not the decoder's first."""
     changed = 0
+    ends = _ListEnd(nbest_path, num_sentences)
     with atomic_open(out_1best, "w") as one:
-        for _, group in read_nbest_groups(nbest_path, num_sentences=num_sentences):
+        for sid, group in read_nbest_groups(nbest_path, num_sentences=num_sentences):
+            ends.add(sid, group)
             best, best_score = None, None
             for e in group:
                 sc = combined_score(e, 0.0, weights, nbest_path)
@@ -274,7 +280,46 @@ def rerank_nbest(nbest_path: str | os.PathLike, weights: dict[str, list[float]],
                     best, best_score = e, sc
             one.write((best.hypothesis if best is not None else "") + "\n")
             changed += best is not None and best is not group[0]
+        ends.check()
     return changed
+
+
+class _ListEnd:
+    """Where an n-best list's hypotheses end: :meth:`check` refuses a list that has none for the last
+    sentence of its source (empty, or cut short as when the decoder was killed); a sentence without
+    hypotheses before the last is the decoder's own (no translation found) and stays an empty 1-best."""
+
+    def __init__(self, nbest_path, num_sentences: int, source=None):
+        self.path, self.num_sentences, self.source = nbest_path, num_sentences, source
+        self.last = -1               # the last sentence id with hypotheses
+
+    def add(self, sid: int, group: list) -> None:
+        if group:
+            self.last = sid
+
+    def check(self) -> None:
+        check_list_end(self.path, self.last, self.num_sentences, self.source)
+
+
+def check_list_end(nbest_path, last: int, num_sentences: int, source=None) -> None:
+    """Refuse an n-best list whose last sentence with hypotheses (``last``; -1: none) is not the source's last.
+
+    :param source: the source file, for the message.
+    :raises PhraseRescoreError: naming the list, the first sentence id without hypotheses from which on
+        the list is empty, and the source's sentence count.
+    """
+    if last >= num_sentences - 1:
+        return
+    first = last + 1
+    src = f"the source {source}" if source is not None else "the source"
+    if last < 0:
+        what = "has no hypotheses (none for sentence 0 or any after it)"
+    else:
+        what = (f"ends after sentence {last}: no hypotheses for sentence {first}"
+                + (" or any after it" if first < num_sentences - 1 else ""))
+    raise PhraseRescoreError(f"the n-best list {what}, but {src} has {num_sentences} sentences (ids 0 to "
+                             f"{num_sentences - 1}); expected hypotheses up to its last sentence (a list cut short, "
+                             "as when the decoder is stopped, is refused)", nbest_path)
 
 
 def write_weights(path: str | os.PathLike, weights: dict[str, list[float]]) -> None:
@@ -285,6 +330,47 @@ def write_weights(path: str | os.PathLike, weights: dict[str, list[float]]) -> N
         f.write("[weight]\n")
         for n, vs in weights.items():
             f.write(f"{n}= " + " ".join(format_weight(v) for v in vs) + "\n")
+
+
+def check_derived_output(path: str, option: str, kind: str, ours) -> None:
+    """Refuse an output named after another (``OUT_NBEST.dev``) that exists and is not one of ours.
+
+    :param ours: ``ours(path) -> bool``: the file is what this command writes there (so a rerun may replace it).
+    :raises PhraseRescoreError: naming the file, the option it is named after and what was expected.
+    """
+    if not os.path.lexists(path):
+        return
+    if os.path.islink(path) or not os.path.isfile(path) or not ours(path):
+        raise PhraseRescoreError(f"{option} would replace this file, which is not {kind}, so it was not written "
+                                 "by this command: move it away or choose another name", path)
+
+
+def _is_rescored_nbest(path: str, names: set[str]) -> bool:
+    """``path`` is an n-best list whose first hypothesis ends with one of the features ``names`` (the
+    rescoring feature rescore-nbest adds last)."""
+    from phrase_rescore.moses_integration.nbest import read_nbest
+
+    try:
+        for e in read_nbest(path):
+            return bool(e.features) and e.features[-1][0] in names
+    except PhraseRescoreError:
+        return False
+    return False
+
+
+_WEIGHT_LINE = re.compile(r"\S+= \S.*")
+
+
+def _is_weights_file(path: str) -> bool:
+    """``path`` holds a ``[weight]`` section only, as :func:`write_weights` writes it."""
+    try:
+        with open(path, encoding="utf-8", newline="") as f:
+            lines = f.read().split("\n")
+    except (OSError, UnicodeDecodeError):
+        return False
+    if lines[-1] == "":
+        lines.pop()
+    return bool(lines) and lines[0] == "[weight]" and all(_WEIGHT_LINE.fullmatch(x) for x in lines[1:])
 
 
 @dataclass
@@ -303,7 +389,8 @@ class RescoreConfig:
     :param dev_nbest, dev_src, dev_ref: tune the re-ranking weights with MERT on this dev n-best list
         (rescored first, written to ``out_nbest + ".dev"``) against tokenized references; the weights go to
         ``out_1best + ".weights.ini"`` and re-rank ``nbest``. With ``tuner`` ``mert`` or ``kbmira`` Moses's
-        programs work in the folder ``out_1best + ".mert"`` (``".kbmira"``), their logs kept there.
+        programs work in the folder ``out_1best + ".mert"`` (``".kbmira"``), their logs kept there. An existing
+        file of a derived name that this command did not write is refused (:func:`check_derived_output`).
     """
 
     nbest: str
@@ -370,6 +457,12 @@ def rescore_nbest(cfg: RescoreConfig) -> RescoreSummary:
                    "--out-nbest + .dev": dev_out if tuning else None,
                    "--out-1best + .weights.ini": tuned_path if tuning else None},
                   {f"--out-1best + .{cfg.tuner}": tuner_dir if tuning and cfg.tuner != "embedded" else None})
+    if tuning:   # files of these names are replaced only when they are this command's own
+        names = {cfg.feature_name} if cfg.feature_name else set(FEATURE_NAMES.values())
+        check_derived_output(dev_out, "--out-nbest + .dev", "an n-best list rescored by rescore-nbest",
+                             lambda p: _is_rescored_nbest(p, names))
+        check_derived_output(tuned_path, "--out-1best + .weights.ini", "the [weight] section rescore-nbest "
+                             "writes", _is_weights_file)
     install = None
     if cfg.tuner != "embedded":   # before any model is loaded or list scored
         from phrase_rescore.core.outdir import check_claimable
@@ -389,7 +482,12 @@ def rescore_nbest(cfg: RescoreConfig) -> RescoreSummary:
         if n_ref != len(dev_sources):
             raise PhraseRescoreError(f"{n_ref} lines, but the dev source {cfg.dev_src} has {len(dev_sources)}: "
                                      "expected one reference per dev sentence", cfg.dev_ref)
-        dev_layout, _ = nbest_layout(cfg.dev_nbest, len(dev_sources))
+        dev_layout, dev_missing = nbest_layout(cfg.dev_nbest, len(dev_sources))
+        last = len(dev_sources) - 1
+        while dev_missing and dev_missing[-1] == last:   # the sentences the list lacks at its end
+            dev_missing.pop()
+            last -= 1
+        check_list_end(cfg.dev_nbest, last, len(dev_sources), cfg.dev_src)
     device = default_device(cfg.device)
     scorer, kind = load_scorer(cfg.checkpoints, device, cfg.hyp_batch)
     name = cfg.feature_name or FEATURE_NAMES[kind]
@@ -408,7 +506,7 @@ def rescore_nbest(cfg: RescoreConfig) -> RescoreSummary:
     dev_bleu, tune_seconds = None, None
     if tuning:
         _rescore_file(scorer, name, cfg.dev_nbest, dev_sources, dev_out, None, None,
-                      cfg.sentences_per_chunk, "rescore dev")
+                      cfg.sentences_per_chunk, "rescore dev", cfg.dev_src)
         t_tune = time.perf_counter()
         weights, dev_bleu = tune_rerank_weights_with(cfg.tuner, dev_out, cfg.dev_ref, weights, cfg.mert_restarts,
                                                      cfg.seed, install, tuner_dir)
@@ -416,19 +514,21 @@ def rescore_nbest(cfg: RescoreConfig) -> RescoreSummary:
         write_weights(tuned_path, weights)
     sources = read_sentences(cfg.source)
     n_hyp, changed = _rescore_file(scorer, name, cfg.nbest, sources, cfg.out_nbest, cfg.out_1best, weights,
-                                   cfg.sentences_per_chunk, "rescore")
+                                   cfg.sentences_per_chunk, "rescore", cfg.source)
     dt = time.perf_counter() - t0
     return RescoreSummary(len(sources), n_hyp, changed, name, kind, dt, n_hyp / dt if dt else 0.0,
                           tuned_path if tuning else None, dev_bleu, cfg.tuner, tune_seconds)
 
 
 def _rescore_file(scorer: SentenceScorer, name: str, nbest_path, sources: list[list[str]], out_nbest,
-                  out_1best, weights, sentences_per_chunk: int, desc: str) -> tuple[int, int]:
-    """Stream ``nbest_path``: add the feature, write the n-best and (when ``out_1best``) the re-ranked 1-best.
-    Returns (hypotheses, sentences whose 1-best changed)."""
+                  out_1best, weights, sentences_per_chunk: int, desc: str, source_path=None) -> tuple[int, int]:
+    """Stream ``nbest_path``: add the feature, write the n-best and (when ``out_1best``) the re-ranked 1-best;
+    a list cut short is refused and nothing is written (:func:`check_list_end`; ``source_path`` names the
+    source in its message). Returns (hypotheses, sentences whose 1-best changed)."""
     import contextlib
 
     n_hyp = changed = 0
+    ends = _ListEnd(nbest_path, len(sources), source_path)
     chunk: list[tuple[int, list[NBestEntry]]] = []
     with contextlib.ExitStack() as stack:
         nb = stack.enter_context(NBestWriter(out_nbest))
@@ -438,7 +538,7 @@ def _rescore_file(scorer: SentenceScorer, name: str, nbest_path, sources: list[l
         def flush():
             nonlocal n_hyp, changed
             logps = scorer.score_groups([sources[i] for i, _ in chunk],
-                                        [[e.hypothesis.split() for e in g] for _, g in chunk])
+                                        [[words(e.hypothesis) for e in g] for _, g in chunk])
             for (_, group), lps in zip(chunk, logps):
                 best, best_score = None, None
                 for e, lp in zip(group, lps):
@@ -455,8 +555,10 @@ def _rescore_file(scorer: SentenceScorer, name: str, nbest_path, sources: list[l
             chunk.clear()
 
         for sid, group in read_nbest_groups(nbest_path, num_sentences=len(sources)):
+            ends.add(sid, group)
             chunk.append((sid, group))
             if len(chunk) >= sentences_per_chunk:
                 flush()
+        ends.check()       # before the outputs are renamed into place
         flush()
     return n_hyp, changed

@@ -27,6 +27,7 @@ import collections
 import contextlib
 import os
 import queue
+import re
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -66,7 +67,8 @@ class ScoreConfig:
         exp() form [False].
     :param on_error: ``"raise"`` stops at the first bad line; ``"keep"`` keeps it in place with neutral
         values and lists it in ``rejects`` [raise].
-    :param rejects: where ``--on-error keep`` lists rejected lines [OUT.rejects].
+    :param rejects: where ``--on-error keep`` lists rejected lines [OUT.rejects; an existing file of that name
+        that is not a reject list is refused (:func:`rejects_path`)].
     :param vocab: a vocabulary JSON, for a checkpoint that carries none [the checkpoint's].
     :param device: ``"auto"`` (CUDA when present), ``"cpu"``, ``"cuda"``, ``"cuda:1"``... [auto].
     :param precision: ``"fp32"``, or ``"bf16"``/``"fp16"`` autocast (for CUDA) [fp32].
@@ -177,6 +179,37 @@ def load_model(model_path, config: ScoreConfig):
     return model, vocabs
 
 
+_REJECT_LINE = re.compile(rb"[0-9]+\t")
+
+
+def rejects_path(out_path, config: ScoreConfig) -> str | None:
+    """Where ``--on-error keep`` lists the rejected lines (None for ``raise``): ``config.rejects``, else
+    ``OUT.rejects``.
+
+    :raises PhraseRescoreError: ``OUT.rejects`` (the name derived from ``--out``, not one given with
+        ``--rejects``) exists and is not a reject list (``LINE<TAB>REASON<TAB>BYTES`` lines), so it was not
+        written by ``score`` and would be replaced.
+    """
+    if config.on_error != "keep":
+        return None
+    if config.rejects:
+        return config.rejects
+    path = os.fspath(out_path) + ".rejects"
+    if os.path.lexists(path) and not _is_reject_list(path):
+        raise PhraseRescoreError("exists and is not a reject list that `score` wrote (lines of LINE<TAB>REASON<TAB>"
+                                 "BYTES), and --on-error keep would replace it: move it away, or name the "
+                                 "list with --rejects", path)
+    return path
+
+
+def _is_reject_list(path: str) -> bool:
+    """``path`` is a regular file of ``LINE<TAB>...`` lines (or empty), as the phrase-table reader writes them."""
+    if os.path.islink(path) or not os.path.isfile(path):
+        return False
+    with open(path, "rb") as f:
+        return all(_REJECT_LINE.match(line) for line in f)
+
+
 def score_table(model_path, table_path, out_path, config: ScoreConfig | None = None) -> dict:
     """Score every line of a phrase table and write it with the new columns appended.
 
@@ -198,7 +231,7 @@ def score_table(model_path, table_path, out_path, config: ScoreConfig | None = N
     from .model.checkpoint import resolve_checkpoint
 
     model_file = resolve_checkpoint(model_path)
-    rejects = config.rejects or (os.fspath(out_path) + ".rejects") if config.on_error == "keep" else None
+    rejects = rejects_path(out_path, config)
     check_not_same_file(table_path, out_path, rejects, model_file, config.vocab, config.rare_counts)
     model, vocabs = load_model(model_file, config)
     st = os.stat(table_path) if os.path.exists(table_path) else None
@@ -226,7 +259,7 @@ def score_table_with_model(model, vocabs, table_path, out_path, config: ScoreCon
                            model_path=None, shares: RareWordShares | None = None) -> dict:
     """:func:`score_table` for an already loaded model; ``identity`` guards resumes (see chunked.py);
     ``model_path`` names the model in errors; ``shares``: the rare words' shares when already counted."""
-    rejects = config.rejects or (os.fspath(out_path) + ".rejects") if config.on_error == "keep" else None
+    rejects = rejects_path(out_path, config)
     check_not_same_file(table_path, out_path, rejects, vocab=config.vocab, counts=config.rare_counts)
     check_not_empty(table_path)
     device = resolve_device(config.device)
@@ -247,7 +280,7 @@ def _score_sharded(model, vocabs, table_path, out_path, config: ScoreConfig, ide
                    shares: RareWordShares | None = None) -> dict:
     """:func:`score_table` as one rank of a torchrun job (see
     :mod:`phrase_rescore.pipeline.scoring.sharded`)."""
-    rejects = config.rejects or (os.fspath(out_path) + ".rejects") if config.on_error == "keep" else None
+    rejects = rejects_path(out_path, config)
     check_not_same_file(table_path, out_path, rejects, vocab=config.vocab, counts=config.rare_counts)
     check_not_empty(table_path)
     d = distributed.setup(config.device)

@@ -259,4 +259,58 @@ def test_source_lines_end_at_newlines_only(files):
 
     src = files / "cr.txt"
     src.write_bytes(b"la\rmaison\r\nest\n\nrien")
-    assert read_sentences(src) == [["la", "maison"], ["est"], [], ["rien"]]
+    assert read_sentences(src) == [["la\rmaison"], ["est"], [], ["rien"]]     # a lone \r is part of a word
+
+
+@pytest.mark.parametrize("keep, extra_source, message", [
+    (0, 0, r"has no hypotheses \(none for sentence 0 or any after it\), but the source .*src.txt has 4 sentences"),
+    (3, 0, r"ends after sentence 1: no hypotheses for sentence 2 or any after it, but the source .* has 4 sentences"),
+    (4, 1, r"ends after sentence 3: no hypotheses for sentence 4, but the source .* has 5 sentences"),
+])
+def test_an_empty_or_cut_short_nbest_list_is_refused(files, keep, extra_source, message):
+    from phrase_rescore.app.cli import main
+
+    cut = files / "cut.nbest"
+    cut.write_bytes(b"".join(NBEST.read_bytes().splitlines(keepends=True)[:keep]))
+    (files / "src.txt").write_text("\n".join(SOURCES + ["encore"] * extra_source) + "\n")
+    with pytest.raises(PhraseRescoreError, match=message) as e:
+        rescore_nbest(RescoreConfig(str(cut), str(files / "src.txt"), [str(files / "m.pt")], str(files / "o.nbest"),
+                                    str(files / "1.txt")))
+    assert e.value.path == str(cut)
+    assert not (files / "o.nbest").exists() and not (files / "1.txt").exists()
+    r = CliRunner().invoke(main, ["rescore-nbest", str(cut), str(files / "src.txt"), "-m", str(files / "m.pt"),
+                                  "--out-nbest", str(files / "o.nbest"), "--out-1best", str(files / "1.txt")])
+    assert r.exit_code == 1 and r.output.startswith(f"error: {cut}: the n-best list "), r.output
+    # the same list as the dev list: refused before any model is loaded or list written
+    (files / "ref.txt").write_text("\n".join(["x"] * (4 + extra_source)) + "\n")
+    dev_message = message if keep else "the dev n-best list has no hypotheses"
+    with pytest.raises(PhraseRescoreError, match=dev_message):
+        rescore_nbest(RescoreConfig(str(NBEST), str(files / "src.txt"), [str(files / "missing.pt")],
+                                    str(files / "o.nbest"), str(files / "1.txt"), dev_nbest=str(cut),
+                                    dev_src=str(files / "src.txt"), dev_ref=str(files / "ref.txt")))
+    assert sorted(p.name for p in files.iterdir()) == ["cut.nbest", "m.pt", "m2.pt", "ref.txt", "src.txt"]
+
+
+@pytest.mark.parametrize("derived, user", [
+    ("o.nbest.dev", b"my own notes\n"),
+    ("o.nbest.dev", NBEST.read_bytes()),                        # an n-best list, but not one rescore-nbest wrote
+    ("o.nbest.dev", b""),
+    ("1.txt.weights.ini", b"my own notes\n"),
+    ("1.txt.weights.ini", b"[input-factors]\n0\n\n[weight]\nLM0= 0.5\n"),   # a whole moses.ini
+    ("1.txt.weights.ini", b""),
+])
+def test_tuning_refuses_user_files_named_like_its_derived_outputs(files, derived, user):
+    (files / "ref.txt").write_text("the house is little\nit is a small house\nnothing\nhello\n")
+    cfg = RescoreConfig(str(NBEST), str(files / "src.txt"), [str(files / "m.pt")], str(files / "o.nbest"),
+                        str(files / "1.txt"), dev_nbest=str(NBEST), dev_src=str(files / "src.txt"),
+                        dev_ref=str(files / "ref.txt"), mert_restarts=1)
+    (files / derived).write_bytes(user)
+    with pytest.raises(PhraseRescoreError, match="would replace this file, which is not") as e:
+        rescore_nbest(cfg)
+    assert e.value.path == str(files / derived) and (files / derived).read_bytes() == user
+    assert not (files / "o.nbest").exists() and not (files / "1.txt").exists()
+    (files / derived).unlink()
+    for _ in range(2):   # a rerun replaces what the command wrote itself
+        s = rescore_nbest(cfg)
+        assert s.tuned_weights == str(files / "1.txt.weights.ini")
+        assert (files / "o.nbest.dev").is_file() and (files / "1.txt.weights.ini").read_text().startswith("[weight]\n")

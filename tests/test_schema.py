@@ -192,7 +192,10 @@ def test_config_file_values_and_flags_over_them(tmp_path, monkeypatch):
 @pytest.mark.parametrize("text,message", [
     ("noise = 2.0\n", "demo.toml: noise = 2.0: expected a number from 0 to 1"),
     ("trian = 3\n", "demo.toml: unknown key 'trian'; valid keys: dev, noise, seed, test, train"),
-    ("train = 'many'\n", "demo.toml: train = 'many': expected at least 1"),
+    ("train = 'many'\n", "demo.toml: train = 'many': expected a whole number at least 1"),
+    ("train = 1979-05-27\n", "demo.toml: train = 1979-05-27: expected a whole number at least 1"),
+    ("noise = 07:32:00\n", "demo.toml: noise = 07:32:00: expected a number from 0 to 1"),
+    ("noise = 1979-05-27T07:32:00-08:00\n", "demo.toml: noise = 1979-05-27T07:32:00-08:00: expected a number from 0 to 1"),
     ("train = [\n", "demo.toml: not a valid TOML file"),
 ])
 def test_bad_config_files_are_refused(tmp_path, monkeypatch, text, message):

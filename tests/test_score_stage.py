@@ -366,6 +366,64 @@ def test_a_partial_file_without_its_manifest_is_not_overwritten(tmp_path, model_
     assert (tmp_path / "new.partial").read_bytes() == b"a user's file\n"
 
 
+@pytest.mark.parametrize("restart", [False, True])
+@pytest.mark.parametrize("manifest", [b'{"my": "notes"}\n', b"notes\n", b"[1, 2]\n", b"\xff\xfe\n", b"",
+                                      b'{"format": "something-else", "version": 1}\n'])
+def test_a_file_in_the_manifests_place_that_is_not_scores_is_refused_and_kept(tmp_path, model_path, manifest,
+                                                                              restart):
+    path, _, _ = model_path
+    table = tmp_path / "pt"
+    write_table(table, [l for l, _ in HAND_TABLE], final_newline=True)
+    user = {"new.gz.partial.json": manifest, "new.gz.partial.json.tmp": b"keep me\n"}
+    for name, data in user.items():
+        (tmp_path / name).write_bytes(data)
+    with pytest.raises(PhraseRescoreError, match=r"new.gz.partial.json: expected the manifest of a partial `score` "
+                                                 r"output .*not written by `score`"):
+        score_table(path, table, tmp_path / "new.gz", ScoreConfig(restart=restart))
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.name.startswith("new")} == user
+    r = CliRunner().invoke(cli, ["--quiet", "score", str(path), str(table), "--out", str(tmp_path / "new.gz"),
+                                 "--device", "cpu"])
+    assert r.exit_code == 1 and r.output.startswith(f"error: {tmp_path / 'new.gz.partial.json'}: expected"), r.output
+    assert "Traceback" not in r.output
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.name.startswith("new")} == user
+
+
+def test_a_manifest_of_another_version_starts_afresh_and_a_user_file_beside_it_stays(tmp_path, model_path):
+    path, _, _ = model_path
+    table = tmp_path / "pt"
+    write_table(table, [l for l, _ in HAND_TABLE], final_newline=True)
+    (tmp_path / "new.partial").write_bytes(b"stale bytes\n")
+    (tmp_path / "new.partial.json").write_text(json.dumps({"format": "phrase-rescore-score-manifest", "version": 0}))
+    (tmp_path / "new.partial.json.tmp").write_bytes(b"keep me\n")
+    s = score_table(path, table, tmp_path / "new", ScoreConfig(chunk_lines=3, matmul="torch"))
+    assert s["resumed_from_line"] == 0 and "another format version" in s["restart_reason"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["new", "new.partial.json.tmp", "pt"]
+    assert (tmp_path / "new.partial.json.tmp").read_bytes() == b"keep me\n"
+    assert b"stale" not in (tmp_path / "new").read_bytes()
+
+
+def test_on_error_keep_refuses_a_user_file_named_like_the_reject_list(tmp_path, model_path):
+    path, _, _ = model_path
+    table = tmp_path / "pt"
+    write_table(table, BAD_TABLE, final_newline=True)
+    out, rejects = tmp_path / "new", tmp_path / "new.rejects"
+    rejects.write_bytes(b"my notes\n")
+    with pytest.raises(PhraseRescoreError, match=r"new.rejects: exists and is not a reject list"):
+        score_table(path, table, out, ScoreConfig(on_error="keep"))
+    assert rejects.read_bytes() == b"my notes\n" and not out.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["new.rejects", "pt"]
+    rejects.unlink()
+    for _ in range(2):          # the list score wrote is replaced by a rerun
+        s = score_table(path, table, out, ScoreConfig(on_error="keep"))
+        assert s["rejected"] == 2 and rejects.read_bytes().startswith(b"2\t")
+    rejects.write_bytes(b"")    # an empty list (a table without bad lines) is one too
+    score_table(path, table, out, ScoreConfig(on_error="keep"))
+    mine = tmp_path / "mine.txt"   # a list named with --rejects is the user's choice
+    mine.write_bytes(b"my notes\n")
+    score_table(path, table, out, ScoreConfig(on_error="keep", rejects=str(mine)))
+    assert mine.read_bytes().startswith(b"2\t")
+
+
 def test_a_partial_output_made_on_another_device_is_not_resumed(tmp_path, model_path, monkeypatch):
     path, _, _ = model_path
     table = tmp_path / "pt"

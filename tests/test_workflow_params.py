@@ -1,6 +1,7 @@
 """Every selected stage's parameters are checked before any stage runs, naming section, key and valid values."""
 from __future__ import annotations
 
+import datetime
 import json
 from pathlib import Path
 
@@ -91,3 +92,69 @@ def test_cli_bad_value_leaves_the_previous_outputs(tmp_path, monkeypatch):
     assert r.exit_code == 1, r.output
     assert "error: wf.toml: [score] on_error = 'ignore': expected one of 'raise', 'keep'" in r.output
     assert {p.name: p.read_bytes() for p in score.iterdir()} == before
+
+
+@pytest.mark.parametrize("text, message", [
+    ('[workflow]\nname = 2024-01-01\nstages = ["prepare"]\n',
+     r"\[workflow\] name = 2024-01-01: expected a plain folder name as a string"),
+    ('[workflow]\ndescription = 1979-05-27T07:32:00Z\nstages = ["prepare"]\n',
+     r"\[workflow\] description = 1979-05-27T07:32:00\+00:00: expected a string"),
+    ('[workflow]\nstages = [1979-05-27]\n',
+     r"\[workflow\] stages = \[1979-05-27\]: expected a non-empty list of stage or section names"),
+    ('[workflow]\nstages = ["prepare"]\n[prepare]\nseed = 07:00:00\n',
+     r"\[prepare\] seed = 07:00:00: expected a int like the default 1234"),
+    ('[workflow]\nstages = ["prepare"]\n[common]\nseed = 1979-05-27T07:32:00\n',
+     r"\[prepare\] seed = 1979-05-27T07:32:00: expected a int like the default 1234"),
+    ('[workflow]\nstages = ["score"]\n[score]\nthreads = 07:00:00.5\n',
+     r"\[score\] threads = 07:00:00.500000: expected a whole number at least 1 \(or leave it unset\)"),
+    ('[workflow]\nstages = ["prepare"]\n[inputs]\nphrase_table = 1979-05-27\n',
+     r"\[inputs\] phrase_table = 1979-05-27: expected a path \(a string\)"),
+])
+def test_a_toml_date_or_time_is_refused_naming_the_file_section_and_key(tmp_path, monkeypatch, text, message):
+    monkeypatch.chdir(tmp_path)
+    Path("d.toml").write_text(text)
+    with pytest.raises(PhraseRescoreError, match=r"^d.toml: " + message):
+        load_workflow("d.toml", default_registry())
+    r = CliRunner().invoke(main, ["run", "d.toml", "--workdir", "wd"])
+    assert r.exit_code == 1 and r.output.startswith("error: d.toml: [") and "Traceback" not in r.output, r.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["d.toml"]
+
+
+def test_a_date_or_time_for_a_parameter_that_no_check_covers_is_refused(tmp_path):
+    def positive(p):             # a check that compares the value with a number
+        if p["when"] is not None and p["when"] < 0:
+            raise PhraseRescoreError(f"when = {p['when']!r}: expected at least 0")
+    reg = registry()
+    reg.add(StageDef("note", "note", lambda ctx: None, {"when": None}, produces={"n": "n.txt"}))
+    reg.add(StageDef("later", "later", lambda ctx: None, {"when": None}, produces={"l": "l.txt"}, check=positive))
+    for stage in ("note", "later"):
+        data = {"workflow": {"stages": [stage]}, stage: {"when": 1}}
+        load_workflow(None, reg, data=data)
+        data[stage]["when"] = datetime.date(2024, 1, 1)             # as tomllib reads `when = 2024-01-01`
+        with pytest.raises(PhraseRescoreError, match=rf"\[{stage}\] when = 2024-01-01: expected a number, string, "):
+            load_workflow(None, reg, data=data)
+
+
+@pytest.mark.parametrize("name", ["..", ".", "", "/abs/path", "a/b", "../elsewhere", 5])
+def test_a_workflow_name_that_is_not_a_plain_folder_name_is_refused(tmp_path, monkeypatch, name):
+    monkeypatch.chdir(tmp_path)
+    Path("wf.toml").write_text(f'[workflow]\nname = {json.dumps(name)}\nstages = ["prepare"]\n')
+    r = CliRunner().invoke(main, ["run", "wf.toml"])          # the default workdir is runs/NAME
+    assert r.exit_code == 1, r.output
+    assert r.output.startswith(f"error: wf.toml: [workflow] name = {name!r}: expected a plain folder name"), r.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["wf.toml"]
+
+
+def test_plain_workflow_names_are_taken(tmp_path):
+    for name in ("demo", "run-2024.01", "..x"):
+        assert load_workflow(None, default_registry(), data={"workflow": {"name": name, "stages": ["prepare"]}}
+                             ).name == name
+    assert load_workflow(None, default_registry(), ["workflow.name=2024-01-01"],   # typed text, not a TOML date
+                         data={"workflow": {"stages": ["prepare"]}}).name == "2024-01-01"
+
+
+def test_an_unknown_input_names_the_workflow_file(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    Path("wf.toml").write_text('[workflow]\nstages = ["prepare"]\n[inputs]\nphrase_table = "wf.toml"\nfoo = "x"\n')
+    r = CliRunner().invoke(main, ["run", "wf.toml", "--workdir", "wd"])
+    assert r.exit_code == 1 and r.output.startswith("error: wf.toml: unknown artifact 'foo' in [inputs]"), r.output

@@ -18,6 +18,10 @@ its manifest as ``PART.json``.
 
 A manifest is only resumed when its ``identity`` (the input table's size and mtime, the model's hash
 and every option that changes the output) equals the current run's; otherwise the run starts afresh.
+A file in the manifest's place that is not one of score's manifests (JSON carrying
+:data:`MANIFEST_FORMAT`) is refused, never replaced: only a manifest of score's, of any version, is.
+The manifest is replaced through :func:`~phrase_rescore.core.fileio.atomic_path` (a temporary file of a
+name no other file has, fsync'ed and renamed), so no other file beside it is written over.
 It also carries a digest of the input lines already done (:func:`chain_digest`, chunk by chunk), which
 the resumed run checks against the lines it skips before it writes anything.
 """
@@ -30,7 +34,8 @@ import zlib
 from pathlib import Path
 
 from phrase_rescore.core.errors import PhraseRescoreError
-from phrase_rescore.core.fileio import GZIP_HEADER, check_outputs, gzip_piece, gzip_trailer, wants_gzip
+from phrase_rescore.core.fileio import (GZIP_HEADER, atomic_path, check_outputs, gzip_piece, gzip_trailer,
+                                        wants_gzip)
 
 MANIFEST_FORMAT = "phrase-rescore-score-manifest"
 MANIFEST_VERSION = 1
@@ -116,7 +121,9 @@ class ChunkedOutput:
     def open(self, restart: bool = False) -> int:
         """Open for appending; returns the number of input lines already done (0 on a fresh start)."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        state = None if restart else self._read_manifest()
+        state = self._read_manifest()         # refuses a file in the manifest's place that is not score's
+        if restart:
+            state, self.restart_reason = None, None
         if state is not None and self.partial.exists() and self.partial.stat().st_size >= state["bytes"]:
             self._f = open(self.partial, "r+b")
             self._f.truncate(state["bytes"])          # drop a chunk that was half written
@@ -143,19 +150,29 @@ class ChunkedOutput:
         return 0
 
     def _read_manifest(self) -> dict | None:
+        """The state to resume from, or None to start afresh (:attr:`restart_reason` says why).
+
+        :raises PhraseRescoreError: a file in the manifest's place is not one of score's manifests.
+        """
         try:
-            with open(self.manifest_path, encoding="utf-8") as f:
-                m = json.load(f)
+            with open(self.manifest_path, "rb") as f:
+                m = json.loads(f.read().decode("utf-8"))
         except FileNotFoundError:
             return None
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            self.restart_reason = f"unreadable manifest {self.manifest_path}"
-            return None
-        if m.get("format") != MANIFEST_FORMAT or m.get("version") != MANIFEST_VERSION:
-            self.restart_reason = f"manifest {self.manifest_path} has another format or version"
+        except IsADirectoryError:
+            m = None
+        except (ValueError, UnicodeDecodeError):   # not JSON (JSONDecodeError is a ValueError), not UTF-8
+            m = None
+        if not isinstance(m, dict) or m.get("format") != MANIFEST_FORMAT:
+            raise PhraseRescoreError(f"expected the manifest of a partial `score` output (JSON with \"format\": "
+                                     f"\"{MANIFEST_FORMAT}\"), found another file: it was not written by `score`; "
+                                     "move it away or choose another --out", self.manifest_path)
+        if m.get("version") != MANIFEST_VERSION or not isinstance(m.get("state"), dict):
+            self.restart_reason = f"manifest {self.manifest_path} has another format version"
             return None
         if m.get("identity") != self.identity:
-            old, new = m.get("identity") or {}, self.identity
+            old, new = m.get("identity"), self.identity
+            old = old if isinstance(old, dict) else {}
             diff = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
             self.restart_reason = f"the earlier partial run differs in: {', '.join(diff)}"
             return None
@@ -166,12 +183,9 @@ class ChunkedOutput:
              "state": {"lines": self.lines, "chunks": self.chunks, "bytes": self._f.tell() if size is None else size,
                        "crc32": self.crc, "isize": self.isize, "length": self.length, "stats": self.stats,
                        "notes": self.notes, "input_sha256": self.input_digest}}
-        path = path or self.manifest_path
-        tmp = path.with_name(path.name + ".tmp")
-        with open(tmp, "w", encoding="utf-8") as f:
+        with atomic_path(path or self.manifest_path) as tmp, open(tmp, "w", encoding="utf-8") as f:
             json.dump(m, f, indent=1, sort_keys=True)
             f.write("\n")
-        os.replace(tmp, path)
 
     def note(self, key: str, value) -> None:
         """Record a choice made on the first run (e.g. the BLAS picked by timing) that a resumed run
@@ -225,6 +239,8 @@ class ChunkedOutput:
             with open(self.done_path, encoding="utf-8") as f:
                 m = json.load(f)
         except (FileNotFoundError, json.JSONDecodeError, UnicodeDecodeError):
+            return None
+        if not isinstance(m, dict):
             return None
         if (m.get("format"), m.get("version"), m.get("identity")) != (MANIFEST_FORMAT, MANIFEST_VERSION, self.identity):
             return None

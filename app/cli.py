@@ -177,6 +177,11 @@ def run_cmd(workflow_file, workdir, sets, from_stage):
     registry = default_registry()
     wf = load_workflow(workflow_file, registry, sets)
     work = Path(workdir) if workdir else Path("runs") / wf.name
+    if any(registry.stages[s].section in ("build-smt", "moses-ini") for s in wf.stages):
+        # their moses.ini files name paths under the workdir: refuse one Moses cannot read before any stage runs
+        from phrase_rescore.moses_integration.moses_ini import check_ini_path
+
+        check_ini_path(work.resolve(), "the workdir, whose files the workflow's moses.ini files name,")
     results = run_workflow(wf, registry, work, from_stage=from_stage, echo=lambda m: click.echo(m, err=True))
     ran = [r.name for r in results if r.status == "ran"]
     click.echo(f"{wf.name}: {len(ran)} stage(s) ran, {len(results) - len(ran)} current -> {work}")

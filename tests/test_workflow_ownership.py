@@ -168,3 +168,17 @@ def test_files_the_stage_did_not_write_survive_its_reruns(tmp_path):
     assert (work / "sum" / "total" / "value.txt").read_text() == "=50\n"
     for notes in (work / "double" / "notes.txt", work / "sum" / "total" / "notes.txt"):
         assert notes.read_text() == "mine\n"
+
+
+@pytest.mark.parametrize("name", ["my runs", "run#2", "tab\there"])
+def test_a_workdir_moses_cannot_read_from_a_moses_ini_is_refused_before_anything_runs(tmp_path, name):
+    """build-smt and moses-ini write the workdir's paths into moses.ini files, which Moses splits at spaces
+    and tabs and cuts at '#': such a workdir is refused at once, not after the stages before them have run."""
+    wf = tmp_path / "w.toml"
+    wf.write_text('[workflow]\nname = "w"\nstages = ["demo-data", "build-smt"]\n'
+                  '[demo-data]\ntrain = 200\ndev = 10\ntest = 10\n')
+    work = tmp_path / name
+    r = CliRunner().invoke(main, ["run", str(wf), "--workdir", str(work)])
+    assert r.exit_code == 1, r.output
+    assert "the workdir, whose files the workflow's moses.ini files name," in r.output
+    assert "cannot be written into a moses.ini" in r.output and not work.exists()

@@ -10,8 +10,12 @@ into the forward scoring line by line (:mod:`phrase_rescore.moses_integration.ta
 - ensemble: the table is scored by the second model (trained on the same pairs, e.g. another seed), and
   the log p(f|e) column becomes (log p_1 + log p_2) / 2.
 
-Intermediate files go to ``work`` (a folder this module creates and removes its own files from); the
-final table is written atomically, so an interrupted run leaves no partial OUT.
+Intermediate files go to ``OUT.extras/``, a folder of ours in the sense of :mod:`phrase_rescore.core.outdir`
+(created, or found empty, and marked with :data:`WORK_COMMAND`; a rerun of an interrupted run finds its own
+folder and resumes the forward scoring). A file or folder of that name that is not ours is refused before
+anything is written. At the end the intermediate files and the marker are removed, and the folder too
+unless it was there, empty, before the run. The final table is written atomically, so an interrupted run
+leaves no partial OUT.
 """
 from __future__ import annotations
 
@@ -20,6 +24,7 @@ import os
 from pathlib import Path
 
 from phrase_rescore.core.errors import PhraseRescoreError
+from phrase_rescore.core.outdir import MARKER, claim_output_dir, is_claimed
 from phrase_rescore.moses_integration.table_columns import append_last_column, ensemble_column, swap_table
 
 from .score import ScoreConfig, score_table
@@ -27,6 +32,37 @@ from .score import ScoreConfig, score_table
 
 #: the names of the intermediate files in the work folder (and of score_table's files beside them)
 INTERMEDIATE = ("forward.gz", "ensemble.gz", "swapped.gz", "swapped.scored.gz", "second-model.scored.gz")
+#: the command named in the marker of ``OUT.extras/``
+WORK_COMMAND = "score (intermediate files of --reverse-model, --ensemble-model)"
+
+
+def work_dir(out) -> Path:
+    """The folder of the intermediate files of ``out``: ``OUT.extras/`` beside it."""
+    out = Path(out)
+    return out.with_name(out.name + ".extras")
+
+
+def claim_work_dir(work: Path) -> bool:
+    """Create and mark ``work`` as ours, or take it when it is ours already (an earlier run's) or empty.
+
+    :returns: True when ``work`` is a folder that was there, empty and unmarked, before (kept at the end).
+    :raises PhraseRescoreError: ``work`` is a file, or a folder holding anything without our marker
+        (files of the user's whose names may be those of our intermediate files).
+    """
+    if is_claimed(work, WORK_COMMAND):
+        return False
+    if os.path.lexists(work):
+        entries = sorted(e.name for e in work.iterdir()) if work.is_dir() else None
+        if entries is None or entries:
+            found = "a file" if entries is None else "a folder of files phrase-rescore did not write (" + \
+                ", ".join(entries[:5]) + (f" and {len(entries) - 5} more" if len(entries) > 5 else "") + ")"
+            raise PhraseRescoreError(f"expected a new folder for the intermediate files of --reverse-model/"
+                                     f"--ensemble-model (OUT.extras beside --out), found {found}: move it away "
+                                     "or choose another --out", work)
+        claim_output_dir(work, "--out + .extras", WORK_COMMAND)
+        return True
+    claim_output_dir(work, "--out + .extras", WORK_COMMAND)
+    return False
 
 
 def _logprob_only(cfg: ScoreConfig) -> ScoreConfig:
@@ -71,8 +107,8 @@ def score_with_extras(model, table, out, cfg: ScoreConfig, reverse_model=None, e
     if ensemble_model is not None and "logprob" not in cfg.columns:
         raise PhraseRescoreError("--ensemble-model averages the logprob column: --columns must include logprob")
     out = Path(out)
-    work = out.with_name(out.name + ".extras")
-    work.mkdir(parents=True, exist_ok=True)
+    work = work_dir(out)
+    keep = claim_work_dir(work)
     cur = work / "forward.gz"
     res = score_table(model, table, cur, dataclasses.replace(cfg, compresslevel=1))
     steps = [s for s in ("ensemble", "reverse") if (ensemble_model if s == "ensemble" else reverse_model)]
@@ -87,11 +123,12 @@ def score_with_extras(model, table, out, cfg: ScoreConfig, reverse_model=None, e
         cur.unlink()
         cur = nxt
     for p in work.iterdir():  # ours only: the intermediate tables and what score_table keeps beside them
-        if p.name.startswith(INTERMEDIATE):
+        if p.name.startswith(INTERMEDIATE) or p.name == MARKER:
             p.unlink()
-    try:
-        work.rmdir()
-    except OSError:  # something of the user's is in it
-        pass
+    if not keep:
+        try:
+            work.rmdir()
+        except OSError:  # something put there while it ran is not ours to remove
+            pass
     res["out"] = os.fspath(out)
     return res

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import gzip
 import math
+import shutil
 
 import pytest
 from click.testing import CliRunner
@@ -14,6 +15,8 @@ from phrase_rescore.moses_integration.rewrite import RewriteConfig, rewrite_mose
 from phrase_rescore.moses_integration.table_columns import append_last_column, ensemble_column, swap_table
 from phrase_rescore.pipeline.prepare import PrepareConfig, prepare
 from phrase_rescore.pipeline.score import ScoreConfig, score_table
+from phrase_rescore.pipeline.score_columns import score_with_extras
+from phrase_rescore.pipeline.scoring.chunked import ChunkedOutput
 from phrase_rescore.pipeline.train import TrainConfig, train
 from test_train import TINY, make_learnable_table
 
@@ -100,6 +103,45 @@ def test_score_reverse_and_ensemble_through_the_cli(models, tmp_path):
                                           weights=(0.2, -0.2, 0.2)))
     assert res.added_weights == [0.2, -0.2, 0.2]
     assert "TranslationModel0= 0.2 0.2 0.2 0.2 0.2 -0.2 0.2" in ini.read_text()
+
+
+def test_out_extras_of_the_users_is_refused_and_a_rerun_resumes_in_its_own(models, tmp_path, monkeypatch):
+    out, extras = tmp_path / "x.gz", tmp_path / "x.gz.extras"
+    args = ["score", str(models["fwd"]), str(models["table"]), "--out", str(out), "--reverse-model",
+            str(models["rev"]), "--device", "cpu", "--threads", "1", "--chunk-lines", "20"]
+    extras.mkdir()
+    (extras / "forward.gz").write_bytes(b"the user's forward.gz")
+    r = CliRunner().invoke(main, args)
+    assert r.exit_code == 1 and r.stderr.startswith("error: ") and "x.gz.extras" in r.stderr, r.output
+    assert "forward.gz" in r.stderr
+    assert sorted(p.name for p in extras.iterdir()) == ["forward.gz"]
+    assert (extras / "forward.gz").read_bytes() == b"the user's forward.gz"
+    shutil.rmtree(extras)
+    extras.write_bytes(b"a file of the user's")
+    r = CliRunner().invoke(main, args)
+    assert r.exit_code == 1 and "x.gz.extras" in r.stderr and "found a file" in r.stderr, r.output
+    assert extras.read_bytes() == b"a file of the user's"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["x.gz.extras"]
+    extras.unlink()
+
+    cfg = ScoreConfig(device="cpu", threads=1, chunk_lines=20)
+    score_with_extras(models["fwd"], models["table"], tmp_path / "ref.gz", cfg, reverse_model=models["rev"])
+    write_chunk = ChunkedOutput.write_chunk
+
+    def interrupted(self, *a, **kw):          # the forward scoring stops after its first chunk
+        write_chunk(self, *a, **kw)
+        if self.path == extras / "forward.gz":
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(ChunkedOutput, "write_chunk", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        score_with_extras(models["fwd"], models["table"], out, cfg, reverse_model=models["rev"])
+    monkeypatch.undo()
+    assert (extras / "forward.gz.partial").exists() and not out.exists()
+    res = score_with_extras(models["fwd"], models["table"], out, cfg, reverse_model=models["rev"])
+    assert res["resumed_from_line"] == 20
+    assert gzip.decompress(out.read_bytes()) == gzip.decompress((tmp_path / "ref.gz").read_bytes())
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ref.gz", "x.gz"]
 
 
 def _ini(tmp_path):

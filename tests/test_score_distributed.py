@@ -26,7 +26,7 @@ from phrase_rescore.pipeline.model.checkpoint import save_checkpoint
 from phrase_rescore.pipeline.model.encdec import EncDecConfig, RNNEncoderDecoder
 from phrase_rescore.pipeline.score import ScoreConfig, score_table
 from phrase_rescore.pipeline.scoring.chunked import ChunkedOutput, crc32_combine
-from phrase_rescore.pipeline.scoring.sharded import chunk_offsets, part_output, plan
+from phrase_rescore.pipeline.scoring.sharded import chunk_offsets, load_or_plan, part_output, plan
 from phrase_rescore.pipeline.vocab import Vocab, Vocabularies
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -184,6 +184,43 @@ def _fork_job(tmp_path, args: tuple, delay: float = 0.0) -> list[int]:
                 os._exit(code)
         pids.append(pid)
     return pids
+
+
+def test_a_parts_manifest_of_the_users_is_refused_before_the_job_writes_and_its_own_stale_one_replaced(
+        tmp_path, model_path):
+    lines = _table_lines(n_sources=40, seed=2)
+    table = tmp_path / "pt"
+    write_table(table, lines)
+    ref, out = tmp_path / "ref", tmp_path / "out"
+    score_table(model_path, table, ref, ScoreConfig(chunk_lines=20, threads=1))
+    theirs = tmp_path / "out.shards.json"
+    theirs.write_bytes(b'{"shards": "the user\'s"}')
+    with pytest.raises(PhraseRescoreError, match=r"out\.shards\.json: expected the plan .*not written by `score`"):
+        load_or_plan(table, out, 20, 2)
+    assert theirs.read_bytes() == b'{"shards": "the user\'s"}'
+    theirs.unlink()
+    before = sorted(p.name for p in tmp_path.iterdir())
+    for name, data in (("out.part-00001-of-00002.json", b'{"format": "mine"}\n'),
+                       ("out.part-00000-of-00002.json", b"not json")):
+        theirs = tmp_path / name
+        theirs.write_bytes(data)
+        codes = [os.waitpid(pid, 0)[1] for pid in _fork_job(tmp_path, (model_path, table, out, ScoreConfig(chunk_lines=20)))]
+        assert codes == [256, 256]
+        for r in (0, 1):
+            err = (tmp_path / f"error-{r}.txt").read_text()
+            assert f"{theirs}: expected the manifest of a part" in err and "not written by `score`" in err, err
+            (tmp_path / f"error-{r}.txt").unlink()
+        assert theirs.read_bytes() == data
+        assert sorted(p.name for p in tmp_path.iterdir()) == sorted(before + [name])   # nothing written
+        theirs.unlink()
+    # score's own files of an earlier job on another table: replaced, then removed
+    (tmp_path / "out.part-00001-of-00002").write_bytes(b"stale")
+    (tmp_path / "out.part-00001-of-00002.json").write_text(json.dumps(
+        {"format": "phrase-rescore-score-manifest", "version": 1, "identity": {}, "state": {}}))
+    codes = [os.waitpid(pid, 0)[1] for pid in _fork_job(tmp_path, (model_path, table, out, ScoreConfig(chunk_lines=20)))]
+    assert codes == [0, 0], "".join(p.read_text() for p in tmp_path.glob("error-*"))
+    assert out.read_bytes() == ref.read_bytes()
+    assert not list(tmp_path.glob("out.*"))
 
 
 def test_a_killed_job_relaunched_writes_a_single_runs_gzip_bytes(tmp_path, model_path):

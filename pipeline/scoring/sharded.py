@@ -5,7 +5,9 @@ Under ``torchrun`` (``WORLD_SIZE`` > 1) the `score` stage of :mod:`phrase_rescor
 1. **Split** (rank 0, broadcast to the others): one streaming pass over the table finds the byte
    offset of every ``chunk_lines``-th line (:func:`chunk_offsets`; a gzip table is decompressed on the
    way, nothing is written) and gives each of the N ranks a run of whole chunks (:func:`plan`). The
-   plan is kept in ``OUT.shards.json`` so that a relaunched job does not scan the table again.
+   plan is kept in ``OUT.shards.json`` so that a relaunched job does not scan the table again. Before
+   it writes anything, rank 0 refuses a file in the place of one the job writes that is not score's
+   (:func:`check_own_files`).
 2. **Score**: each rank reads its byte range (a gzip table: decompressed from its start up to the
    range, at zlib's speed, without parsing) and scores it resumably, as a single run does, into
    ``OUT.part-RRRRR-of-NNNNN`` (:func:`part_path`) through that part's own chunk manifest.
@@ -112,9 +114,51 @@ def plan_path(out) -> Path:
     return out.with_name(out.name + ".shards.json")
 
 
+def _is_ours(path: Path, fmt: str) -> bool:
+    """``path`` is a regular file holding a JSON object with ``"format": fmt`` (as score writes them)."""
+    if path.is_symlink() or not path.is_file():
+        return False
+    try:
+        with open(path, "rb") as f:
+            m = json.loads(f.read().decode("utf-8"))
+    except (OSError, ValueError, UnicodeDecodeError):   # unreadable, not UTF-8, not JSON
+        return False
+    return isinstance(m, dict) and m.get("format") == fmt
+
+
+def _not_ours(what: str, fmt: str, path: Path) -> PhraseRescoreError:
+    return PhraseRescoreError(f"expected {what} (JSON with \"format\": \"{fmt}\"), found another file: it was not "
+                              "written by `score`, and a sharded run would replace it; move it away or choose "
+                              "another --out", path)
+
+
+def check_part(part: ChunkedOutput) -> None:
+    """Refuse the files in the places of one part's files that are not score's: ``PART.json`` and
+    ``PART.partial.json`` that are not score's manifests, ``PART`` without ``PART.json`` and ``PART.partial``
+    without its manifest. score's own files, an earlier job's included, may be replaced."""
+    for manifest in (part.done_path, part.manifest_path):
+        if os.path.lexists(manifest) and not _is_ours(manifest, MANIFEST_FORMAT):
+            raise _not_ours("the manifest of a part of a sharded `score` output", MANIFEST_FORMAT, manifest)
+    for path, manifest in ((part.path, part.done_path), (part.partial, part.manifest_path)):
+        if os.path.lexists(path) and not os.path.lexists(manifest):
+            raise PhraseRescoreError(f"exists without its manifest {manifest.name}, so it was not written by "
+                                     "`score`; move it away or choose another --out", path)
+
+
+def check_own_files(out, count: int) -> None:
+    """Refuse, before a job of ``count`` ranks writes anything, a file in the place of one it writes
+    beside OUT that is not score's: the plan ``OUT.shards.json`` and each part's files (:func:`check_part`)."""
+    path = plan_path(out)
+    if os.path.lexists(path) and not _is_ours(path, PLAN_FORMAT):
+        raise _not_ours("the plan of a sharded `score` run", PLAN_FORMAT, path)
+    for index in range(count):
+        check_part(ChunkedOutput(part_path(out, Shard(index, count, 0, 0, 0, 0, 0)), {}, part=True))
+
+
 def load_or_plan(table, out, chunk_lines: int, count: int, fresh: bool = False) -> list[Shard]:
     """:func:`plan`, kept in ``OUT.shards.json`` for a relaunch of the same job on the same table
-    (``fresh``: cut the table again)."""
+    (``fresh``: cut the table again); first refuses files in the job's way (:func:`check_own_files`)."""
+    check_own_files(out, count)
     st = os.stat(table)
     key = {"table": os.path.abspath(table), "table_size": st.st_size, "table_mtime_ns": st.st_mtime_ns,
            "chunk_lines": chunk_lines, "count": count}
@@ -140,11 +184,10 @@ def part_path(out, shard: Shard) -> Path:
 
 
 def part_output(out, shard: Shard, identity: dict, compresslevel: int, gzip: bool) -> ChunkedOutput:
-    """The resumable writer of one rank's part; a file with the part's name that is not score's is refused."""
+    """The resumable writer of one rank's part; a file with the name of one of the part's files that is
+    not score's is refused (:func:`check_part`)."""
     part = ChunkedOutput(part_path(out, shard), identity, compresslevel=compresslevel, part=True, gzip=gzip)
-    if part.path.exists() and not part.done_path.exists():
-        raise PhraseRescoreError(f"exists without its manifest {part.done_path.name}, so it was not written by "
-                                 "`score`; move it away or choose another --out", part.path)
+    check_part(part)
     return part
 
 

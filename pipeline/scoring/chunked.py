@@ -85,6 +85,17 @@ def crc32_combine(crc1: int, crc2: int, len2: int) -> int:
     return crc1 ^ crc2
 
 
+def read_own_json(path: str | os.PathLike, fmt: str) -> dict | None:
+    """The JSON object in ``path`` when it carries ``"format": fmt`` (a file score wrote); None when the
+    file cannot be read as one (a folder, unreadable, not UTF-8, not JSON, another object)."""
+    try:
+        with open(path, "rb") as f:
+            m = json.loads(f.read().decode("utf-8"))
+    except (OSError, ValueError, UnicodeDecodeError):   # JSONDecodeError is a ValueError
+        return None
+    return m if isinstance(m, dict) and m.get("format") == fmt else None
+
+
 class ChunkedOutput:
     """Append-only, resumable writer for the scored table (see the module docstring).
 
@@ -154,16 +165,10 @@ class ChunkedOutput:
 
         :raises PhraseRescoreError: a file in the manifest's place is not one of score's manifests.
         """
-        try:
-            with open(self.manifest_path, "rb") as f:
-                m = json.loads(f.read().decode("utf-8"))
-        except FileNotFoundError:
+        if not self.manifest_path.exists():
             return None
-        except IsADirectoryError:
-            m = None
-        except (ValueError, UnicodeDecodeError):   # not JSON (JSONDecodeError is a ValueError), not UTF-8
-            m = None
-        if not isinstance(m, dict) or m.get("format") != MANIFEST_FORMAT:
+        m = read_own_json(self.manifest_path, MANIFEST_FORMAT)
+        if m is None:
             raise PhraseRescoreError(f"expected the manifest of a partial `score` output (JSON with \"format\": "
                                      f"\"{MANIFEST_FORMAT}\"), found another file: it was not written by `score`; "
                                      "move it away or choose another --out", self.manifest_path)

@@ -42,7 +42,7 @@ from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.core.fileio import (GZIP_HEADER, GZIP_READ_ERRORS, atomic_path, gzip_read_error, gzip_trailer,
                                         open_binary_read)
 
-from .chunked import MANIFEST_FORMAT, ChunkedOutput, crc32_combine
+from .chunked import MANIFEST_FORMAT, ChunkedOutput, crc32_combine, read_own_json
 
 PLAN_FORMAT = "phrase-rescore-score-shards"
 _BLOCK = 1 << 24        # bytes per read of the split pass
@@ -116,14 +116,7 @@ def plan_path(out) -> Path:
 
 def _is_ours(path: Path, fmt: str) -> bool:
     """``path`` is a regular file holding a JSON object with ``"format": fmt`` (as score writes them)."""
-    if path.is_symlink() or not path.is_file():
-        return False
-    try:
-        with open(path, "rb") as f:
-            m = json.loads(f.read().decode("utf-8"))
-    except (OSError, ValueError, UnicodeDecodeError):   # unreadable, not UTF-8, not JSON
-        return False
-    return isinstance(m, dict) and m.get("format") == fmt
+    return not path.is_symlink() and path.is_file() and read_own_json(path, fmt) is not None
 
 
 def _not_ours(what: str, fmt: str, path: Path) -> PhraseRescoreError:

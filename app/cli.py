@@ -208,8 +208,13 @@ def moses_ini_cmd(old_ini, table, out, binarized_prefix, **kw):
     """Point a moses.ini at the rescored table: more num-features, matching weights."""
     from pathlib import Path
 
-    from phrase_rescore.moses_integration.rewrite import (BINARIZER_LOG, MINPHR, RewriteConfig,
-                                                          default_binarized_prefix, rewrite_moses_ini)
+    from phrase_rescore.moses_integration.rewrite import (
+        BINARIZER_LOG,
+        MINPHR,
+        RewriteConfig,
+        default_binarized_prefix,
+        rewrite_moses_ini,
+    )
 
     values = collect(RewriteConfig, kw)
     # processPhraseTableMin writes PREFIX.minphr and its log (for a PhraseDictionaryCompact only)

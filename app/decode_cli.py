@@ -21,8 +21,13 @@ from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.core.fileio import check_outputs, read_sentences
 from phrase_rescore.core.words import words
 from phrase_rescore.moses_integration.embedded.decoder import DecoderConfig
-from phrase_rescore.moses_integration.embedded.moses_command import (STDOUT_NAMES, DecodeRequest, decode_stream,
-                                                                     load_spec, show_weights_lines)
+from phrase_rescore.moses_integration.embedded.moses_command import (
+    STDOUT_NAMES,
+    DecodeRequest,
+    decode_stream,
+    load_spec,
+    show_weights_lines,
+)
 from phrase_rescore.moses_integration.moses_ini import read_moses_ini
 
 # canonical name -> (spellings, value kind, help); kinds: path, int, float, nbest, words, flag, threads

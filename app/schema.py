@@ -15,8 +15,7 @@ from typing import Any, Callable
 import click
 from click.core import ParameterSource
 
-from phrase_rescore.core.config import (Setting, check, defaults, flag_name, parse_value, read_config_file,
-                                         settings)
+from phrase_rescore.core.config import Setting, check, defaults, flag_name, parse_value, read_config_file, settings
 
 CONFIG_HELP = ("A TOML file of option values, key = value with the names in snake_case (as in a workflow section); "
                "options given on the command line override it.")

@@ -47,6 +47,7 @@ import dataclasses
 import json
 import os
 from pathlib import Path
+
 from phrase_rescore.core.config import check, setting
 from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.core.fileio import atomic_open, read_lines
@@ -420,8 +421,13 @@ def _cslm_row(ctx: StageContext, config: str, base, cslm: Path, work: Path):
     from phrase_rescore.core.fileio import sha256_file
     from phrase_rescore.moses_integration.moses_ini import read_moses_ini
     from phrase_rescore.moses_integration.report import SystemSpec
-    from phrase_rescore.pipeline.rescore_nbest import (RescoreConfig, read_sentences, rerank_nbest, rescore_nbest,
-                                                       write_weights)
+    from phrase_rescore.pipeline.rescore_nbest import (
+        RescoreConfig,
+        read_sentences,
+        rerank_nbest,
+        rescore_nbest,
+        write_weights,
+    )
 
     p = ctx.params
     label = CSLM_CONFIGURATIONS[config][0]

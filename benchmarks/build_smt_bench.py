@@ -104,10 +104,13 @@ def run_build(src: Path, tgt: Path, out: Path) -> dict:
 
 def naive_score(out_dir: Path) -> tuple[float, float, bool]:
     """Baseline: per-phrase dictionaries on the same counts; returns (vectorized s, naive s, same output)."""
-    from phrase_rescore.moses_integration.embedded.extract import count_phrase_pairs
-    from phrase_rescore.moses_integration.embedded.phrase_scoring import (_alignment_sort_key, lexical_tables,
-                                                           score_phrase_table)
     from phrase_rescore.core import progress
+    from phrase_rescore.moses_integration.embedded.extract import count_phrase_pairs
+    from phrase_rescore.moses_integration.embedded.phrase_scoring import (
+        _alignment_sort_key,
+        lexical_tables,
+        score_phrase_table,
+    )
 
     progress.set_quiet(True)
     src = [s.split() for s in (out_dir / "corpus" / "clean.src").read_text(encoding="utf-8").splitlines()]

@@ -25,7 +25,6 @@ numbers stand beside those of the runs tuned on one half and scored on the other
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import statistics
 import sys

@@ -44,7 +44,6 @@ sys.path.insert(0, os.fspath(Path(__file__).resolve().parent))
 
 from real_quality import _safe, mean_delta_p  # noqa: E402
 
-
 FORWARD_LEVERS = ("longer", "shortlist-pairs")   # levers whose model takes the forward model's place
 
 

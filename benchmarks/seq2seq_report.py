@@ -45,8 +45,9 @@ def log(msg: str) -> None:
 def speed_benchmark(src_path: str, tgt_path: str, steps: int, batch_size: int = 128, seed: int = 1) -> dict:
     """Train steps on length-grouped and on random batches of the same data; real tokens/s of each."""
     src, tgt = read_parallel(src_path, tgt_path)
-    from phrase_rescore.pipeline.vocab import Vocabularies, build_vocab
     import collections
+
+    from phrase_rescore.pipeline.vocab import Vocabularies, build_vocab
 
     cs, ct = collections.Counter(), collections.Counter()
     for x in src:
@@ -100,8 +101,8 @@ def bleu(hyp_path: str | Path, ref_path: str | Path) -> tuple[float, str]:
 
 
 def tokenize_file(raw: Path, out: Path, lang: str) -> None:
-    from phrase_rescore.moses_integration.embedded.tokenizer import TokenizeConfig, Tokenizer
     from phrase_rescore.core.fileio import atomic_open
+    from phrase_rescore.moses_integration.embedded.tokenizer import TokenizeConfig, Tokenizer
 
     if out.exists():
         return
@@ -240,9 +241,10 @@ def _greedy(w, cks, direct):
 
 
 def _oracle(nbest, ref, out):
-    from phrase_rescore.moses_integration.embedded.bleu_stats import Reference, bleu as sbleu, sentence_stats
-    from phrase_rescore.moses_integration.nbest import read_nbest_groups
     from phrase_rescore.core.fileio import atomic_open
+    from phrase_rescore.moses_integration.embedded.bleu_stats import Reference, sentence_stats
+    from phrase_rescore.moses_integration.embedded.bleu_stats import bleu as sbleu
+    from phrase_rescore.moses_integration.nbest import read_nbest_groups
 
     refs = Path(ref).read_text(encoding="utf-8").split("\n")[:-1]
     with atomic_open(out, "w") as f:

@@ -43,7 +43,7 @@ from phrase_rescore.core.outdir import claim_output_dir
 from .embedded.bleu_stats import Reference, corpus_bleu
 from .moses_install import MosesInstall, find_moses
 from .moses_values import format_weight
-from .nbest import NBestEntry, format_features, read_nbest_groups
+from .nbest import format_features, read_nbest_groups
 from .tune_moses import run_logged
 
 TUNERS = ("mert", "kbmira")

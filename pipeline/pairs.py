@@ -30,9 +30,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .batching import UniformSampler, length_batches, pad_batch  # noqa: F401  (re-exported)
 from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.core.fileio import sha256_file
+
+from .batching import UniformSampler, length_batches, pad_batch  # noqa: F401  (re-exported)
 
 FORMAT_KEY = b"phrase_rescore_format"
 FORMAT_VERSION = "1"

@@ -41,18 +41,22 @@ from phrase_rescore.core.config import check, setting, setting_values
 from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.core.fileio import sha256_file, wants_gzip
 from phrase_rescore.core.version import code_version
+from phrase_rescore.moses_integration.moses_values import logprob_texts, neutral_text, parse_columns, unk_texts
+from phrase_rescore.moses_integration.phrase_table import (
+    ON_ERROR_CHOICES,
+    check_not_empty,
+    num_scores,
+    read_phrase_table,
+    scored_line,
+)
 
 from . import distributed
 from .device import check_device, resolve_device
-from phrase_rescore.moses_integration.phrase_table import (ON_ERROR_CHOICES, check_not_empty, num_scores,
-                                                          read_phrase_table, scored_line)
-from phrase_rescore.moses_integration.moses_values import logprob_texts, neutral_text, parse_columns, unk_texts
-
 from .rare_words import RARE_WORDS, RareWordShares
+from .scoring import sharded
 from .scoring.chunk_pairs import ChunkPairs, PairCollector
 from .scoring.chunked import ChunkedOutput, chain_digest, check_not_same_file
 from .scoring.fast import MATMULS, PRECISIONS, FastScorer, choose_matmul, one_thread_each
-from .scoring import sharded
 
 CONFIG_VERSION = 1
 

@@ -29,7 +29,6 @@ from phrase_rescore.moses_integration.table_columns import append_last_column, e
 
 from .score import ScoreConfig, score_table
 
-
 #: the names of the intermediate files in the work folder (and of score_table's files beside them)
 INTERMEDIATE = ("forward.gz", "ensemble.gz", "swapped.gz", "swapped.scored.gz", "second-model.scored.gz")
 #: the command named in the marker of ``OUT.extras/``

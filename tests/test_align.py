@@ -1,9 +1,14 @@
 """grow-diag-final-and (Moses's symal) on hand-made alignments, and the eflomal wrapper's directions."""
 import pytest
 
-from phrase_rescore.moses_integration.embedded.align import (align_eflomal, format_pharaoh, grow_diag_final_and, parse_pharaoh,
-                                              symmetrize)
 from phrase_rescore.core.errors import PhraseRescoreError
+from phrase_rescore.moses_integration.embedded.align import (
+    align_eflomal,
+    format_pharaoh,
+    grow_diag_final_and,
+    parse_pharaoh,
+    symmetrize,
+)
 
 # Points are (source, target). fwd gives each target word <= 1 source word, rev each source word <= 1 target.
 # Each expected result is worked out by hand below, following symal: start from the intersection, grow

@@ -6,12 +6,12 @@ import random
 import pytest
 from click.testing import CliRunner
 
+from phrase_rescore.app.cli import main
+from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.moses_integration.embedded.build import build_smt, moses_ini_text
 from phrase_rescore.moses_integration.embedded.clean import CleanConfig, clean_pairs
 from phrase_rescore.moses_integration.embedded.tokenizer import TokenizeConfig, Tokenizer
 from phrase_rescore.moses_integration.moses_ini import read_moses_ini
-from phrase_rescore.app.cli import main
-from phrase_rescore.core.errors import PhraseRescoreError
 
 LEX = {"the": "le", "a": "un", "cat": "chat", "dog": "chien", "black": "noir", "small": "petit",
        "sees": "voit", "eats": "mange", "fish": "poisson", "house": "maison", "big": "grand"}

@@ -14,8 +14,7 @@ from _real_moses import needs_moses
 from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.moses_integration.nbest import read_nbest
 from phrase_rescore.pipeline.model.checkpoint import CSLM_KIND, load_checkpoint, save_checkpoint
-from phrase_rescore.pipeline.model.cslm import (BOS_ID, CSLM, CSLMConfig, CSLMVocab, full_distribution,
-                                               sentence_events)
+from phrase_rescore.pipeline.model.cslm import BOS_ID, CSLM, CSLMConfig, CSLMVocab, full_distribution, sentence_events
 from phrase_rescore.pipeline.rescore_nbest import CSLMScorer, RescoreConfig, rescore_nbest
 from phrase_rescore.pipeline.train_cslm import TrainCSLMConfig, train_cslm
 

@@ -5,11 +5,11 @@ model is measured (max and mean |Δ log p| printed) and bounded."""
 import numpy as np
 import pytest
 import torch
+from test_train import TINY, make_learnable_table
 
 from phrase_rescore.pipeline.prepare import PrepareConfig, prepare
 from phrase_rescore.pipeline.score import ScoreConfig, score_table
 from phrase_rescore.pipeline.train import TrainConfig, train
-from test_train import TINY, make_learnable_table
 
 pytestmark = [pytest.mark.cuda, pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")]
 

@@ -10,10 +10,10 @@ import subprocess
 import sys
 
 import pytest
-from click.testing import CliRunner
-
 from _real_moses import moses_home, needs_moses, run, script, tool
 from _tiny_smt import make_tiny_system
+from click.testing import CliRunner
+
 from phrase_rescore.app.cli import main
 from phrase_rescore.app.decode_cli import parse_decode_args
 from phrase_rescore.core.errors import PhraseRescoreError

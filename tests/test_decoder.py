@@ -182,6 +182,7 @@ def test_nbest_not_distinct_keeps_recombined_paths(system):
 def _brute_force(words, dec):
     """Every path: segmentations x orders x targets, scored from scratch (LM: kenlm on the whole string)."""
     import itertools
+
     import kenlm
     lm = kenlm.Model(dec.spec.lm_path)
     table = {}

@@ -7,9 +7,9 @@ import math
 import pytest
 from click.testing import CliRunner
 
+from phrase_rescore.app.cli import main
 from phrase_rescore.data import lexicon as L
 from phrase_rescore.data.demo_corpus import NP, Clause, generate, generate_splits, realize_en, realize_fr
-from phrase_rescore.app.cli import main
 
 
 def noun(fr: str) -> L.Noun:

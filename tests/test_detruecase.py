@@ -5,13 +5,12 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from _real_moses import moses_home, needs_moses, script
 
 from phrase_rescore.core.fileio import read_text_lines
 from phrase_rescore.moses_integration.backend import Backend
 from phrase_rescore.moses_integration.embedded.detruecase import detruecase_line, detruecase_lines
 from phrase_rescore.moses_integration.report import EvaluateConfig, SystemSpec, evaluate, score_systems
-
-from _real_moses import moses_home, needs_moses, script
 
 CASES = [
     ("a dog runs .", "A dog runs ."),

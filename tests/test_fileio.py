@@ -16,14 +16,13 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from phrase_rescore.core import fileio
 from phrase_rescore.app.cli import main as cli
+from phrase_rescore.core import fileio
 from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.core.fileio import atomic_open, atomic_path, check_outputs, open_text_read, remove_stale_temps
 from phrase_rescore.pipeline.model.checkpoint import save_checkpoint
 from phrase_rescore.pipeline.model.encdec import EncDecConfig, RNNEncoderDecoder
 from phrase_rescore.pipeline.vocab import Vocab, Vocabularies
-
 
 # ------------------------------------------------------------------------------------ check_outputs
 

@@ -14,14 +14,14 @@ from pathlib import Path
 
 import pytest
 import torch
-from click.testing import CliRunner
-
 from _real_moses import needs_moses
+from click.testing import CliRunner
+from test_rerank_tuner import START, VOCAB, write_dev
+
 from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.core.fileio import read_text_lines
-from phrase_rescore.moses_integration.nbest_tuning import nbest_layout, reranked_bleu, require_tuner, tune_nbest_moses
+from phrase_rescore.moses_integration.nbest_tuning import nbest_layout, require_tuner, reranked_bleu, tune_nbest_moses
 from phrase_rescore.pipeline.rescore_nbest import tune_rerank_weights
-from test_rerank_tuner import START, VOCAB, write_dev
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 N_SENT = 6

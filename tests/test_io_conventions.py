@@ -18,14 +18,21 @@ import pytest
 from phrase_rescore.app.stages import _tokenize_file
 from phrase_rescore.core import fileio
 from phrase_rescore.core.errors import PhraseRescoreError
-from phrase_rescore.core.fileio import (GZIP_HEADER, HOST_TAG, gzip_piece, gzip_trailer, gzip_writer, read_text_lines,
-                                        writer_gone)
+from phrase_rescore.core.fileio import (
+    GZIP_HEADER,
+    HOST_TAG,
+    gzip_piece,
+    gzip_trailer,
+    gzip_writer,
+    read_text_lines,
+    writer_gone,
+)
+from phrase_rescore.core.words import words
 from phrase_rescore.moses_integration.embedded import decoder
 from phrase_rescore.moses_integration.embedded.clean import CleanConfig, clean_pairs
 from phrase_rescore.moses_integration.moses_values import format_moses_float
 from phrase_rescore.moses_integration.phrase_table import scored_line
 from phrase_rescore.pipeline import sentences
-from phrase_rescore.core.words import words
 from phrase_rescore.pipeline.vocab import count_corpus, split_words
 
 # ------------------------------------------------------------------------------------ reading lines

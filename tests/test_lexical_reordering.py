@@ -18,9 +18,8 @@ import math
 
 import numpy as np
 import pytest
+from _real_moses import moses_decode, needs_moses, parse_nbest, printed_close, printed_slack, run, tiny_system, tool  # noqa: F401
 
-from _real_moses import (moses_decode, needs_moses, parse_nbest, printed_close, printed_slack, run, tiny_system,  # noqa: F401
-                         tool)
 from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.moses_integration.embedded.decoder import Decoder, DecoderConfig, decode_file
 from phrase_rescore.moses_integration.embedded.search import Hypothesis, SearchParams, search

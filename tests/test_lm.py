@@ -11,8 +11,8 @@ from collections import Counter
 import kenlm
 import pytest
 
-from phrase_rescore.moses_integration.embedded.lm import LMConfig, load_lm, perplexity, train_lm
 from phrase_rescore.core.errors import PhraseRescoreError
+from phrase_rescore.moses_integration.embedded.lm import LMConfig, load_lm, perplexity, train_lm
 
 FALLBACK = (0.5, 1.0, 1.5)
 

@@ -9,8 +9,13 @@ import sys
 import pytest
 
 from phrase_rescore.core.errors import PhraseRescoreError
-from phrase_rescore.moses_integration.mert_seeds import (LINKED, iteration_of, iteration_seed, seeded_command,
-                                                         write_launchers)
+from phrase_rescore.moses_integration.mert_seeds import (
+    LINKED,
+    iteration_of,
+    iteration_seed,
+    seeded_command,
+    write_launchers,
+)
 
 
 @pytest.mark.parametrize("seed, iteration, want", [

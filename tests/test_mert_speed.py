@@ -5,10 +5,10 @@ to be hard (tied integer slopes, identical lines, slopes one unit in the last pl
 beyond 1e12), that the search still takes the same steps as over every line, that the line search and
 the whole optimiser give the same bits as the reference, and that lines really are left out.
 """
+import _mert_reference as reference
 import numpy as np
 import pytest
 
-import _mert_reference as reference
 from phrase_rescore.moses_integration.embedded import mert
 from phrase_rescore.moses_integration.embedded.mert import NBestPool, line_search, optimize
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from _tables import write_table
 from click.testing import CliRunner
 
-from _tables import write_table
-from phrase_rescore.moses_integration.moses_ini import MosesIni, parse_moses_ini, read_moses_ini
 from phrase_rescore.core.errors import PhraseRescoreError
+from phrase_rescore.moses_integration.moses_ini import MosesIni, parse_moses_ini, read_moses_ini
 
 FIX = Path(__file__).parent / "fixtures" / "moses"
 

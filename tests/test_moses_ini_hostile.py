@@ -10,10 +10,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
-
 from _real_moses import needs_moses, tool
 from _tiny_smt import make_tiny_system
+from click.testing import CliRunner
+
 from phrase_rescore.app.cli import main
 from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.moses_integration.moses_ini import check_ini_path, parse_moses_ini, read_moses_ini

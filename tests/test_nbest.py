@@ -7,9 +7,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from phrase_rescore.moses_integration.nbest import (NBestEntry, NBestWriter, add_feature_to_nbest, parse_nbest_line, read_nbest,
-                                     read_nbest_groups)
 from phrase_rescore.core.errors import PhraseRescoreError
+from phrase_rescore.moses_integration.nbest import (
+    NBestEntry,
+    NBestWriter,
+    add_feature_to_nbest,
+    parse_nbest_line,
+    read_nbest,
+    read_nbest_groups,
+)
 
 NBEST = Path(__file__).parent / "fixtures" / "moses" / "moses.nbest"
 

@@ -5,6 +5,7 @@ import re
 
 import pytest
 import torch
+from test_train import _sentences, make_learnable_table
 
 from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.pipeline.model.checkpoint import load_checkpoint, save_checkpoint
@@ -14,8 +15,6 @@ from phrase_rescore.pipeline.prepare import PrepareConfig, prepare
 from phrase_rescore.pipeline.train import TrainConfig, TrainSummary, train
 from phrase_rescore.pipeline.train_seq2seq import TrainSeq2SeqConfig
 from phrase_rescore.pipeline.train_seq2seq import train as train_seq2seq
-
-from test_train import _sentences, make_learnable_table
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -3,11 +3,17 @@ import gzip
 import os
 
 import pytest
-
 from _tables import write_table as write
+
 from phrase_rescore.core.errors import PhraseRescoreError
-from phrase_rescore.moses_integration.phrase_table import (NEUTRAL_VALUE, PhraseTableWriter, append_columns, check_not_empty,
-                                   num_scores, read_phrase_table)
+from phrase_rescore.moses_integration.phrase_table import (
+    NEUTRAL_VALUE,
+    PhraseTableWriter,
+    append_columns,
+    check_not_empty,
+    num_scores,
+    read_phrase_table,
+)
 
 # Lines in the shapes Moses writes and accepts: 3 fields, 5 fields with the trailing ``||| |||``,
 # sparse features, {{Key value}} properties, odd spacing, non-ASCII text.

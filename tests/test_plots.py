@@ -19,8 +19,14 @@ from click.testing import CliRunner
 from PIL import Image
 
 from phrase_rescore.app.cli import main
-from phrase_rescore.app.pictures import (PHRASES, TRAINING_CURVES, WORDS_SOURCE, WORDS_TARGET, encdec_pictures,
-                                         evaluation_report)
+from phrase_rescore.app.pictures import (
+    PHRASES,
+    TRAINING_CURVES,
+    WORDS_SOURCE,
+    WORDS_TARGET,
+    encdec_pictures,
+    evaluation_report,
+)
 from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.pipeline.model.checkpoint import load_checkpoint
 from phrase_rescore.pipeline.prepare import PrepareConfig, prepare

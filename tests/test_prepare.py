@@ -11,9 +11,9 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
-from phrase_rescore.pipeline.batching import UniformSampler, length_batches, pad_batch
 from phrase_rescore.app.cli import main
 from phrase_rescore.core.errors import PhraseRescoreError
+from phrase_rescore.pipeline.batching import UniformSampler, length_batches, pad_batch
 from phrase_rescore.pipeline.pairs import load_pairs
 from phrase_rescore.pipeline.prepare import PrepareConfig, prepare
 from phrase_rescore.pipeline.vocab import EOS_ID, UNK_ID, Vocabularies, build_vocab

@@ -8,9 +8,9 @@ import numpy as np
 import pyarrow as pa
 import pytest
 import torch
+from _tables import write_table
 from click.testing import CliRunner
 
-from _tables import write_table
 from phrase_rescore.app.cli import main as cli
 from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.pipeline.model.checkpoint import save_checkpoint

@@ -11,7 +11,6 @@ import gzip
 import os
 
 import pytest
-
 from _real_moses import moses_decode, moses_home, needs_moses, run, script, tiny_system, tool  # noqa: F401
 
 pytestmark = needs_moses

@@ -3,11 +3,19 @@ its search is as good (1-best model score >= Moses's - 1e-4), its feature values
 the same translation, and Moses's extractor reads its n-best lists."""
 from __future__ import annotations
 
-
 import pytest
+from _real_moses import (  # noqa: F401
+    moses_decode,
+    needs_moses,
+    parse_nbest,
+    printed_close,
+    printed_slack,
+    run,
+    tiny_system,
+    tokenize_file,
+    tool,
+)
 
-from _real_moses import (moses_decode, needs_moses, parse_nbest, printed_close, printed_slack, run, tiny_system,  # noqa: F401
-                         tokenize_file, tool)
 from phrase_rescore.moses_integration.embedded.decoder import decode_file
 
 pytestmark = needs_moses

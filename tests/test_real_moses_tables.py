@@ -6,12 +6,11 @@ import gzip
 import math
 
 import pytest
+from _real_moses import cli, moses_decode, moses_log, needs_moses, parse_nbest, read_table, run, tiny_system, tool  # noqa: F401
 
-from _real_moses import (cli, moses_decode, moses_log, needs_moses, parse_nbest, read_table, run,  # noqa: F401
-                         tiny_system, tool)
+from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.moses_integration.moses_ini import read_moses_ini
 from phrase_rescore.moses_integration.rewrite import RewriteConfig, rewrite_moses_ini
-from phrase_rescore.core.errors import PhraseRescoreError
 
 pytestmark = needs_moses
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 import csv
 
 import pytest
-
 from _real_moses import cli, moses_decode, needs_moses, run, tiny_system, tool  # noqa: F401
+
 from phrase_rescore.moses_integration.moses_ini import read_moses_ini
 
 pytestmark = needs_moses

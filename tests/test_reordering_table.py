@@ -11,17 +11,25 @@ import os
 
 import pandas as pd
 import pytest
+from _real_moses import moses_decode, moses_home, needs_moses, parse_nbest, run, script, tool
 from click.testing import CliRunner
 
-from _real_moses import moses_decode, moses_home, needs_moses, parse_nbest, run, script, tool
 from phrase_rescore.app.cli import main
-from phrase_rescore.moses_integration.embedded.build import (LR_TABLE, BuildConfig, build_smt,
-                                                             moses_ini_text)
-from phrase_rescore.moses_integration.embedded.extract import (MONO, ORIENTATION_COLUMNS, OTHER, SWAP,
-                                                               count_phrase_pairs, extract_sentence,
-                                                               span_orientations)
-from phrase_rescore.moses_integration.embedded.phrase_scoring import (lexical_tables, score_phrase_table,
-                                                                      score_reordering_table)
+from phrase_rescore.moses_integration.embedded.build import LR_TABLE, BuildConfig, build_smt, moses_ini_text
+from phrase_rescore.moses_integration.embedded.extract import (
+    MONO,
+    ORIENTATION_COLUMNS,
+    OTHER,
+    SWAP,
+    count_phrase_pairs,
+    extract_sentence,
+    span_orientations,
+)
+from phrase_rescore.moses_integration.embedded.phrase_scoring import (
+    lexical_tables,
+    score_phrase_table,
+    score_reordering_table,
+)
 from phrase_rescore.moses_integration.moses_ini import read_moses_ini
 
 C_ENV = {"LC_ALL": "C", "PATH": "/usr/bin:/bin"}

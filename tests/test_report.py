@@ -10,10 +10,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from phrase_rescore.moses_integration.backend import Backend
-from phrase_rescore.moses_integration.report import EvaluateConfig, SystemSpec, evaluate, score_systems
 from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.core.fileio import read_text_lines, sha256_file
+from phrase_rescore.moses_integration.backend import Backend
+from phrase_rescore.moses_integration.report import EvaluateConfig, SystemSpec, evaluate, score_systems
 
 FIX = Path(__file__).parent / "fixtures" / "moses"
 
@@ -144,9 +144,9 @@ def test_evaluate_writes_table1_and_resumes(tmp_path, monkeypatch):
 
 
 def test_evaluate_cli_with_standin_moses(tmp_path, monkeypatch):
+    from _moses_standin import make_standin_moses
     from click.testing import CliRunner
 
-    from _moses_standin import make_standin_moses
     from phrase_rescore.app.cli import main
 
     monkeypatch.setenv("MOSES_HOME", str(make_standin_moses(tmp_path / "moses")))

@@ -14,9 +14,9 @@ import random
 from pathlib import Path
 
 import pytest
+from _real_moses import needs_moses
 from click.testing import CliRunner
 
-from _real_moses import needs_moses
 from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.core.fileio import read_text_lines
 from phrase_rescore.moses_integration.moses_ini import read_moses_ini

@@ -8,9 +8,9 @@ import json
 
 import pandas as pd
 import pytest
+from _tiny_smt import run_tiny_workflow
 from click.testing import CliRunner
 
-from _tiny_smt import run_tiny_workflow
 from phrase_rescore.app.cli import main
 from phrase_rescore.moses_integration.moses_ini import read_moses_ini
 

@@ -7,6 +7,7 @@ import shutil
 
 import pytest
 from click.testing import CliRunner
+from test_train import TINY, make_learnable_table
 
 from phrase_rescore.app.cli import main
 from phrase_rescore.core.errors import PhraseRescoreError
@@ -18,7 +19,6 @@ from phrase_rescore.pipeline.score import ScoreConfig, score_table
 from phrase_rescore.pipeline.score_columns import score_with_extras
 from phrase_rescore.pipeline.scoring.chunked import ChunkedOutput
 from phrase_rescore.pipeline.train import TrainConfig, train
-from test_train import TINY, make_learnable_table
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

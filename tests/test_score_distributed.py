@@ -17,10 +17,10 @@ import zlib
 import numpy as np
 import pytest
 import torch
+from _tables import write_table
 
 from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.core.version import code_version
-from _tables import write_table
 from phrase_rescore.moses_integration.phrase_table import read_phrase_table
 from phrase_rescore.pipeline.model.checkpoint import save_checkpoint
 from phrase_rescore.pipeline.model.encdec import EncDecConfig, RNNEncoderDecoder

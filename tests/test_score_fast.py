@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 import torch
 
+from phrase_rescore.pipeline.batching import pad_batch
 from phrase_rescore.pipeline.model.encdec import EncDecConfig, RNNEncoderDecoder
 from phrase_rescore.pipeline.model.reference import log_p, reference_params
-from phrase_rescore.pipeline.batching import pad_batch
 from phrase_rescore.pipeline.pairs import RaggedIds
 from phrase_rescore.pipeline.scoring.chunk_pairs import ChunkPairs
 from phrase_rescore.pipeline.scoring.fast import FastScorer, pair_flops, work_flops

@@ -13,16 +13,16 @@ import time
 import numpy as np
 import pytest
 import torch
+from _tables import write_table
 from click.testing import CliRunner
 
 from phrase_rescore.app.cli import main as cli
 from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.core.version import code_version
-from _tables import write_table
+from phrase_rescore.moses_integration.phrase_table import append_columns
 from phrase_rescore.pipeline.model.checkpoint import save_checkpoint
 from phrase_rescore.pipeline.model.encdec import EncDecConfig, RNNEncoderDecoder
 from phrase_rescore.pipeline.model.reference import log_p, reference_params
-from phrase_rescore.moses_integration.phrase_table import append_columns
 from phrase_rescore.pipeline.score import ScoreConfig, score_table
 from phrase_rescore.pipeline.vocab import EOS_ID, UNK_ID, Vocab, Vocabularies
 

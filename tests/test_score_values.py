@@ -7,8 +7,16 @@ import numpy as np
 import pytest
 
 from phrase_rescore.core.errors import PhraseRescoreError
-from phrase_rescore.moses_integration.moses_values import (FLOOR_TEXT, RAW_LOGPROB_MIN, UNK_COUNT_MAX, logprob_texts, moses_reads,
-                                           neutral_text, parse_columns, unk_texts)
+from phrase_rescore.moses_integration.moses_values import (
+    FLOOR_TEXT,
+    RAW_LOGPROB_MIN,
+    UNK_COUNT_MAX,
+    logprob_texts,
+    moses_reads,
+    neutral_text,
+    parse_columns,
+    unk_texts,
+)
 
 
 @pytest.mark.parametrize("logp,moses_value,tol", [

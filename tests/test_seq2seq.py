@@ -1,21 +1,18 @@
 """Seq2Seq model and training: reversal, masking, checkpoints, the SGD recipe, learning a reverse task."""
 from __future__ import annotations
 
-
 import re
 
 import numpy as np
 import pytest
 import torch
 
-from phrase_rescore.pipeline.batching import pad_batch
 from phrase_rescore.core.errors import PhraseRescoreError
-from phrase_rescore.pipeline.model.seq2seq import Seq2Seq, Seq2SeqConfig, reverse_source
+from phrase_rescore.pipeline.batching import pad_batch
 from phrase_rescore.pipeline.model.checkpoint import ENCDEC, SEQ2SEQ, load_checkpoint, save_checkpoint
+from phrase_rescore.pipeline.model.seq2seq import Seq2Seq, Seq2SeqConfig, reverse_source
 from phrase_rescore.pipeline.train_seq2seq import TrainSeq2SeqConfig, epoch_batches, learning_rate, train
 from phrase_rescore.pipeline.vocab import Vocab, Vocabularies
-
-
 
 
 def tiny(reverse=True, seed=0, V=7, W=6) -> Seq2Seq:

@@ -6,7 +6,6 @@ import re
 
 import pytest
 import torch
-
 from click.testing import CliRunner
 
 from phrase_rescore.app.cli import main

@@ -12,13 +12,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from test_seq2seq import _write_task
+from test_train import TINY, make_learnable_table
 
 from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.pipeline import train_seq2seq
 from phrase_rescore.pipeline.prepare import PrepareConfig, prepare
 from phrase_rescore.pipeline.train import TrainConfig, train
-from test_seq2seq import _write_task
-from test_train import TINY, make_learnable_table
 
 pytestmark = [pytest.mark.usefixtures("one_thread"),
               pytest.mark.skipif(not torch.distributed.is_available() or not torch.distributed.is_gloo_available(),

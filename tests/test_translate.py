@@ -9,12 +9,10 @@ import torch
 from click.testing import CliRunner
 
 from phrase_rescore.pipeline.batching import pad_batch
-from phrase_rescore.pipeline.model.seq2seq import Seq2Seq, Seq2SeqConfig
 from phrase_rescore.pipeline.model.checkpoint import save_checkpoint
+from phrase_rescore.pipeline.model.seq2seq import Seq2Seq, Seq2SeqConfig
 from phrase_rescore.pipeline.translate import Ensemble, beam_search, greedy
 from phrase_rescore.pipeline.vocab import Vocab, Vocabularies
-
-
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

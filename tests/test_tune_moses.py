@@ -6,18 +6,24 @@ import json
 from pathlib import Path
 
 import pytest
+from _moses_standin import add_process_phrase_table_min, make_standin_moses
 from click.testing import CliRunner
 
-from _moses_standin import add_process_phrase_table_min, make_standin_moses
+from phrase_rescore.app.cli import main
+from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.moses_integration.backend import MosesBackend, get_backend
 from phrase_rescore.moses_integration.moses_ini import read_moses_ini
 from phrase_rescore.moses_integration.moses_install import find_moses, require_moses
 from phrase_rescore.moses_integration.rewrite import RewriteConfig, process_phrase_table_min_argv, rewrite_moses_ini
-from phrase_rescore.moses_integration.tune_moses import (MertProgress, MosesTuneConfig, mert_moses_argv, run_logged,
-                                                        tune_moses, without_finish_date)
+from phrase_rescore.moses_integration.tune_moses import (
+    MertProgress,
+    MosesTuneConfig,
+    mert_moses_argv,
+    run_logged,
+    tune_moses,
+    without_finish_date,
+)
 from phrase_rescore.moses_integration.tuning import TuneConfig, tune
-from phrase_rescore.app.cli import main
-from phrase_rescore.core.errors import PhraseRescoreError
 
 FIX = Path(__file__).parent / "fixtures" / "moses"
 

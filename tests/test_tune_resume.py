@@ -10,9 +10,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from _real_moses import moses_home, needs_moses
 from click.testing import CliRunner
 
-from _real_moses import moses_home, needs_moses
 from phrase_rescore.app.cli import main
 from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.moses_integration.embedded import tune as tune_mod

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.app.workflow import MANIFEST, Registry, StageDef, load_workflow, plan, run_workflow
+from phrase_rescore.core.errors import PhraseRescoreError
 
 CALLS: list[str] = []
 

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from phrase_rescore.moses_integration.embedded.tokenizer import TokenizeConfig, Tokenizer
-from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.app.stages import default_registry
 from phrase_rescore.app.workflow import MANIFEST, Registry, StageDef, load_workflow, run_workflow
+from phrase_rescore.core.errors import PhraseRescoreError
+from phrase_rescore.moses_integration.embedded.tokenizer import TokenizeConfig, Tokenizer
 
 DEMO = Path(__file__).parent.parent / "workflows" / "demo.toml"
 TRAIN_DE = ["Wir fahren nach Berlin .", "In Berlin wohnt er seit dem 3. Mai .", "wir sehen Berlin .",

@@ -9,8 +9,8 @@ from click.testing import CliRunner
 from test_workflow import BASE, CALLS, registry
 
 from phrase_rescore.app.cli import main
-from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.app.workflow import MANIFEST, STAGE_MARKER, load_workflow, run_workflow
+from phrase_rescore.core.errors import PhraseRescoreError
 
 FULL = {"workflow": {"stages": ["make", "double", "squares", "sum"]}}
 FROM_INPUT = {"workflow": {"stages": ["double", "squares", "sum"]}}  # numbers comes from [inputs]

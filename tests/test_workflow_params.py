@@ -10,9 +10,9 @@ from click.testing import CliRunner
 from test_workflow import BASE, CALLS, registry
 
 from phrase_rescore.app.cli import main
-from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.app.stages import default_registry
 from phrase_rescore.app.workflow import STAGE_MARKER, StageDef, load_workflow, run_workflow
+from phrase_rescore.core.errors import PhraseRescoreError
 
 DEMO = Path(__file__).parent.parent / "workflows" / "demo.toml"
 

@@ -13,8 +13,8 @@ import phrase_rescore.core
 import phrase_rescore.data
 import phrase_rescore.moses_integration
 import phrase_rescore.pipeline
-from phrase_rescore.core.version import code_version, source_digest
 from phrase_rescore.app.workflow import ATTEMPT, MANIFEST, load_workflow, run_workflow
+from phrase_rescore.core.version import code_version, source_digest
 
 
 def _tree(root, files: dict[str, str]):

@@ -34,8 +34,7 @@ import zlib
 from pathlib import Path
 
 from phrase_rescore.core.errors import PhraseRescoreError
-from phrase_rescore.core.fileio import (GZIP_HEADER, atomic_path, check_outputs, gzip_piece, gzip_trailer,
-                                        wants_gzip)
+from phrase_rescore.core.fileio import GZIP_HEADER, atomic_path, check_outputs, gzip_piece, gzip_trailer, wants_gzip
 
 MANIFEST_FORMAT = "phrase-rescore-score-manifest"
 MANIFEST_VERSION = 1

@@ -39,8 +39,14 @@ from pathlib import Path
 import numpy as np
 
 from phrase_rescore.core.errors import PhraseRescoreError
-from phrase_rescore.core.fileio import (GZIP_HEADER, GZIP_READ_ERRORS, atomic_path, gzip_read_error, gzip_trailer,
-                                        open_binary_read)
+from phrase_rescore.core.fileio import (
+    GZIP_HEADER,
+    GZIP_READ_ERRORS,
+    atomic_path,
+    gzip_read_error,
+    gzip_trailer,
+    open_binary_read,
+)
 
 from .chunked import MANIFEST_FORMAT, ChunkedOutput, crc32_combine, read_own_json
 

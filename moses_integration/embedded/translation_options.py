@@ -33,7 +33,7 @@ from .features import LN10, UNKNOWN_SCORE, DecoderSpec, ReorderingModel
 class TranslationOption:
     """One target phrase for one source span (immutable once built)."""
 
-    __slots__ = ("start", "end", "words", "tm", "unknown", "static", "future", "lm_est", "lr", "wid", "sb")
+    __slots__ = ("start", "end", "words", "tm", "unknown", "static", "future", "lm_est", "lr")
 
     def __init__(self, start: int, end: int, words: tuple[str, ...], tm: tuple[float, ...], unknown: bool,
                  static: float, future: float, lm_est: float, lr: "ReorderingScores | None" = None):

@@ -451,18 +451,10 @@ def rescore_nbest_cmd(nbest, src, models, out_nbest, out_1best, weights_ini, dev
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False),
               help="MODEL_DIR: model.pt (best), last.pt, train_log.csv.")
 @options("phrase_rescore.pipeline.train:TrainConfig")
-@click.option("--emb-dim", type=int, hidden=True, help="Same as --model-overrides '{emb_dim = N}'.")
-@click.option("--hidden-dim", type=int, hidden=True, help="Same as --model-overrides '{hidden_dim = N}'.")
-@click.option("--maxout-units", type=int, hidden=True, help="Same as --model-overrides '{maxout_units = N}'.")
-@click.option("--rank", type=int, hidden=True, help="Same as --model-overrides '{rank = N}'.")
-def train_cmd(pairs_dir, out_dir, emb_dim, hidden_dim, maxout_units, rank, **kw):
+def train_cmd(pairs_dir, out_dir, **kw):
     """Train the RNN Encoder-Decoder on prepared phrase pairs (PAIRS_DIR from `prepare`)."""
     from phrase_rescore.pipeline.train import TrainConfig, train
 
-    sizes = {k: v for k, v in dict(emb_dim=emb_dim, hidden_dim=hidden_dim, maxout_units=maxout_units,
-                                   rank=rank).items() if v is not None}
-    if sizes:  # the older spellings of --model-overrides
-        kw["model_overrides"] = "{" + ", ".join(f"{k} = {v}" for k, v in sizes.items()) + "}"
     cfg = TrainConfig(**collect(TrainConfig, kw))
     _check_paths({"PAIRS_DIR": pairs_dir}, {}, {"--out": out_dir})
     s = train(pairs_dir, out_dir, cfg)

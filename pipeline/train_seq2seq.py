@@ -46,7 +46,7 @@ from .batching import length_batches, pad_batch
 from .device import check_device
 from .distributed import Dist
 from .distributed import setup as setup_distributed
-from .model.checkpoint import BEST, LAST, OLD_BEST, SEQ2SEQ, load_checkpoint, save_checkpoint
+from .model.checkpoint import BEST, LAST, SEQ2SEQ, load_checkpoint, save_checkpoint
 from .model.seq2seq import Seq2Seq, Seq2SeqConfig
 from .sentences import encode_eos, read_parallel
 from .train import TrainSummary
@@ -263,8 +263,6 @@ def train(cfg: TrainSeq2SeqConfig) -> TrainSummary:
         check_world_size(ck.train_state.get("world_size", 1), dist, last_path, "use another --out-dir or --no-resume")
         state.update(ck.train_state)
         resumed_from = state["epoch"] + state.get("progress_in_epoch", 0.0)
-        if dist.is_main and (out / OLD_BEST).exists() and not best_path.exists():  # the earlier layout's name
-            os.replace(out / OLD_BEST, best_path)
     else:
         vocabs = _vocabularies(cfg, src, tgt)
         torch.manual_seed(cfg.seed)

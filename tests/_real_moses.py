@@ -221,8 +221,9 @@ def build_tiny_system(root: Path) -> TinySystem:
     torch.set_num_threads(1)
     try:
         cli("prepare", str(smt / "phrase-table.gz"), "--out", str(root / "pairs"), "--vocab-size", "200")
-        cli("train", str(root / "pairs"), "--out", str(root / "rnn"), "--preset", "small", "--emb-dim", "8",
-            "--hidden-dim", "16", "--maxout-units", "8", "--rank", "6", "--max-steps", "30", "--valid-every", "30",
+        cli("train", str(root / "pairs"), "--out", str(root / "rnn"), "--preset", "small",
+            "--model-overrides", "{emb_dim = 8, hidden_dim = 16, maxout_units = 8, rank = 6}", "--max-steps", "30",
+            "--valid-every", "30",
             "--valid-max-pairs", "200", "--device", "cpu")
         rescored = root / "phrase-table.rnn-wp.gz"
         cli("score", str(root / "rnn" / "model.pt"), str(smt / "phrase-table.gz"), "--out", str(rescored),

@@ -42,7 +42,7 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 KILLS = 5
 SEED = 20141003                         # with the test's name, the seed of its kill delays
 PARTS = ("train.parquet", "valid.parquet", "vocab.json")
-TINY = ["--emb-dim", "8", "--hidden-dim", "16", "--maxout-units", "8", "--rank", "8", "--batch-size", "16"]
+TINY = ["--model-overrides", "{emb_dim = 8, hidden_dim = 16, maxout_units = 8, rank = 8}", "--batch-size", "16"]
 
 for _module in ("prepare", "train", "score"):   # loaded before the forks, as in a command that has started
     importlib.import_module(f"phrase_rescore.pipeline.{_module}")

@@ -118,7 +118,7 @@ EVALUATE = ["evaluate", "--system", "b=moses.ini", "--test-src", "dev.src", "--t
     (TRAIN + ["--preset", "huge"], "--preset huge: expected one of 'paper', 'small'"),
     (TRAIN + ["--time-budget", "-1"], "--time-budget-s -1.0: expected a number above 0 (or leave it unset)"),
     (TRAIN + ["--model-overrides", "{hidden=8}"], "model_overrides: unknown key(s) hidden"),
-    (TRAIN + ["--hidden-dim", "0"], "--model-overrides {'hidden_dim': 0}: hidden_dim must be positive"),
+    (TRAIN + ["--model-overrides", "{hidden_dim = 0}"], "--model-overrides {'hidden_dim': 0}: hidden_dim must be positive"),
     (TRAIN + ["--device", "tpu"], "--device tpu: unknown device 'tpu'"),
     (["sample", "model.pt", "a", "--beam", "0"], "--beam 0: expected at least 1"),
     (["sample", "model.pt", "a", "-n", "0"], "--num-samples 0: expected at least 1"),

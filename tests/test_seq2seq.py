@@ -105,33 +105,15 @@ def test_checkpoint_round_trip(tmp_path):
 VOCABS = Vocabularies(Vocab(["<eos>", "<unk>", "a", "b", "c", "d", "e"]), Vocab(["<eos>", "<unk>", "x", "y", "z", "w"]))
 
 
-def _earlier_layout(m: Seq2Seq, train_state=None) -> dict:
-    """A Seq2Seq checkpoint as this version wrote it before both models shared one layout."""
-    earlier_name = {"src_vocab_size": "src_vocab", "tgt_vocab_size": "tgt_vocab"}
-    config = {earlier_name.get(k, k): v for k, v in m.cfg.to_dict().items()}
-    return {"format": "phrase-rescore-seq2seq", "version": 1, "config": config,
-            "weights": {k: v.detach().cpu() for k, v in m.state_dict().items()}, "vocab": VOCABS.to_json(),
-            "train_state": train_state or {}}
-
-
-def test_checkpoints_of_the_earlier_seq2seq_layout_still_load(tmp_path):
-    m = tiny()
-    (tmp_path / "run").mkdir()
-    torch.save(_earlier_layout(m, {"epoch": 2}), tmp_path / "run" / "best.pt")
-    ck = load_checkpoint(tmp_path / "run")          # a training directory of the earlier layout: its best.pt
-    assert ck.kind is SEQ2SEQ and ck.path == tmp_path / "run" / "best.pt"
-    assert ck.model.cfg == m.cfg and ck.vocabs == VOCABS and ck.train_state == {"epoch": 2}
-    for (k, a), (_, b) in zip(m.state_dict().items(), ck.model.state_dict().items()):
-        assert torch.equal(a, b), k
-
-
 @pytest.mark.parametrize("change, fragment", [
     (lambda d: d["config"].update(dropout=0.2), "bad model config in checkpoint: unknown Seq2SeqConfig keys ['dropout']"),
     (lambda d: d.update(version=2), "checkpoint version 2 is not supported (expected 1)"),
-    (lambda d: d.pop("weights"), "damaged checkpoint: it has no 'state_dict' entry"),
+    (lambda d: d.pop("state_dict"), "damaged checkpoint: it has no 'state_dict' entry"),
+    (lambda d: d["config"].update(src_vocab=7), "bad model config in checkpoint: unknown Seq2SeqConfig keys ['src_vocab']"),
 ])
 def test_bad_seq2seq_checkpoints_are_named_errors(tmp_path, change, fragment):
-    payload = _earlier_layout(tiny())
+    save_checkpoint(tmp_path / "m.pt", tiny(), VOCABS)
+    payload = torch.load(tmp_path / "m.pt", weights_only=True)
     change(payload)
     torch.save(payload, tmp_path / "m.pt")
     with pytest.raises(PhraseRescoreError) as e:
@@ -210,32 +192,6 @@ def test_resume_continues_exactly(tmp_path, one_thread, monkeypatch):
     assert [h["valid_ppl"] for h in resumed.history] == pytest.approx([h["valid_ppl"] for h in straight.history], rel=1e-5)
     a = load_checkpoint(tmp_path / "a" / "last.pt").model.state_dict()
     b = load_checkpoint(tmp_path / "b" / "last.pt").model.state_dict()
-    for k in a:
-        assert torch.allclose(a[k], b[k], atol=1e-6), k
-
-
-def _to_earlier_layout(path, new_name):
-    """Rewrite a checkpoint with the earlier Seq2Seq keys (``weights``, ``vocab``) under ``new_name``."""
-    d = torch.load(path, weights_only=True)
-    d["weights"], d["vocab"] = d.pop("state_dict"), d.pop("vocab_json")
-    d["train_state"] = d["train_state"] or {}
-    path.unlink()
-    torch.save(d, path.with_name(new_name))
-
-
-def test_a_run_of_the_earlier_layout_resumes_exactly(tmp_path, one_thread, monkeypatch):
-    monkeypatch.setenv("PHRASE_RESCORE_QUIET", "1")
-    src, tgt = _write_task(tmp_path, 120, 2)
-    common = dict(valid_size=20, emb_dim=8, hidden_dim=8, num_layers=1, batch_size=16, decay_start=1.0, seed=4)
-    straight = train(TrainSeq2SeqConfig(src, tgt, str(tmp_path / "a"), epochs=2.5, **common))
-    train(TrainSeq2SeqConfig(src, tgt, str(tmp_path / "old"), epochs=1.5, **common))
-    _to_earlier_layout(tmp_path / "old" / "last.pt", "last.pt")
-    _to_earlier_layout(tmp_path / "old" / "model.pt", "best.pt")
-    resumed = train(TrainSeq2SeqConfig(src, tgt, str(tmp_path / "old"), epochs=2.5, **common))
-    assert [h["valid_ppl"] for h in resumed.history] == pytest.approx([h["valid_ppl"] for h in straight.history], rel=1e-5)
-    assert sorted(p.name for p in (tmp_path / "old").glob("*.pt")) == ["last.pt", "model.pt"]  # best.pt renamed
-    a = load_checkpoint(tmp_path / "a").model.state_dict()
-    b = load_checkpoint(tmp_path / "old").model.state_dict()
     for k in a:
         assert torch.allclose(a[k], b[k], atol=1e-6), k
 

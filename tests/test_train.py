@@ -140,13 +140,6 @@ def _pickled(obj) -> bytes:
     return buf.getvalue()
 
 
-def _legacy_pickled(obj) -> bytes:
-    import io
-    buf = io.BytesIO()
-    torch.save(obj, buf, _use_new_zipfile_serialization=False)    # torch.save's format before torch 1.6
-    return buf.getvalue()
-
-
 def _tiny_config(**extra) -> dict:
     return {**ck.EncDecConfig(10, 10, emb_dim=4, hidden_dim=8, maxout_units=4, rank=4).to_dict(), **extra}
 
@@ -161,13 +154,11 @@ BAD_CHECKPOINTS = [
     (lambda good: __import__("pickle").dumps({"format": ck.ENCDEC.format}), "not a file written by torch.save"),
     (lambda good: _pickled({"format": ck.ENCDEC.format, "config": __import__("fractions").Fraction(1, 2)}),
      "a torch file with objects other than tensors and plain values, which weights-only loading refuses"),
-    (lambda good: _legacy_pickled({"format": ck.ENCDEC.format, "config": __import__("fractions").Fraction(1, 2)}),
-     "a torch file with objects other than tensors and plain values, which weights-only loading refuses"),
     (lambda good: _pickled([1, 2, 3]), "it holds a list"),
     (lambda good: _pickled({"weights": torch.zeros(2)}), "it holds a dict without a \"format\" entry"),
 ]
-BAD_CHECKPOINT_IDS = ["empty", "half", "10-bytes", "random", "text", "plain-pickle", "object", "legacy-object",
-                      "list", "no-format"]
+BAD_CHECKPOINT_IDS = ["empty", "half", "10-bytes", "random", "text", "plain-pickle", "object", "list",
+                      "no-format"]
 # well-formed torch files that are not a usable encoder-decoder checkpoint (message fragment)
 BAD_CONTENTS = [
     ({"format": "something-else"}, "not an encoder-decoder checkpoint: expected format 'phrase-rescore-encdec'"),
@@ -224,7 +215,7 @@ def test_checkpoint_with_non_finite_weights_is_refused(tmp_path, value):
 
 def test_train_command_then_sample(pairs_dir, tmp_path):
     args = ["--quiet", "train", str(pairs_dir), "--out", str(tmp_path / "m"), "--max-steps", "20", "--valid-every", "10",
-            "--emb-dim", "16", "--hidden-dim", "32", "--maxout-units", "16", "--rank", "16", "--batch-size", "16",
+            "--model-overrides", "{emb_dim = 16, hidden_dim = 32, maxout_units = 16, rank = 16}", "--batch-size", "16",
             "--gru", "cudnn"]
     r = CliRunner().invoke(main, args)
     assert r.exit_code == 0, r.output

@@ -20,9 +20,7 @@ train_state     the trainer's state for an exact resume (optimizer, sampler, ste
 
 A training directory holds :data:`BEST` (``model.pt``, best validation perplexity), :data:`LAST`
 (``last.pt``, latest, with training state) and the trainer's log; :func:`resolve_checkpoint` maps a
-directory to its ``model.pt``. Seq2Seq checkpoints of this version written before the two models shared
-the layout keep the weights under ``weights``, the vocabulary under ``vocab``, and a training directory's
-best model in ``best.pt``; they load as they are.
+directory to its ``model.pt``.
 """
 from __future__ import annotations
 
@@ -44,10 +42,7 @@ from .seq2seq import Seq2Seq, Seq2SeqConfig
 
 VERSION = 1
 BEST, LAST = "model.pt", "last.pt"      # a training directory's best and latest checkpoints
-OLD_BEST = "best.pt"                    # the best Seq2Seq checkpoint in the earlier layout
 ZIP_MAGIC = b"PK\x03\x04"               # torch.save writes a zip archive
-LEGACY_MAGIC = b"\x80\x02\x8a\x0al\xfc\x9cF\xf9 j\xa8P\x19"  # or, before torch 1.6, a pickle led by this number
-OLD_KEYS = {"state_dict": "weights", "vocab_json": "vocab"}  # earlier Seq2Seq key of each key
 
 
 @dataclass(frozen=True)
@@ -106,8 +101,6 @@ def resolve_checkpoint(path: str | os.PathLike) -> Path:
     """A ``.pt`` file as given, or ``DIR/model.pt`` for a training directory."""
     p = Path(path)
     if p.is_dir():
-        if not (p / BEST).exists() and (p / OLD_BEST).exists():
-            return p / OLD_BEST
         p = p / BEST
         if not p.exists():
             raise PhraseRescoreError(f"no {BEST} in this directory (expected a training output "
@@ -118,7 +111,7 @@ def resolve_checkpoint(path: str | os.PathLike) -> Path:
 
 
 def read_checkpoint(path: str | os.PathLike, device="cpu", kind: ModelKind | None = None) -> dict:
-    """The raw checkpoint dict, checked for format and version (``weights_only=True``), in today's keys.
+    """The raw checkpoint dict, checked for format and version (``weights_only=True``).
 
     :param kind: the model expected (:data:`ENCDEC`, :data:`SEQ2SEQ`); None accepts either.
     """
@@ -135,10 +128,6 @@ def read_checkpoint(path: str | os.PathLike, device="cpu", kind: ModelKind | Non
                                  f"one of {sorted(KINDS)})", p)
     if ckpt.get("version") != VERSION:
         raise PhraseRescoreError(f"checkpoint version {ckpt.get('version')} is not supported (expected {VERSION})", p)
-    if ckpt["format"] == SEQ2SEQ.format:
-        for key, old in OLD_KEYS.items():
-            if key not in ckpt and old in ckpt:
-                ckpt[key] = ckpt.pop(old)
     return ckpt
 
 
@@ -154,8 +143,8 @@ def _torch_load(p: Path, device):
             return torch.load(p, map_location=device, weights_only=True)
     except Exception as e:
         with open(p, "rb") as f:
-            head = f.read(len(LEGACY_MAGIC))
-        if not (head.startswith(ZIP_MAGIC) or head == LEGACY_MAGIC):
+            head = f.read(len(ZIP_MAGIC))
+        if head != ZIP_MAGIC:
             what = "not a file written by torch.save"
         elif isinstance(e, pickle.UnpicklingError) and "weights only" in str(e).lower():
             what = "a torch file with objects other than tensors and plain values, which weights-only loading refuses"

@@ -14,12 +14,10 @@ from phrase_rescore.core.errors import PhraseRescoreError
 class ModelConfig:
     """Named presets and the checkpoint dict of a model config dataclass.
 
-    ``PRESETS`` maps each preset's name to the sizes it sets; ``RENAMED`` maps a key that earlier
-    checkpoints wrote to today's field, so that those checkpoints still load.
+    ``PRESETS`` maps each preset's name to the sizes it sets.
     """
 
     PRESETS: ClassVar[dict[str, dict]] = {}
-    RENAMED: ClassVar[dict[str, str]] = {}
 
     @classmethod
     def preset(cls, name: str, src_vocab_size: int, tgt_vocab_size: int, **overrides):
@@ -37,8 +35,7 @@ class ModelConfig:
 
     @classmethod
     def from_dict(cls, d: dict):
-        """The config of ``to_dict()`` output (earlier key names included); unknown keys raise ValueError."""
-        d = {cls.RENAMED.get(k, k): v for k, v in d.items()}
+        """The config of ``to_dict()`` output; unknown keys raise ValueError."""
         unknown = set(d) - {f.name for f in dataclasses.fields(cls)}
         if unknown:
             raise ValueError(f"unknown {cls.__name__} keys {sorted(unknown)}")

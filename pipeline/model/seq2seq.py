@@ -55,7 +55,6 @@ class Seq2SeqConfig(ModelConfig):
         # A CPU-sized model: 2 layers of 256 cells, 128-dim embeddings.
         "small": dict(emb_dim=128, hidden_dim=256, num_layers=2),
     }
-    RENAMED = {"src_vocab": "src_vocab_size", "tgt_vocab": "tgt_vocab_size"}  # the keys of earlier checkpoints
 
     @property
     def state_size(self) -> int:

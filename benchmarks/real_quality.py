@@ -299,7 +299,7 @@ def run_all(args) -> None:
             key = f"{backend}-seed{seed}"
             fixed = {"backend": backend, "seed": seed, "threads": threads}
 
-            def seed_job(name: str, stages: list[str], after: tuple, drop=()) -> Job:
+            def seed_job(name: str, stages: list[str], after: tuple, drop=(), key=key, fixed=fixed) -> Job:
                 produced = {a for s in stages for a in registry.stages[s].produces}
                 inputs = {a: p for a, p in arts.items() if a not in produced and a not in drop
                           and any(a in registry.stages[s].consumes for s in stages)}
@@ -410,7 +410,7 @@ def write_report(work: Path, n_boot: int) -> None:
                   "Δ and p are against the baseline's runs with the same MERT seeds (the mean over those pairs).", "",
                   "| Configuration | Test BLEU per run | mean ± sd | Δ mean | p (mean) | Dev BLEU mean |",
                   "|---|---|---:|---:|---:|---:|"]
-        hyp = lambda k, c: ev[k] / "work" / f"test.{_safe(c)}.detok"  # noqa: E731
+        hyp = lambda k, c, ev=ev: ev[k] / "work" / f"test.{_safe(c)}.detok"  # noqa: E731
         bleu_of = {(k, c): float(t.loc[t["configuration"] == c, "test_bleu"].iloc[0])
                    for k, t in tables.items() for c in CONFIGS if (t["configuration"] == c).any()}
         summary[backend] = {}

@@ -114,7 +114,7 @@ def bench_io(work: Path, lines: int, chunk_lines: int, parts: int = 8, table: Pa
             shutil.copyfileobj(src, z, 1 << 24)
     mb = plain.stat().st_size / 1e6
     for path in (plain, gz):
-        t, c = min(_timed(lambda: chunk_offsets(path, chunk_lines)) for _ in range(2))
+        t, c = min(_timed(lambda path=path: chunk_offsets(path, chunk_lines)) for _ in range(2))
         print(f"split pass, {'gzip' if path is gz else 'plain'}: {lines / t:,.0f} lines/s, {lines / c:,.0f} per "
               f"CPU-second ({mb / t:.0f} MB/s uncompressed, {mb / c:.0f} per CPU-second)", flush=True)
     last = plan(gz, chunk_lines, parts)[-1]
@@ -135,7 +135,8 @@ def bench_io(work: Path, lines: int, chunk_lines: int, parts: int = 8, table: Pa
             outs.append(out)
             states.append(out.finished())
         target = work / ("joined.gz" if compressed else "joined")
-        t, c = _timed(lambda: join_parts(target, outs, states, compressed))
+        t, c = _timed(lambda target=target, outs=outs, states=states, compressed=compressed:
+                      join_parts(target, outs, states, compressed))
         ok = (zlib.decompress(target.read_bytes(), 31) if compressed else target.read_bytes()) == data
         print(f"join of {parts} parts, {'gzip' if compressed else 'plain'}: {lines / t:,.0f} lines/s, "
               f"{lines / c:,.0f} per CPU-second ({target.stat().st_size / t / 1e6:.0f} MB/s written); "

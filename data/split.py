@@ -36,12 +36,13 @@ class SplitConfig:
 
 
 def split_heldout(src: str | os.PathLike, ref: str | os.PathLike, out_dir: str | os.PathLike,
-                  config: SplitConfig = SplitConfig()) -> dict:
+                  config: SplitConfig | None = None) -> dict:
     """Write ``out_dir/{dev,test}.{src,ref}`` from the parallel files ``src`` and ``ref``.
 
     :returns: ``{"dev": lines, "test": lines, "paths": {artifact: path}}``.
     :raises PhraseRescoreError: the files differ in length, or hold fewer than two lines.
     """
+    config = config or SplitConfig()
     src_lines = [t + (e or "\n") for _, t, e in read_lines(src)]
     ref_lines = [t + (e or "\n") for _, t, e in read_lines(ref)]
     if len(src_lines) != len(ref_lines):

@@ -74,11 +74,12 @@ def _is_valid(source: str, seed_bytes: bytes, threshold: int) -> bool:
 
 
 def prepare(table_path: str | os.PathLike, out_dir: str | os.PathLike,
-            config: PrepareConfig = PrepareConfig()) -> dict:
+            config: PrepareConfig | None = None) -> dict:
     """Write the unique pairs of ``table_path`` with ids, the vocabulary and a manifest to ``out_dir``.
 
     :returns: the manifest (counts of lines, unique pairs, train/valid pairs and sources, rejects).
     """
+    config = config or PrepareConfig()
     table_path = os.fspath(table_path)
     if not os.path.isfile(table_path):
         raise PhraseRescoreError("phrase table not found", table_path)

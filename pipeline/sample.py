@@ -171,9 +171,10 @@ def format_table(results: list[Generated], mode: str) -> str:
     return "\n".join(lines)
 
 
-def sample_phrase(model_path, phrase: str, config: SampleConfig = SampleConfig(), device: str = "auto"
+def sample_phrase(model_path, phrase: str, config: SampleConfig | None = None, device: str = "auto"
                   ) -> list[Generated]:
     """Load a checkpoint (file or training directory) and generate for ``phrase``."""
+    config = config or SampleConfig()
     from .device import resolve_device
     from .model.checkpoint import ENCDEC, load_checkpoint
 

@@ -142,7 +142,7 @@ class TrainConfig:
 def default_init_std(preset: str) -> float:
     """The initial weight scale: Cho et al.'s 0.01 (section 3.1) for the paper's sizes. The small preset's
     layers are 4x narrower, so 0.01 leaves activations and gradients near zero and Adadelta (whose first
-    steps are about as large as the gradient) barely moves: it gets 0.05 (measured; see the closing note)."""
+    steps are about as large as the gradient) barely moves: it gets 0.05."""
     return 0.01 if preset == "paper" else 0.05
 
 
@@ -185,7 +185,7 @@ def unigram_perplexity(train: PairSet, valid: PairSet, vocab_size: int, max_pair
     return float(np.exp(-logp[ids].mean())) if len(ids) else float("nan")
 
 
-def train(pairs_dir, out_dir, config: TrainConfig = TrainConfig()) -> TrainSummary:
+def train(pairs_dir, out_dir, config: TrainConfig | None = None) -> TrainSummary:
     """Train on ``pairs_dir`` (written by ``prepare``) into ``out_dir``.
 
     :returns: steps, stop reason, best/last validation perplexity, the unigram baseline, pairs/s, the
@@ -193,6 +193,7 @@ def train(pairs_dir, out_dir, config: TrainConfig = TrainConfig()) -> TrainSumma
     :raises PhraseRescoreError: missing inputs, a run already in ``out_dir`` without ``resume``, a
         resume with different settings or data, a NaN/inf loss (``last.pt`` is left as it was).
     """
+    config = config or TrainConfig()
     t_start = time.monotonic()
     paths = pairs_paths(pairs_dir)
     for role in ("train", "valid", "vocab"):

@@ -139,13 +139,14 @@ def ngram_perplexity(arpa: str | os.PathLike, sentences) -> float:
     return perplexity(load_lm(arpa), sentences)
 
 
-def train_cslm(corpus: str | os.PathLike, out_dir: str | os.PathLike, config: TrainCSLMConfig = TrainCSLMConfig(),
+def train_cslm(corpus: str | os.PathLike, out_dir: str | os.PathLike, config: TrainCSLMConfig | None = None,
                valid: str | os.PathLike | None = None, lm: str | os.PathLike | None = None) -> CSLMSummary:
     """Train (or, with ``config.resume``, continue) the CSLM on the tokenized ``corpus``.
 
     :param valid: held-out tokenized text; without it ``valid_size`` sentences of the corpus are held out.
     :param lm: an ARPA (or KenLM binary) n-gram LM whose perplexity on the same held-out text is reported.
     """
+    config = config or TrainCSLMConfig()
     t_start = time.monotonic()
     out = Path(out_dir)
     last_path = out / LAST

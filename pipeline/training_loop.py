@@ -121,7 +121,8 @@ class TrainingLoop:
 
     def __init__(self, out_dir, *, max_steps: int, valid_every: int, patience: int | None,
                  time_budget_s: float | None, log_columns: list[str], desc: str, position: dict | None = None,
-                 dist: Dist = Dist(), clock: Callable[[], float] = time.monotonic):
+                 dist: Dist | None = None, clock: Callable[[], float] = time.monotonic):
+        dist = dist or Dist()
         self.out = Path(out_dir)
         self.last_path, self.best_path, self.log_path = self.out / LAST, self.out / BEST, self.out / LOG
         self.max_steps, self.valid_every, self.patience = max_steps, valid_every, patience

@@ -21,5 +21,6 @@ def one_thread():
     torch.set_num_threads(n)
 
 
-# the real-Moses tests say in the summary which Moses they used, or why they were skipped
-from _real_moses import pytest_terminal_summary  # noqa: E402,F401
+# the real-Moses tests say in the summary which Moses they used, or why they were skipped; tiny_system is
+# the small system they share, built once per session
+from _real_moses import pytest_terminal_summary, tiny_system  # noqa: E402,F401

@@ -212,7 +212,7 @@ def _brute_force(words, dec):
                 unk = 0
                 dist = 0
                 prev_end = -1
-                for (a, b), (tgt, sc) in zip(order, pick):
+                for (a, b), (_, sc) in zip(order, pick):
                     dist += a if prev_end < 0 else abs(prev_end - a + 1)
                     prev_end = b
                     if sc is None:

@@ -88,7 +88,7 @@ def test_lines_end_at_newline_only(tmp_path, data, lines):
 def test_invalid_utf8_names_file_and_line_for_every_reader(tmp_path, data, line_no):
     path = tmp_path / "bad.txt"
     path.write_bytes(data)
-    for name, read in {"lines": read_text_lines, "vocabulary counts": count_corpus, **SENTENCE_READERS}.items():
+    for read in {"lines": read_text_lines, "vocabulary counts": count_corpus, **SENTENCE_READERS}.values():
         with pytest.raises(PhraseRescoreError, match=rf"bad.txt:{line_no}: invalid UTF-8 .*expected UTF-8 text"):
             read(path)
 

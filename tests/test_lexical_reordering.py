@@ -18,7 +18,7 @@ import math
 
 import numpy as np
 import pytest
-from _real_moses import moses_decode, needs_moses, parse_nbest, printed_close, printed_slack, run, tiny_system, tool  # noqa: F401
+from _real_moses import moses_decode, needs_moses, parse_nbest, printed_close, printed_slack, run, tool  # noqa: F401
 
 from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.moses_integration.embedded.decoder import Decoder, DecoderConfig, decode_file
@@ -277,7 +277,7 @@ def test_nbest_equals_exhaustive_enumeration(system, type_, table, weights, sent
     assert r.best.text == expected[0][1]
     np.testing.assert_allclose(r.best.features, expected[0][2], atol=1e-5)
     by_text = {}
-    for t, text, h in expected:
+    for _, text, h in expected:
         by_text.setdefault(text, []).append(h)
     for c in r.nbest:
         assert float(dec.weights @ c.features) == pytest.approx(c.total, abs=1e-9)
@@ -437,8 +437,8 @@ def test_real_moses_lr_system_same_1best_and_nbest_features(tiny_system, tmp_pat
             if t.text not in mine:
                 continue
             compared += 1
-            same = lambda o: all(printed_close(x, y) for name in t.features  # noqa: E731
-                                 for x, y in zip(o.features[name], t.features[name]))
+            same = lambda o, t=t: all(printed_close(x, y) for name in t.features  # noqa: E731
+                                      for x, y in zip(o.features[name], t.features[name]))
             if any(same(o) for o in mine[t.text]):
                 continue
             # another segmentation of the same words with exactly the same score: a tie either search may

@@ -11,7 +11,6 @@ from _real_moses import (  # noqa: F401
     printed_close,
     printed_slack,
     run,
-    tiny_system,
     tokenize_file,
     tool,
 )
@@ -24,7 +23,7 @@ STACK = 100
 
 
 @pytest.fixture(scope="module", params=["baseline", "rescored"])
-def decoded(request, tiny_system, tmp_path_factory):
+def decoded(request, tmp_path_factory, tiny_system):
     s = tiny_system
     ini = s.ini if request.param == "baseline" else s.rescored_ini
     d = tmp_path_factory.mktemp(f"decode-{request.param}")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from _real_moses import cli, moses_decode, needs_moses, parse_nbest, run, tiny_system, tool  # noqa: F401
+from _real_moses import cli, moses_decode, needs_moses, parse_nbest, run, tool  # noqa: F401
 
 pytestmark = needs_moses
 

@@ -6,7 +6,7 @@ import gzip
 import math
 
 import pytest
-from _real_moses import cli, moses_decode, moses_log, needs_moses, parse_nbest, read_table, run, tiny_system, tool  # noqa: F401
+from _real_moses import cli, moses_decode, moses_log, needs_moses, parse_nbest, read_table, run, tool  # noqa: F401
 
 from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.moses_integration.moses_ini import read_moses_ini

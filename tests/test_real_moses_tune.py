@@ -4,7 +4,7 @@ from __future__ import annotations
 import csv
 
 import pytest
-from _real_moses import cli, moses_decode, needs_moses, run, tiny_system, tool  # noqa: F401
+from _real_moses import cli, moses_decode, needs_moses, run, tool  # noqa: F401
 
 from phrase_rescore.moses_integration.moses_ini import read_moses_ini
 

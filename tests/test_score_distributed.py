@@ -171,7 +171,7 @@ def _fork_job(tmp_path, args: tuple, delay: float = 0.0) -> list[int]:
                 if delay:
                     write_chunk = ChunkedOutput.write_chunk
 
-                    def slow(self, *a, **kw):
+                    def slow(self, *a, write_chunk=write_chunk, **kw):
                         write_chunk(self, *a, **kw)
                         time.sleep(delay)
                     ChunkedOutput.write_chunk = slow

@@ -82,6 +82,7 @@ def test_beam_scores_are_the_models_log_probabilities_and_never_worse_than_greed
             for src, h, gh in zip(SOURCES, beam_search(m, s, sm, beam=B, max_len=7), g):
                 assert h.logp == pytest.approx(logp([m], src, h.ids), abs=1e-5)
                 assert len(h.ids) <= 6
+                assert h.logp >= gh.logp - 1e-6
         wide = beam_search(m, s, sm, beam=5 ** 3, max_len=4)
         narrow = beam_search(m, s, sm, beam=1, max_len=4)
         assert all(w.logp >= n.logp - 1e-6 for w, n in zip(wide, narrow))

@@ -129,13 +129,14 @@ class EflomalConfig:
 
 
 def align_eflomal(src: Sequence[Sequence[str]], tgt: Sequence[Sequence[str]],
-                  config: EflomalConfig = EflomalConfig(), quiet: bool = True,
+                  config: EflomalConfig | None = None, quiet: bool = True,
                   work_dir: str | os.PathLike | None = None) -> tuple[list[list[Point]], list[list[Point]]]:
     """Align tokenized sentence pairs with eflomal in both directions.
 
     :returns: (forward points, reverse points) per sentence; forward gives each target word at most one
         source word, reverse each source word at most one target word.
     """
+    config = config or EflomalConfig()
     import eflomal
 
     if len(src) != len(tgt):

@@ -61,13 +61,14 @@ def strip_pipes(tokens: Sequence[str]) -> tuple[list[str], bool]:
 
 
 def clean_pairs(src: Sequence[Sequence[str]], tgt: Sequence[Sequence[str]],
-                config: CleanConfig = CleanConfig()) -> tuple[list[list[str]], list[list[str]], CleanStats]:
+                config: CleanConfig | None = None) -> tuple[list[list[str]], list[list[str]], CleanStats]:
     """Filter tokenized sentence pairs with clean-corpus-n.perl's rules.
 
     :param src: tokenized source sentences.
     :param tgt: tokenized target sentences, same length as ``src``.
     :returns: (kept source sentences, kept target sentences, statistics incl. kept line numbers).
     """
+    config = config or CleanConfig()
     assert len(src) == len(tgt), (len(src), len(tgt))
     stats = CleanStats(input_pairs=len(src))
     out_s: list[list[str]] = []

@@ -23,7 +23,8 @@ import numpy as np
 from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.core.fileio import GZIP_READ_ERRORS, gzip_read_error, open_binary_read
 from phrase_rescore.core.progress import bar
-from phrase_rescore.core.words import SEPARATORS, words
+from phrase_rescore.core.words import SEPARATORS
+from phrase_rescore.core.words import words as split_words
 
 from ..moses_values import floor_log
 from ..phrase_table import EMPTY_TABLE, _parse
@@ -183,8 +184,8 @@ class PhraseTable:
                 raise PhraseRescoreError(f"expected {n_scores} scores (num-features in {spec.ini_path}), "
                                          f"found {len(e.scores)}", self.path, e.line_no)
             self.entries.setdefault(e.source, []).append(
-                (tuple(words(e.target)), tuple(floor_log(p) for p in e.scores)))
-            self.max_source_len = max(self.max_source_len, len(words(e.source)))
+                (tuple(split_words(e.target)), tuple(floor_log(p) for p in e.scores)))
+            self.max_source_len = max(self.max_source_len, len(split_words(e.source)))
 
 
 class ReorderingTable:

@@ -6,14 +6,17 @@ A :class:`~phrase_rescore.core.errors.PhraseRescoreError` becomes ``error: <mess
 from __future__ import annotations
 
 import os
+import signal
 import sys
+import threading
 import zlib
 
 import click
 
+from phrase_rescore.core import locks
 from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.core.fileio import check_outputs
-from phrase_rescore.core.outdir import claim_output_dir, release_unused
+from phrase_rescore.core.outdir import claim_output_dir, forget_created, lock_output, release_unused
 from phrase_rescore.core.version import code_version
 
 from .schema import SettingsCommand, collect, options
@@ -40,20 +43,46 @@ class _Group(click.Group):
         return sorted(self.commands, key=lambda name: (rank.get(name, len(rank)), name))
 
     def invoke(self, ctx):
+        # the outputs' locks (:func:`_check_paths`) are held until the command ends; a command that fails
+        # removes the folders it created that hold none of its outputs; SIGTERM ends it as Ctrl-C does, so
+        # that it cleans up alike (its helper programs end with it either way: core/children.py)
+        ok = False
+        previous = _on_sigterm(_terminated)
         try:
-            return super().invoke(ctx)
+            result = super().invoke(ctx)
+            ok = True
+            return result
         except PhraseRescoreError as e:
-            release_unused()
             click.echo(f"error: {e}", err=True)
             sys.exit(1)
         except (OSError, EOFError, UnicodeDecodeError, zlib.error) as e:
-            release_unused()
             # a safety net for a user's file that a stage did not check: one that vanished, a full
             # disk, a truncated or corrupt gzip, text that is not UTF-8; other exceptions are bugs
             from phrase_rescore.core.fileio import describe_file_error
 
+            if isinstance(e, OSError) and e.filename is None and e.errno is not None and locks.held_outputs():
+                # a write that names no file (a library's own): the outputs this command was writing
+                e.filename = " or ".join(map(str, locks.held_outputs()))
             click.echo(f"error: {describe_file_error(e)}", err=True)
             sys.exit(1)
+        finally:
+            if ok:
+                forget_created()
+            else:
+                release_unused()
+            locks.release_all()
+            _on_sigterm(previous)
+
+
+def _terminated(signum, _frame):
+    raise SystemExit(128 + signum)
+
+
+def _on_sigterm(handler):
+    """Set the SIGTERM handler (in the main thread only, where Python runs handlers); the one before."""
+    if handler is None or threading.current_thread() is not threading.main_thread():
+        return None
+    return signal.signal(signal.SIGTERM, handler)
 
 
 def _check_paths(inputs: dict, outputs: dict, out_dirs: dict | None = None) -> None:
@@ -63,10 +92,23 @@ def _check_paths(inputs: dict, outputs: dict, out_dirs: dict | None = None) -> N
     (:mod:`phrase_rescore.core.outdir`), so a user's file that shares a name with one of ours is never overwritten.
     """
     check_outputs(inputs, outputs, out_dirs)
+    _lock(outputs, out_dirs)
     command = click.get_current_context().info_name
     for option, folder in (out_dirs or {}).items():
         if folder is not None and os.environ.get("RANK", "0") == "0":  # under torchrun rank 0 claims for all
             claim_output_dir(folder, option, command)
+
+
+def _lock(outputs: dict, out_dirs: dict | None = None) -> None:
+    """Hold the lock of every output file and folder until the command ends (:mod:`phrase_rescore.core.locks`):
+    a second command writing one of them meanwhile is refused, naming this one's PID and host."""
+    if os.environ.get("RANK", "0") != "0":   # under torchrun rank 0 holds them for all
+        return
+    command = click.get_current_context().info_name
+    for option, value in {**outputs, **(out_dirs or {})}.items():
+        for path in [value] if value is None or isinstance(value, (str, os.PathLike)) else value:
+            if path is not None:
+                lock_output(path, option, command)
 
 
 def _ini_models(ini: str) -> dict:
@@ -139,6 +181,7 @@ def make_demo_data_cmd(out_dir, **kw):
     from .stages import DemoDataConfig
 
     c = DemoDataConfig(**collect(DemoDataConfig, kw))
+    _lock({}, {"--out": out_dir})
     paths = generate(out_dir, n_train=c.train, n_dev=c.dev, n_test=c.test, seed=c.seed, noise_rate=c.noise)
     noise = json.loads(paths["manifest"].read_text(encoding="utf-8"))["noise_counts"]
     click.echo(f"{c.train} train / {c.dev} dev / {c.test} test pairs (seed {c.seed}; noisy train pairs: "
@@ -522,6 +565,7 @@ def score_cmd(model, table, out, rejects, vocab, reverse_model, ensemble_model, 
                    + (", ensemble" if ensemble_model else "") + (", reverse column" if reverse_model else "")
                    + f"): {out}")
         return
+    _lock({"--out": out})
     s = score_table(model, table, out, cfg)
     if s.get("rank", 0):  # under torchrun rank 0 reports for all ranks
         return

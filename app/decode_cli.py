@@ -19,6 +19,7 @@ from typing import IO, Sequence
 from phrase_rescore.core import progress
 from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.core.fileio import check_outputs, read_sentences
+from phrase_rescore.core.outdir import lock_output
 from phrase_rescore.core.words import words
 from phrase_rescore.moses_integration.embedded.decoder import DecoderConfig
 from phrase_rescore.moses_integration.embedded.moses_command import (
@@ -218,6 +219,7 @@ def run_decode(argv: Sequence[str], stdin: IO[bytes], stdout: IO[str]) -> int:
     if a.nbest_file is not None and a.nbest_file not in STDOUT_NAMES:
         check_outputs({"-config": a.config, "-input-file": a.input_file, **read_moses_ini(a.config).model_files()},
                       {"-n-best-list": a.nbest_file})
+        lock_output(a.nbest_file, "-n-best-list", "decode")     # held until the command ends
     if a.input_file is not None:
         sentences = read_sentences(a.input_file)
     else:

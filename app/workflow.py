@@ -72,9 +72,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
+from phrase_rescore.core import locks
 from phrase_rescore.core.config import holds_date_time, parse_value, read_toml, shown_value
 from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.core.fileio import atomic_open, sha256_file
+from phrase_rescore.core.outdir import lock_output
 from phrase_rescore.core.version import code_version
 
 MANIFEST = "stage-manifest.json"
@@ -698,9 +700,21 @@ def run_workflow(workflow: Workflow, registry: Registry, workdir: str | os.PathL
     :param from_stage: a stage or section name: it and everything downstream run even when current.
     :param echo: where one-line progress messages go (None: nowhere).
     :returns: one :class:`StageResult` per stage, in run order. ``workdir/run-log.json`` keeps them too.
-    :raises PhraseRescoreError: before any stage runs, for bad parameters, missing inputs, or a workdir
-        holding what the runner did not write (:func:`check_workdir`).
+    :raises PhraseRescoreError: before any stage runs, for bad parameters, missing inputs, a workdir
+        holding what the runner did not write (:func:`check_workdir`), or one that another run is using:
+        the workdir's lock (:mod:`phrase_rescore.core.locks`) is held for the whole run.
     """
+    work = Path(workdir).resolve()
+    lock_output(work, "--workdir", "run")
+    try:
+        return _run_workflow(workflow, registry, work, from_stage, echo)
+    finally:
+        locks.release(work)
+
+
+def _run_workflow(workflow: Workflow, registry: Registry, workdir: Path, from_stage: str | None,
+                  echo: Callable[[str], None] | None) -> list[StageResult]:
+    """:func:`run_workflow` with the workdir's lock held."""
     say = echo or (lambda _msg: None)
     check_params(workflow, registry)
     p = plan(workflow, registry)

@@ -45,6 +45,7 @@ import hashlib
 import io
 import os
 import re
+import shutil
 import stat
 import tempfile
 import zlib
@@ -191,6 +192,10 @@ def gzip_read_error(exc: BaseException, path: str | os.PathLike, lines_read: int
     return PhraseRescoreError(f"{_gzip_problem(exc)} ({after}{exc})", path, lines_read + 1)
 
 
+#: the errors of a write to a full disk (or past a quota, or past the size a process may write)
+FULL_DISK_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+
+
 def describe_file_error(exc: BaseException) -> str:
     """A one-line account of an error reading or writing a user's file, naming the file when known."""
     path = getattr(exc, READ_PATH_ATTR, None)
@@ -201,6 +206,8 @@ def describe_file_error(exc: BaseException) -> str:
         return f"{where}not valid UTF-8 text (byte {exc.object[exc.start:exc.start + 1]!r}: {exc.reason})"
     if isinstance(exc, OSError):
         what = exc.strerror or str(exc) or type(exc).__name__
+        if exc.errno in FULL_DISK_ERRNOS:     # the system's words, not a library's ("Error writing bytes...")
+            what = os.strerror(exc.errno)
         if exc.filename is not None and exc.filename2 is not None:
             return f"{exc.filename} -> {exc.filename2}: {what}"
         return f"{exc.filename}: {what}" if exc.filename is not None else what
@@ -356,8 +363,9 @@ def writer_gone(host: str, pid: int) -> bool:
 def remove_stale_temps(path: str | os.PathLike) -> list[Path]:
     """Remove the temporary files that killed processes of this machine left beside ``path``.
 
-    Only regular files named as :func:`atomic_path` names its temporaries for ``path`` are touched,
-    and only when their process is gone. :returns: the files removed.
+    Only regular files named as :func:`atomic_path` names its temporaries for ``path`` are touched (and
+    folders named as :func:`temp_dir_beside` names them, with what is in them), and only when their
+    process is gone. :returns: the files and folders removed.
     """
     path = Path(path)
     pattern = _temp_pattern(path.name)
@@ -372,10 +380,46 @@ def remove_stale_temps(path: str | os.PathLike) -> list[Path]:
             continue
         p = path.parent / name
         with contextlib.suppress(OSError):
-            if stat.S_ISREG(os.lstat(p).st_mode):
+            mode = os.lstat(p).st_mode
+            if stat.S_ISREG(mode):
                 os.unlink(p)
                 removed.append(p)
+            elif stat.S_ISDIR(mode) and (p / _TEMP_DIR_MARKER).is_file():
+                shutil.rmtree(p)
+                removed.append(p)
     return removed
+
+
+_TEMP_DIR_MARKER = ".phrase-rescore-temporary"
+
+
+@contextlib.contextmanager
+def temp_dir_beside(path: str | os.PathLike) -> Iterator[Path]:
+    """A new folder beside ``path``, named as :func:`atomic_path` names its temporary files of ``path``
+    (and carrying a marker file), for a program that writes ``path`` under a name of its own choosing:
+    what it wrote is renamed into place only when complete. The folder is removed, with what is in it,
+    when the ``with`` block ends; those of killed runs are removed by the next write of ``path``."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    remove_stale_temps(path)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.{_HOST}-{os.getpid()}.", suffix=".tmp", dir=path.parent))
+    try:
+        (tmp / _TEMP_DIR_MARKER).write_bytes(b"")
+        yield tmp
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def naming(path: str | os.PathLike) -> Iterator[None]:
+    """An ``OSError`` raised in the ``with`` block without a file name (a write to an open file: a full
+    disk, an I/O error) names ``path``, so that its message says which file failed."""
+    try:
+        yield
+    except OSError as e:
+        if e.filename is None and e.errno is not None:   # (a gzip stream's own errors carry no errno)
+            e.filename = os.fspath(path)
+        raise
 
 
 def fsync_dir(folder: str | os.PathLike) -> None:
@@ -404,17 +448,14 @@ def fsync_file(path: str | os.PathLike) -> None:
         os.close(fd)
 
 
-_WRITE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
-
-
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     """Yield a temporary path beside ``path``; on success fsync it, rename it over ``path`` and
     fsync the folder.
 
-    On an exception the temporary file is removed and ``path`` is left as it was; a full disk
-    (ENOSPC, EDQUOT, EFBIG) is reported against ``path``. Temporary files that killed runs left
-    for ``path`` are removed first (see the module docstring).
+    On an exception the temporary file is removed and ``path`` is left as it was; an ``OSError`` that names
+    no file (a full disk: ENOSPC, EDQUOT, EFBIG; any failed write) is reported against ``path``.
+    Temporary files that killed runs left for ``path`` are removed first (see the module docstring).
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -430,7 +471,7 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     except BaseException as e:
         with contextlib.suppress(FileNotFoundError):
             tmp_path.unlink()
-        if isinstance(e, OSError) and e.filename is None and e.errno in _WRITE_ERRNOS:
+        if isinstance(e, OSError) and e.filename is None and e.errno is not None:
             e.filename = os.fspath(path)
         raise
     fsync_dir(path.parent)

@@ -8,7 +8,8 @@ not write there (``build-smt --out`` into a ``tune --workdir`` would replace the
 user's, and the command stops before writing a byte, naming the folder and what is in it; so a file of
 the user's that happens to have the name of one of our outputs is never overwritten.
 
-A command that fails before writing anything removes the folders it created (:func:`release_unused`).
+A command that fails removes the folders it created that hold nothing of its outputs (:func:`release_unused`):
+the marker, and the lock files of :mod:`.locks` it holds there, go with them.
 The marker's content depends on the command only, so a folder's hash (a workflow output) does not depend on when it was
 claimed.
 """
@@ -17,6 +18,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from . import locks
 from .errors import PhraseRescoreError
 
 MARKER = ".phrase-rescore-output"
@@ -86,16 +88,39 @@ def claim_output_dir(path: str | os.PathLike, option: str = "--out", command: st
     return p
 
 
-def release_unused() -> None:
-    """Remove the folders this process created by claiming that still hold nothing but the marker.
+def note_created(folders: list[Path]) -> None:
+    """Remember folders this process created for an output (outermost first), for :func:`release_unused`."""
+    _created.extend(folders)
 
-    Called when a command fails before writing anything, so a refused input leaves no trace.
+
+def forget_created() -> None:
+    """A command succeeded: the folders it created are its outputs' and stay."""
+    _created.clear()
+
+
+def lock_output(path: str | os.PathLike, option: str = "--out", command: str = "") -> None:
+    """Hold the lock of the output ``path`` until the command ends (:func:`.locks.acquire`); the folders
+    made for its lock file are removed by :func:`release_unused` if the command fails."""
+    note_created(locks.acquire(path, option, command))
+
+
+def release_unused() -> None:
+    """Remove the folders this process created, by claiming or locking, that still hold nothing but the
+    marker and lock files this process holds (released here).
+
+    Called when a command fails, so a refused input, or a run that failed before it wrote an output,
+    leaves no trace.
     """
     while _created:
         q = _created.pop()
         try:
-            if [e.name for e in q.iterdir()] == [MARKER]:
-                (q / MARKER).unlink()
+            mine = {lock.name: out for out, lock in locks.held_in(q)}
+            names = {e.name for e in q.iterdir()}
+            if names and names <= {MARKER, *mine}:
+                for name in names & set(mine):
+                    locks.release(mine[name], all_holds=True)
+                if MARKER in names:
+                    (q / MARKER).unlink()
             q.rmdir()
         except OSError:  # not empty (it holds outputs, or a folder we keep), or already gone
             pass

@@ -6,9 +6,9 @@ n-best list in Moses's format when asked), so evaluation and tuning do not care 
 from __future__ import annotations
 
 import os
-import subprocess
 from pathlib import Path
 
+from phrase_rescore.core import children
 from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.core.fileio import atomic_path
 
@@ -56,7 +56,7 @@ class MosesBackend(Backend):
             argv = self.argv(ini, tmp_nbest, nbest, threads)
             with open(input_path, "rb") as fin, open(tmp_out, "wb") as fout, open(log, "wb") as flog:
                 try:
-                    rc = subprocess.run(argv, stdin=fin, stdout=fout, stderr=flog).returncode
+                    rc = children.run(argv, stdin=fin, stdout=fout, stderr=flog).returncode
                 except OSError as e:
                     raise PhraseRescoreError(f"could not run the Moses decoder: {e}", argv[0]) from None
             if rc != 0:

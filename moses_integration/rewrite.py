@@ -39,9 +39,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
+from phrase_rescore.core import children
 from phrase_rescore.core.config import setting
 from phrase_rescore.core.errors import PhraseRescoreError
-from phrase_rescore.core.fileio import atomic_path, check_outputs, open_binary_read
+from phrase_rescore.core.fileio import (
+    atomic_path,
+    check_outputs,
+    fsync_dir,
+    fsync_file,
+    naming,
+    open_binary_read,
+    temp_dir_beside,
+)
 
 from .moses_ini import check_ini_path, read_moses_ini
 from .moses_install import find_moses
@@ -265,15 +274,30 @@ def check_c_sorted(table: str | os.PathLike) -> None:
 
 
 def _run_binarizer(argv: Sequence[str], prefix: Path, table: str | os.PathLike | None = None) -> None:
-    """Run processPhraseTableMin (``argv``) after checking ``table``'s order; its output goes to a log file."""
+    """Run processPhraseTableMin (``argv``) after checking ``table``'s order; its output goes to a log file.
+
+    It writes into a temporary folder beside ``PREFIX.minphr`` (its ``-out`` prefix replaced), and the
+    table is renamed to ``PREFIX.minphr`` only when it succeeded: a run killed or failed midway leaves an
+    earlier ``PREFIX.minphr`` as it was. It dies with this process (:mod:`~phrase_rescore.core.children`).
+    """
     if table is not None:
         check_c_sorted(table)
     log = Path(f"{prefix}{BINARIZER_LOG}")
-    with atomic_path(log) as tmp, open(tmp, "wb") as lf:
-        rc = subprocess.run(list(argv), stdout=lf, stderr=subprocess.STDOUT).returncode
-    if rc != 0:
-        tail = [ln for ln in log.read_text(encoding="utf-8", errors="replace").splitlines() if ln.strip()][-4:]
-        raise PhraseRescoreError(f"processPhraseTableMin exited with status {rc}; its output is in {log}; last lines:"
-                                 "\n  " + "\n  ".join(tail))
-    if not Path(f"{prefix}{MINPHR}").is_file():
-        raise PhraseRescoreError(f"processPhraseTableMin succeeded but {prefix}{MINPHR} is missing; see {log}")
+    final = Path(f"{prefix}{MINPHR}")
+    with temp_dir_beside(final) as work:
+        tmp_prefix = work / "table"
+        run_argv = list(argv)
+        run_argv[run_argv.index("-out") + 1] = os.fspath(tmp_prefix)
+        with atomic_path(log) as tmp, open(tmp, "wb") as lf:
+            rc = children.run(run_argv, stdout=lf, stderr=subprocess.STDOUT).returncode
+        if rc != 0:
+            tail = [ln for ln in log.read_text(encoding="utf-8", errors="replace").splitlines() if ln.strip()][-4:]
+            raise PhraseRescoreError(f"processPhraseTableMin exited with status {rc}; its output is in {log}; last "
+                                     "lines:\n  " + "\n  ".join(tail))
+        written = Path(f"{tmp_prefix}{MINPHR}")
+        if not written.is_file():
+            raise PhraseRescoreError(f"processPhraseTableMin succeeded but wrote no {MINPHR} file; see {log}", final)
+        with naming(final):
+            fsync_file(written)
+            os.replace(written, final)
+        fsync_dir(final.parent)

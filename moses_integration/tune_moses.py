@@ -51,9 +51,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
 
+from phrase_rescore.core import children
 from phrase_rescore.core.config import setting
 from phrase_rescore.core.errors import PhraseRescoreError
-from phrase_rescore.core.fileio import atomic_open, read_text_lines, sha256_file
+from phrase_rescore.core.fileio import atomic_open, naming, read_text_lines, sha256_file
 
 from .embedded.bleu_stats import corpus_bleu
 from .mert_seeds import ITERATIONS_PER_SEED, write_launchers
@@ -169,24 +170,24 @@ def run_logged(argv: Sequence[str], log_path: Path, cwd: Path | None = None,
     echo = echo if echo is not None else (lambda s: print(s, file=sys.stderr, flush=True))
     log_path.parent.mkdir(parents=True, exist_ok=True)
     last: deque[str] = deque(maxlen=tail)
-    with open(log_path, "a" if append else "w", encoding="utf-8") as log:
+    with naming(log_path), open(log_path, "a" if append else "w", encoding="utf-8") as log:
         log.write("# command: " + " ".join(argv) + "\n")
         log.flush()
-        try:
-            proc = subprocess.Popen(list(argv), cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                    stdin=subprocess.DEVNULL, text=True, encoding="utf-8", errors="replace",
-                                    bufsize=1)
+        try:    # in a process group that dies with this process, or when anything below raises
+            proc = children.start(list(argv), cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                  stdin=subprocess.DEVNULL, text=True, encoding="utf-8", errors="replace", bufsize=1)
         except OSError as e:
             log.write(f"# could not start: {e}\n")
             raise PhraseRescoreError(f"could not run {what}: {e}", argv[0]) from None
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            log.write(line)
-            log.flush()
-            line = line.rstrip("\n")
-            last.append(line)
-            echo(line)
-        rc = proc.wait()
+        with children.ended(proc):
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                log.write(line)
+                log.flush()
+                line = line.rstrip("\n")
+                last.append(line)
+                echo(line)
+        rc = proc.returncode
         log.write(f"# exit status: {rc}\n")
     if rc != 0:
         shown = "\n  ".join(last)

@@ -270,7 +270,8 @@ def test_bad_user_files_give_an_error_naming_them_not_a_traceback(tmp_path, monk
 @pytest.mark.parametrize("exc, expected", [
     (NotADirectoryError(errno.ENOTDIR, "Not a directory", "file.txt/sub"), "error: file.txt/sub: Not a directory"),
     (IsADirectoryError(errno.EISDIR, "Is a directory", "d"), "error: d: Is a directory"),
-    (OSError(errno.ENOSPC, "No space left on device"), "error: No space left on device"),
+    # a write that names no file (a library's own) names the output the command was writing
+    (OSError(errno.ENOSPC, "No space left on device"), "/demo: No space left on device"),
     (OSError(errno.EXDEV, "Invalid cross-device link", "a", None, "b"), "error: a -> b: Invalid cross-device link"),
     (KeyError("a bug"), None),                   # not a file's problem: a bug, which keeps its traceback
 ])

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 from dataclasses import asdict, dataclass, field
 from typing import Iterable, Sequence
 
@@ -35,7 +34,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from phrase_rescore.core import progress
+from phrase_rescore.core import children, progress
 from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.core.fileio import atomic_open, atomic_path
 
@@ -267,7 +266,7 @@ def build_binary(arpa_path: str | os.PathLike, binary_path: str | os.PathLike) -
     if exe is None:
         return "build_binary (KenLM) not found on PATH or in $MOSES_HOME/bin; only the ARPA file was written"
     with atomic_path(binary_path) as tmp:
-        res = subprocess.run([exe, os.fspath(arpa_path), os.fspath(tmp)], capture_output=True, text=True)
+        res = children.run([exe, os.fspath(arpa_path), os.fspath(tmp)], capture_output=True, text=True)
         if res.returncode != 0:
             raise PhraseRescoreError(f"build_binary failed ({res.returncode}): {res.stderr.strip()[-500:]}",
                                      arpa_path)

@@ -93,8 +93,36 @@ def save_checkpoint(path: str | os.PathLike, model: RNNEncoderDecoder | Seq2Seq 
         "vocab_json": None if vocabs is None else vocabs.to_json(),
         "train_state": train_state,
     }
-    with atomic_path(path) as tmp:
-        torch.save(ckpt, tmp)
+    with atomic_path(path) as tmp, open(tmp, "wb", buffering=0) as raw:
+        out = _Writer(raw)
+        try:
+            torch.save(ckpt, out)
+        except RuntimeError:
+            if out.error is not None:       # torch reports a failed write as "unexpected pos": the write's error
+                raise out.error from None
+            raise
+
+
+class _Writer:
+    """The file torch.save writes a checkpoint into: every write whole (a short write continued), and the
+    first OSError (a full disk) kept, since torch turns it into a RuntimeError that names no cause."""
+
+    def __init__(self, raw):
+        self.raw = raw
+        self.error: OSError | None = None
+
+    def write(self, data) -> int:
+        view = memoryview(data).cast("B")
+        try:
+            while view:
+                view = view[self.raw.write(view):]
+        except OSError as e:
+            self.error = self.error or e
+            raise
+        return len(data)
+
+    def flush(self) -> None:
+        self.raw.flush()
 
 
 def resolve_checkpoint(path: str | os.PathLike) -> Path:

@@ -24,6 +24,13 @@ The manifest is replaced through :func:`~phrase_rescore.core.fileio.atomic_path`
 name no other file has, fsync'ed and renamed), so no other file beside it is written over.
 It also carries a digest of the input lines already done (:func:`chain_digest`, chunk by chunk), which
 the resumed run checks against the lines it skips before it writes anything.
+
+Nothing of ``OUT.partial`` is trusted unverified: the manifest carries a chained digest of the file's own
+bytes (:class:`OutputDigest`: :func:`chain_digest` over each :data:`DIGEST_BLOCK` bytes, then over the rest),
+and a resumed run reads the bytes the manifest counts, recomputes it and appends only when the two agree.
+A partial file changed or damaged after it was written (a flipped byte, a block of zeros left by a crash
+of the file system), or a manifest that records no such digest, starts the output afresh, and the run
+says why. A finished part (:meth:`ChunkedOutput.finished`) is checked the same way before it is joined.
 """
 from __future__ import annotations
 
@@ -34,15 +41,59 @@ import zlib
 from pathlib import Path
 
 from phrase_rescore.core.errors import PhraseRescoreError
-from phrase_rescore.core.fileio import GZIP_HEADER, atomic_path, check_outputs, gzip_piece, gzip_trailer, wants_gzip
+from phrase_rescore.core.fileio import (
+    GZIP_HEADER,
+    atomic_path,
+    check_outputs,
+    gzip_piece,
+    gzip_trailer,
+    naming,
+    wants_gzip,
+)
 
 MANIFEST_FORMAT = "phrase-rescore-score-manifest"
 MANIFEST_VERSION = 1
+#: the bytes of an output each link of its digest covers (:class:`OutputDigest`)
+DIGEST_BLOCK = 1 << 16
 
 
 def chain_digest(previous: str, data: bytes) -> str:
     """The input digest after one more chunk: sha256(previous digest + sha256(the chunk's input bytes))."""
     return hashlib.sha256(previous.encode("ascii") + hashlib.sha256(data).digest()).hexdigest()
+
+
+class OutputDigest:
+    """The chained digest of a file's bytes as they are written: :func:`chain_digest` over every whole
+    :data:`DIGEST_BLOCK` bytes, then a last link over the bytes after them; only the last block's bytes
+    are kept, so that a manifest can record it after every chunk, and a resumed run can go on from it."""
+
+    def __init__(self):
+        self.chain = ""
+        self.tail = bytearray()
+
+    def update(self, data: bytes) -> None:
+        self.tail += data
+        whole = len(self.tail) - len(self.tail) % DIGEST_BLOCK
+        for i in range(0, whole, DIGEST_BLOCK):
+            self.chain = chain_digest(self.chain, bytes(self.tail[i:i + DIGEST_BLOCK]))
+        del self.tail[:whole]
+
+    def hexdigest(self) -> str:
+        return chain_digest(self.chain, bytes(self.tail))
+
+    @classmethod
+    def of_file(cls, f, size: int) -> "OutputDigest | None":
+        """The digest of the first ``size`` bytes of the open binary file ``f``; None when it is shorter."""
+        d = cls()
+        f.seek(0)
+        left = size
+        while left > 0:
+            block = f.read(min(left, 1 << 22))
+            if not block:
+                return None
+            d.update(block)
+            left -= len(block)
+        return d
 
 
 def _gf2_times(mat: list[int], vec: int) -> int:
@@ -125,6 +176,7 @@ class ChunkedOutput:
         self.input_digest: str | None = ""  # :func:`chain_digest` of the input lines done (None: not recorded)
         self.restart_reason: str | None = None
         self.created = False    # True when this run started OUT.partial afresh (see :meth:`discard`)
+        self.digest = OutputDigest()    # of OUT.partial's bytes (see the module docstring)
         self._f = None
 
     # ------------------------------------------------------------------ start / resume
@@ -135,16 +187,19 @@ class ChunkedOutput:
         if restart:
             state, self.restart_reason = None, None
         if state is not None and self.partial.exists() and self.partial.stat().st_size >= state["bytes"]:
-            self._f = open(self.partial, "r+b")
-            self._f.truncate(state["bytes"])          # drop a chunk that was half written
-            self._f.seek(state["bytes"])
-            self.lines, self.chunks = state["lines"], state["chunks"]
-            self.crc, self.isize, self.stats = state["crc32"], state["isize"], state.get("stats", {})
-            self.length = state.get("length", state["isize"])
-            self.notes = state.get("notes", {})
-            self.input_digest = state.get("input_sha256")
-            return self.lines
-        if state is not None:
+            digest = self._verified(state)
+            if digest is not None:
+                self._f = open(self.partial, "r+b")
+                self._f.truncate(state["bytes"])          # drop a chunk that was half written
+                self._f.seek(state["bytes"])
+                self.lines, self.chunks = state["lines"], state["chunks"]
+                self.crc, self.isize, self.stats = state["crc32"], state["isize"], state.get("stats", {})
+                self.length = state.get("length", state["isize"])
+                self.notes = state.get("notes", {})
+                self.input_digest = state.get("input_sha256")
+                self.digest = digest
+                return self.lines
+        elif state is not None:
             self.restart_reason = f"{self.partial} is shorter than its manifest says"
         if self.partial.exists() and not self.manifest_path.exists():
             raise PhraseRescoreError(f"exists without its manifest {self.manifest_path.name}, so it was not "
@@ -153,11 +208,30 @@ class ChunkedOutput:
         head = GZIP_HEADER if self.gzip and not self.part else b""
         self.lines = self.chunks = self.crc = self.isize = self.length = 0
         self.stats, self.notes, self.input_digest = {}, {}, ""
+        self.digest = OutputDigest()
+        self.digest.update(head)
         self._save_manifest(len(head))
-        self._f = open(self.partial, "wb")
-        self._f.write(head)
+        with naming(self.partial):
+            self._f = open(self.partial, "wb")
+            self._f.write(head)
         self.created = True
         return 0
+
+    def _verified(self, state: dict) -> OutputDigest | None:
+        """The digest of the ``state["bytes"]`` bytes of ``OUT.partial`` when it is the one the manifest
+        records, to go on from; else None, with :attr:`restart_reason` saying why."""
+        recorded = state.get("output_sha256")
+        if not isinstance(recorded, str):
+            self.restart_reason = (f"its manifest records no digest of {self.partial.name}'s bytes (written by an "
+                                   "earlier version), so they cannot be checked")
+            return None
+        with naming(self.partial), open(self.partial, "rb") as f:
+            digest = OutputDigest.of_file(f, state["bytes"])
+        if digest is None or digest.hexdigest() != recorded:
+            self.restart_reason = (f"the first {state['bytes']} bytes of {self.partial} differ from the digest its "
+                                   "manifest records (changed or damaged after they were written)")
+            return None
+        return digest
 
     def _read_manifest(self) -> dict | None:
         """The state to resume from, or None to start afresh (:attr:`restart_reason` says why).
@@ -186,7 +260,8 @@ class ChunkedOutput:
         m = {"format": MANIFEST_FORMAT, "version": MANIFEST_VERSION, "identity": self.identity,
              "state": {"lines": self.lines, "chunks": self.chunks, "bytes": self._f.tell() if size is None else size,
                        "crc32": self.crc, "isize": self.isize, "length": self.length, "stats": self.stats,
-                       "notes": self.notes, "input_sha256": self.input_digest}}
+                       "notes": self.notes, "input_sha256": self.input_digest,
+                       "output_sha256": self.digest.hexdigest()}}
         with atomic_path(path or self.manifest_path) as tmp, open(tmp, "w", encoding="utf-8") as f:
             json.dump(m, f, indent=1, sort_keys=True)
             f.write("\n")
@@ -201,14 +276,15 @@ class ChunkedOutput:
     def write_chunk(self, data: bytes, n_lines: int, stats: dict | None = None, source: bytes | None = None) -> None:
         """Append one chunk (``n_lines`` input lines as ``data``) and record it in the manifest;
         ``source``: the chunk's input bytes, for the input digest."""
+        written = gzip_piece(data, self.compresslevel) if self.gzip else data
+        with naming(self.partial):      # a full disk names the file
+            self._f.write(written)
+            self._f.flush()
+            os.fsync(self._f.fileno())
+        self.digest.update(written)
         if self.gzip:
-            self._f.write(gzip_piece(data, self.compresslevel))
             self.crc = zlib.crc32(data, self.crc)
             self.isize = (self.isize + len(data)) & 0xFFFFFFFF
-        else:
-            self._f.write(data)
-        self._f.flush()
-        os.fsync(self._f.fileno())
         self.length += len(data)
         self.lines += n_lines
         self.chunks += 1
@@ -222,10 +298,11 @@ class ChunkedOutput:
     def finish(self) -> None:
         """Close the stream (gzip trailer), rename ``OUT.partial`` to ``OUT`` and drop the manifest;
         a part keeps its final state in ``PART.json`` (see :meth:`finished`)."""
-        if self.gzip and not self.part:
-            self._f.write(gzip_trailer(self.crc, self.isize))
-        self._f.flush()
-        os.fsync(self._f.fileno())
+        with naming(self.partial):
+            if self.gzip and not self.part:
+                self._f.write(gzip_trailer(self.crc, self.isize))
+            self._f.flush()
+            os.fsync(self._f.fileno())
         if self.part:
             self._save_manifest(path=self.done_path)
         self._f.close()
@@ -252,15 +329,23 @@ class ChunkedOutput:
         try:
             if self.path.stat().st_size != state["bytes"]:
                 return None
+            with open(self.path, "rb") as f:        # its bytes are the ones its manifest records
+                digest = OutputDigest.of_file(f, state["bytes"])
         except FileNotFoundError:
+            return None
+        if digest is None or digest.hexdigest() != state.get("output_sha256"):
             return None
         return state
 
     def close(self) -> None:
-        """Close without finishing (after an error): the partial file and manifest stay for a resume."""
+        """Close without finishing (after an error): the partial file and manifest stay for a resume (a
+        write that failed, and fails again here, is not reported twice: the manifest never counted it)."""
         if self._f is not None:
-            self._f.close()
-            self._f = None
+            f, self._f = self._f, None
+            try:
+                f.close()
+            except OSError:
+                pass
 
     def discard(self) -> None:
         """After an error that a rerun would meet again: close, and remove ``OUT.partial`` and its

@@ -21,6 +21,12 @@ configuration in ``mert-work/moses.ini``; it is checked (parsed, features and we
 to the requested output without its ``# finished DATE`` comment, so that the same tuning gives the same
 bytes.
 
+mert-moses.pl is given ``WORK/filtered/moses.ini``: the ini with its text tables filtered to the dev set's
+phrases, made once and reused by a rerun with the same tables and dev set (:mod:`.table_filter`, what
+mert-moses.pl's ``--filter`` does), so that no iteration's decoder reads a full text table; the tuned
+ini names the original tables again. A binarized table (``PhraseDictionaryCompact``, ``moses-ini
+--binarized-prefix``) is not filtered: Moses reads only the entries it looks up, whatever its size.
+
 Resuming: ``WORK/tune-moses-state.json`` records the argv, the seed and the inputs (SHA-256 of the moses.ini and
 the dev set; size and modification time of the model files the ini names) before mert-moses.pl starts.
 A rerun with the same record, after a run that did not finish, adds mert-moses.pl's ``--continue``: it
@@ -40,6 +46,7 @@ that closes its iteration; the row is written when the iteration closes and agai
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import os
 import re
@@ -60,6 +67,7 @@ from .embedded.bleu_stats import corpus_bleu
 from .mert_seeds import ITERATIONS_PER_SEED, write_launchers
 from .moses_ini import read_moses_ini
 from .moses_install import MosesInstall, require_moses
+from .table_filter import filtered_ini, original_paths
 
 MERT_WORK = "mert-work"
 MERT_BIN = "mert-bin"
@@ -67,6 +75,7 @@ LOG_NAME = "mert-moses.log"
 STATE_NAME = "tune-moses-state.json"
 STATE_FORMAT = "phrase-rescore mert-moses.pl state 1"
 TUNE_LOG = "tune-log.csv"
+FILTERED = "filtered"       # WORK/filtered: the ini and its text tables filtered to the dev set
 
 
 @dataclass
@@ -301,7 +310,9 @@ def tune_moses(cfg: MosesTuneConfig, echo: Callable[[str], None] | None = None) 
     read_moses_ini(cfg.ini).check_weights_match()   # fail here, not after the first decoder run
     workdir = Path(cfg.workdir).resolve()
     workdir.mkdir(parents=True, exist_ok=True)
-    argv = mert_moses_argv(cfg, install)
+    # Moses reads a text table whole in every iteration: it decodes with the tables filtered to the dev set
+    filtered = filtered_ini(cfg.ini, [cfg.dev_src], workdir / FILTERED)
+    argv = mert_moses_argv(dataclasses.replace(cfg, ini=filtered.ini), install)
     if cfg.launcher_seed is not None:
         write_launchers(workdir / MERT_BIN, install.bin_dir, cfg.launcher_seed)
     log = workdir / LOG_NAME
@@ -354,11 +365,11 @@ def tune_moses(cfg: MosesTuneConfig, echo: Callable[[str], None] | None = None) 
             raise PhraseRescoreError(f"mert-moses.pl finished but left no tuned configuration at {tuned}; see {log}")
         state["finished"] = True
         save()
-    ini = read_moses_ini(tuned)
+    ini = original_paths(tuned, cfg.ini)         # the full tables again, not the filtered ones
     ini.check_weights_match()
     out = Path(cfg.out) if cfg.out is not None else workdir / "moses.tuned.ini"
     with atomic_open(out, "wb") as f:
-        f.write(without_finish_date(tuned.read_bytes()))
+        f.write(without_finish_date(ini.text().encode("utf-8")))
     return MosesTuneResult(out, log, argv, ini.weights)
 
 

@@ -15,6 +15,7 @@ class UniformSampler:
     Each epoch is a fresh permutation of ``range(n)`` drawn from ``(seed, epoch)``, so every unique pair
     is seen once per epoch with equal probability, and the state is two integers: ``state_dict()`` after
     k batches and ``load_state_dict`` continue with exactly the batches an uninterrupted run would draw.
+    The permutation is the one thing held per pair: 4 bytes each (400 MB for 10^8 pairs).
     The iterator is endless; the trainer decides when to stop.
     """
 
@@ -27,7 +28,10 @@ class UniformSampler:
 
     def _permutation(self) -> np.ndarray:
         if self._perm is None:
-            self._perm = np.random.default_rng([self.seed, self.epoch]).permutation(self.n)
+            # Generator.permutation(n), shuffled in 4-byte items while n allows: the same permutation
+            # (the shuffle's draws do not depend on the item type) in half the memory
+            self._perm = np.arange(self.n, dtype=np.int32 if self.n < 2 ** 31 else np.int64)
+            np.random.default_rng([self.seed, self.epoch]).shuffle(self._perm)
         return self._perm
 
     def __iter__(self) -> Iterator[np.ndarray]:
@@ -44,7 +48,7 @@ class UniformSampler:
             self.pos += len(take)
             if self.pos >= self.n:
                 self.epoch, self.pos, self._perm = self.epoch + 1, 0, None
-        return np.concatenate(out)
+        return np.concatenate(out).astype(np.int64)
 
     def state_dict(self) -> dict:
         return {"seed": self.seed, "epoch": self.epoch, "pos": self.pos}

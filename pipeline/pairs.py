@@ -1,6 +1,8 @@
 """Prepared phrase pairs: the Parquet layout written by ``prepare`` and its in-memory form for training.
 
-A pairs directory holds ``train.parquet`` and ``valid.parquet`` (columns below), ``vocab.json``,
+A pairs directory holds ``train.parquet`` and ``valid.parquet`` (columns below), the same pairs' ids as
+flat arrays that training reads from disk as it needs them (``train-src-ids.npy``, ``train-src-offsets.npy``,
+``train-tgt-ids.npy``, ``train-tgt-offsets.npy`` and ``valid-...``: :class:`PairFile`), ``vocab.json``,
 ``rejects.txt`` with ``--on-error keep``, and ``manifest.json``, written last, with the sha256 of every
 part (``"parts"``): :func:`check_pairs_dir` refuses a folder whose parts are not the ones its manifest
 names (a prepare killed while it replaced them, a part copied from elsewhere). Parquet schema metadata
@@ -37,12 +39,15 @@ from .batching import UniformSampler, length_batches, pad_batch  # noqa: F401  (
 
 FORMAT_KEY = b"phrase_rescore_format"
 FORMAT_VERSION = "1"
-#: the manifest's ``format_version``: 2 lists every part with its sha256
-MANIFEST_FORMAT_VERSION = 2
+#: the manifest's ``format_version``: 2 lists every part with its sha256; 3 adds the id arrays
+MANIFEST_FORMAT_VERSION = 3
+#: the id arrays of the two splits, which training reads from disk (see :class:`PairFile`)
+ARRAY_PARTS = tuple(f"{split}-{name}.npy" for split in ("train", "valid")
+                    for name in ("src-ids", "src-offsets", "tgt-ids", "tgt-offsets"))
 #: the files ``prepare`` may write into a pairs directory besides ``manifest.json``
-PART_NAMES = ("train.parquet", "valid.parquet", "vocab.json", "rejects.txt")
+PART_NAMES = ("train.parquet", "valid.parquet", "vocab.json", "rejects.txt") + ARRAY_PARTS
 #: the parts training reads, whose hashes :func:`check_pairs_dir` checks
-TRAINING_PARTS = ("train.parquet", "valid.parquet", "vocab.json")
+TRAINING_PARTS = ("train.parquet", "valid.parquet", "vocab.json") + ARRAY_PARTS
 
 SCHEMA = pa.schema([
     ("source", pa.string()),
@@ -111,9 +116,14 @@ class PairSet:
     def __len__(self) -> int:
         return len(self.src)
 
-    def lengths(self) -> np.ndarray:
-        """(N, 2) source and target lengths, ``<eos>`` included."""
-        return np.stack([self.src.lengths, self.tgt.lengths], axis=1)
+    def lengths(self, n: int | None = None) -> np.ndarray:
+        """(n, 2) source and target lengths of the first ``n`` pairs (all when None), ``<eos>`` included."""
+        return np.stack([self.src.lengths, self.tgt.lengths], axis=1)[:n]
+
+    def target_ids(self, n: int | None = None):
+        """The target ids of the first ``n`` pairs (all when None), as one array in a list."""
+        n = len(self) if n is None else min(n, len(self))
+        return [self.tgt.values[:self.tgt.offsets[n]]]
 
     def batch(self, indices, device=None):
         """Padded tensors for ``indices``: ``(src_ids, src_mask, tgt_ids, tgt_mask)``, each (B, T)."""
@@ -175,7 +185,8 @@ def check_pairs_dir(pairs_dir: str | os.PathLike) -> dict:
         raise PhraseRescoreError("not the manifest of `phrase-rescore prepare`", path)
     if m.get("format_version") != MANIFEST_FORMAT_VERSION or not isinstance(m.get("parts"), dict):
         raise PhraseRescoreError(f"written by an older prepare (manifest format {m.get('format_version')}, without "
-                                 f"the parts' hashes; expected {MANIFEST_FORMAT_VERSION}): {rerun}", path)
+                                 f"the parts' hashes or the id arrays training reads; expected "
+                                 f"{MANIFEST_FORMAT_VERSION}): {rerun}", path)
     if m.get("complete") is not True:
         raise PhraseRescoreError(f"prepare was interrupted while it replaced this folder's files, so they may "
                                  f"come from two runs: {rerun}", d)
@@ -193,3 +204,164 @@ def check_pairs_dir(pairs_dir: str | os.PathLike) -> dict:
                                      f"one manifest.json records (a prepare killed while it replaced them, or a "
                                      f"file copied in from elsewhere): {rerun}", part)
     return m
+
+
+# --- the id arrays training reads from disk -------------------------------------------------------------
+
+#: the arrays of one split, ``{split}-{name}.npy``: ids int32 (every pair's ids, one after another) and
+#: offsets int64 (pair i is ``ids[offsets[i]:offsets[i + 1]]``), for each side
+ARRAY_NAMES = ("src-ids", "src-offsets", "tgt-ids", "tgt-offsets")
+ARRAY_DTYPES = {"src-ids": np.int32, "src-offsets": np.int64, "tgt-ids": np.int32, "tgt-offsets": np.int64}
+_NPY_HEADER = 128      # bytes: the .npy header this module writes (room for any shape below 10^40)
+CHUNK_ITEMS = 1 << 20  # items per read of a whole array (4 MB of ids)
+
+
+def array_part(split: str, name: str) -> str:
+    """The file name of one array of a split: ``train-src-ids.npy``."""
+    return f"{split}-{name}.npy"
+
+
+def _npy_header(dtype, count: int) -> bytes:
+    """A .npy (format 1.0) header for a 1-d array of ``count`` items, exactly :data:`_NPY_HEADER` bytes."""
+    text = f"{{'descr': '{np.dtype(dtype).str}', 'fortran_order': False, 'shape': ({count},), }}"
+    text = text.ljust(_NPY_HEADER - 10 - 1) + "\n"
+    return b"\x93NUMPY\x01\x00" + len(text).to_bytes(2, "little") + text.encode("latin1")
+
+
+class NpyAppender:
+    """Writes a 1-d ``.npy`` file whose length is known only at the end: chunks are appended after a
+    header of fixed size, rewritten with the final length by :meth:`close`. ``np.load`` reads the result."""
+
+    def __init__(self, path: str | os.PathLike, dtype):
+        self.dtype, self.count = np.dtype(dtype), 0
+        self.f = open(path, "wb", buffering=1 << 20)
+        self.f.write(_npy_header(self.dtype, 0))
+
+    def append(self, values: np.ndarray) -> None:
+        self.f.write(np.ascontiguousarray(values, dtype=self.dtype).tobytes())
+        self.count += len(values)
+
+    def close(self) -> None:
+        if self.f.closed:
+            return
+        self.f.seek(0)
+        self.f.write(_npy_header(self.dtype, self.count))
+        self.f.close()
+
+
+class SplitWriter:
+    """Appends encoded pairs to the four arrays of one split (see :data:`ARRAY_NAMES`)."""
+
+    def __init__(self, folder: Path, split: str):
+        self.files = {n: NpyAppender(folder / array_part(split, n), ARRAY_DTYPES[n]) for n in ARRAY_NAMES}
+        self.ends = {"src": 0, "tgt": 0}
+        for side in self.ends:
+            self.files[f"{side}-offsets"].append(np.zeros(1, np.int64))
+
+    def append(self, src_ids: pa.Array, tgt_ids: pa.Array) -> None:
+        """Append list<int32> columns of equal length (one entry per pair)."""
+        for side, column in (("src", src_ids), ("tgt", tgt_ids)):
+            arr = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+            if len(arr) == 0:
+                continue
+            offsets = arr.offsets.to_numpy().astype(np.int64)
+            self.files[f"{side}-ids"].append(arr.values.to_numpy()[offsets[0]:offsets[-1]])
+            self.files[f"{side}-offsets"].append(offsets[1:] - offsets[0] + self.ends[side])
+            self.ends[side] += int(offsets[-1] - offsets[0])
+
+    def close(self) -> None:
+        for f in self.files.values():
+            f.close()
+
+
+class _NpyFile:
+    """Positional reads (``os.pread``) of a 1-d .npy array on disk: nothing is mapped or kept, so the
+    memory a read takes is the size of what it returns."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        try:
+            with open(path, "rb") as f:
+                major, _ = np.lib.format.read_magic(f)
+                read_header = np.lib.format.read_array_header_1_0 if major == 1 else np.lib.format.read_array_header_2_0
+                shape, fortran, dtype = read_header(f)
+                self.start = f.tell()
+        except (OSError, ValueError) as e:
+            raise PhraseRescoreError(f"not a NumPy array file ({e}): rerun `phrase-rescore prepare`", path) from None
+        if len(shape) != 1 or dtype.byteorder == ">":
+            raise PhraseRescoreError(f"expected a 1-d little-endian array, found shape {shape} of {dtype}", path)
+        self.dtype, self.len = dtype, shape[0]
+        self.fd = os.open(path, os.O_RDONLY)
+
+    def read(self, start: int, stop: int) -> np.ndarray:
+        """Items ``start:stop`` (within the array)."""
+        n = stop - start
+        if n <= 0:
+            return np.zeros(0, self.dtype)
+        size = self.dtype.itemsize
+        data = os.pread(self.fd, n * size, self.start + start * size)
+        if len(data) != n * size:
+            raise PhraseRescoreError(f"truncated: items {start}:{stop} of {self.len} are not all there", self.path)
+        return np.frombuffer(data, self.dtype)
+
+    def chunks(self, stop: int | None = None, chunk: int | None = None):
+        """Items ``0:stop`` in arrays of at most ``chunk`` (:data:`CHUNK_ITEMS`)."""
+        stop = self.len if stop is None else stop
+        chunk = chunk or CHUNK_ITEMS
+        for i in range(0, stop, chunk):
+            yield self.read(i, min(stop, i + chunk))
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+    def __del__(self):
+        self.close()
+
+
+class PairFile:
+    """The pairs of one split, read from its arrays on disk as they are needed (:class:`SplitWriter`'s):
+    the memory it takes is that of the pairs asked for, whatever the number of pairs. Every process
+    (every ``torchrun`` rank) opens the same files."""
+
+    def __init__(self, folder: str | os.PathLike, split: str):
+        folder = Path(folder)
+        self.files = {n: _NpyFile(folder / array_part(split, n)) for n in ARRAY_NAMES}
+        n = self.files["src-offsets"].len - 1
+        if n < 0 or self.files["tgt-offsets"].len - 1 != n:
+            raise PhraseRescoreError(f"the {split} arrays disagree on the number of pairs: rerun `phrase-rescore "
+                                     "prepare`", folder)
+        self.n = n
+
+    def __len__(self) -> int:
+        return self.n
+
+    def _rows(self, side: str, indices) -> list[np.ndarray]:
+        offsets, ids = self.files[f"{side}-offsets"], self.files[f"{side}-ids"]
+        out = []
+        for i in indices:
+            a, b = offsets.read(int(i), int(i) + 2)
+            out.append(ids.read(int(a), int(b)).astype(np.int64))
+        return out
+
+    def batch(self, indices, device=None):
+        """Padded tensors for ``indices``: ``(src_ids, src_mask, tgt_ids, tgt_mask)``, each (B, T)."""
+        src_ids, src_mask = pad_batch(self._rows("src", indices), device=device)
+        tgt_ids, tgt_mask = pad_batch(self._rows("tgt", indices), device=device)
+        return src_ids, src_mask, tgt_ids, tgt_mask
+
+    def lengths(self, n: int | None = None) -> np.ndarray:
+        """(n, 2) source and target lengths of the first ``n`` pairs (all when None), ``<eos>`` included."""
+        n = self.n if n is None else min(n, self.n)
+        return np.stack([np.diff(self.files[f"{side}-offsets"].read(0, n + 1)) for side in ("src", "tgt")], axis=1)
+
+    def target_ids(self, n: int | None = None):
+        """The target ids of the first ``n`` pairs (all when None), in arrays of bounded size."""
+        n = self.n if n is None else min(n, self.n)
+        stop = int(self.files["tgt-offsets"].read(n, n + 1)[0])
+        return self.files["tgt-ids"].chunks(stop)
+
+    def close(self) -> None:
+        for f in self.files.values():
+            f.close()

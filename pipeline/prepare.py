@@ -1,4 +1,5 @@
-"""The prepare stage: a phrase table's unique pairs as Parquet with token ids, a vocabulary, a split.
+"""The prepare stage: a phrase table's unique pairs as Parquet with token ids (and the ids again as flat
+arrays that training reads from disk), a vocabulary, a split.
 
 Bounded memory for any table size: one streaming pass hash-partitions the (source, target) pairs by
 source into Arrow files on disk; each partition is then deduplicated, counted and encoded on its own
@@ -39,7 +40,7 @@ from phrase_rescore.core.progress import bar
 from phrase_rescore.core.version import code_version
 from phrase_rescore.moses_integration.phrase_table import ON_ERROR_CHOICES, read_phrase_table
 
-from .pairs import MANIFEST_FORMAT_VERSION, PART_NAMES, SCHEMA, pairs_paths
+from .pairs import MANIFEST_FORMAT_VERSION, PART_NAMES, SCHEMA, SplitWriter, pairs_paths
 from .vocab import Vocabularies, build_vocab, count_corpus, encode_phrases, split_words
 
 _PAIR_SCHEMA = pa.schema([("source", pa.string()), ("target", pa.string())])
@@ -277,6 +278,7 @@ def _encode_and_write(tmp: Path, partitions: list[int], vocabs: Vocabularies, pa
     counts = {"train_pairs": 0, "valid_pairs": 0, "train_sources": 0, "valid_sources": 0}
     writers = {"train": pq.ParquetWriter(str(paths["train"]), SCHEMA),
                "valid": pq.ParquetWriter(str(paths["valid"]), SCHEMA)}
+    arrays = {name: SplitWriter(paths["train"].parent, name) for name in ("train", "valid")}
     try:
         for p in bar(partitions, desc="prepare: encode", unit="parts"):
             table = _read_partition(tmp, p)
@@ -295,9 +297,10 @@ def _encode_and_write(tmp: Path, partitions: list[int], vocabs: Vocabularies, pa
                 part = encoded.filter(pa.array(sel))
                 if part.num_rows:
                     writers[name].write_table(part)
+                    arrays[name].append(part["src_ids"], part["tgt_ids"])
                     counts[f"{name}_pairs"] += part.num_rows
                     counts[f"{name}_sources"] += len(pc.unique(part["source"]))
     finally:
-        for w in writers.values():
+        for w in (*writers.values(), *arrays.values()):
             w.close()
     return counts

@@ -43,7 +43,7 @@ from .distributed import setup as setup_distributed
 from .model.checkpoint import ENCDEC, LAST, read_checkpoint, save_checkpoint
 from .model.encdec import EncDecConfig, RNNEncoderDecoder
 from .model.gru import RESET_FORMS
-from .pairs import PairSet, UniformSampler, check_pairs_dir, length_batches, load_pairs, pairs_paths
+from .pairs import ARRAY_PARTS, PairFile, PairSet, UniformSampler, check_pairs_dir, length_batches, pairs_paths
 from .training_loop import TrainingLoop, check_run_dir, check_same_settings, check_train_state, check_world_size
 from .vocab import Vocabularies
 
@@ -103,7 +103,10 @@ class TrainConfig:
     valid_every: int = setting(500, at_least=1, help="Updates between validations and checkpoints.")
     valid_max_pairs: int | None = setting(20_000, at_least=1, optional=True,
                                           help="Validate on at most this many held-out pairs.")
-    valid_batch_tokens: int = setting(16_384, at_least=1, help="Padded tokens per validation batch.")
+    valid_batch_tokens: int = setting(4096, at_least=1,
+                                      help="Padded tokens per validation batch (its output layer holds about "
+                                           "half as many rows of target-vocabulary scores: 4096 with 15,000 "
+                                           "words peaks near 300 MB).")
     device: str = setting("auto", help="auto (CUDA when present), cpu, cuda or cuda:N.")
     torch_threads: int = setting(1, at_least=1,
                                  help="torch threads on a CPU (1: the small matrices of a batch of phrases gain little "
@@ -147,7 +150,7 @@ def default_init_std(preset: str) -> float:
 
 
 @torch.inference_mode()
-def validation_perplexity(model: RNNEncoderDecoder, pairs: PairSet, device, max_pairs: int | None = None,
+def validation_perplexity(model: RNNEncoderDecoder, pairs: PairFile | PairSet, device, max_pairs: int | None = None,
              batch_tokens: int = 16_384, dist: Dist | None = None) -> dict:
     """Perplexity per target token (eos included) over the first ``max_pairs`` pairs.
 
@@ -161,7 +164,7 @@ def validation_perplexity(model: RNNEncoderDecoder, pairs: PairSet, device, max_
     was_training = model.training
     model.eval()
     nll, tokens = 0.0, 0
-    batches = length_batches(pairs.lengths()[:n], batch_tokens)
+    batches = length_batches(pairs.lengths(n), batch_tokens)
     if dist is not None and dist.enabled:
         batches = batches[dist.rank::dist.world_size]
     for idx in batches:
@@ -175,14 +178,19 @@ def validation_perplexity(model: RNNEncoderDecoder, pairs: PairSet, device, max_
     return {"nll": nll, "tokens": tokens, "pairs": n, "ppl": math.exp(nll / tokens)}
 
 
-def unigram_perplexity(train: PairSet, valid: PairSet, vocab_size: int, max_pairs: int | None = None) -> float:
+def unigram_perplexity(train: PairFile | PairSet, valid: PairFile | PairSet, vocab_size: int,
+                       max_pairs: int | None = None) -> float:
     """Perplexity of the add-one unigram model of the training targets (eos included) on ``valid``:
-    the baseline a trained encoder-decoder must beat by far."""
-    counts = np.bincount(train.tgt.values, minlength=vocab_size).astype(np.float64) + 1.0
+    the baseline a trained encoder-decoder must beat by far. The ids are read in chunks of bounded size."""
+    counts = np.ones(vocab_size, np.float64)
+    for ids in train.target_ids():
+        counts += np.bincount(ids, minlength=vocab_size)[:vocab_size]
     logp = np.log(counts / counts.sum())
-    n = len(valid) if max_pairs is None else min(len(valid), max_pairs)
-    ids = valid.tgt.values[:valid.tgt.offsets[n]]
-    return float(np.exp(-logp[ids].mean())) if len(ids) else float("nan")
+    total, count = 0.0, 0
+    for ids in valid.target_ids(max_pairs):
+        total += float(logp[ids].sum())
+        count += len(ids)
+    return float(np.exp(-total / count)) if count else float("nan")
 
 
 def train(pairs_dir, out_dir, config: TrainConfig | None = None) -> TrainSummary:
@@ -202,6 +210,7 @@ def train(pairs_dir, out_dir, config: TrainConfig | None = None) -> TrainSummary
                                      "`phrase-rescore prepare`)", paths[role])
     parts = check_pairs_dir(pairs_dir)["parts"]
     data_hashes = {name: parts[name]["sha256"] for name in ("train.parquet", "valid.parquet", "vocab.json")}
+    data_hashes.update({name: parts[name]["sha256"] for name in ARRAY_PARTS})
     out = Path(out_dir)
     last_path = out / LAST
     check_run_dir(out, config.resume)
@@ -215,7 +224,8 @@ def train(pairs_dir, out_dir, config: TrainConfig | None = None) -> TrainSummary
     if not dist.is_main:
         progress.set_quiet(True)        # one progress bar: rank 0's
     vocabs = Vocabularies.load(paths["vocab"])
-    train_set, valid_set = load_pairs(paths["train"]), load_pairs(paths["valid"])
+    # read from disk as the batches need them: the memory does not grow with the number of pairs
+    train_set, valid_set = PairFile(pairs_dir, "train"), PairFile(pairs_dir, "valid")
     if len(train_set) == 0:
         raise PhraseRescoreError("no training pairs", paths["train"])
     data_hash = data_hashes["train.parquet"]

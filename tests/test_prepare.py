@@ -14,7 +14,7 @@ from click.testing import CliRunner
 from phrase_rescore.app.cli import main
 from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.pipeline.batching import UniformSampler, length_batches, pad_batch
-from phrase_rescore.pipeline.pairs import load_pairs
+from phrase_rescore.pipeline.pairs import ARRAY_PARTS, load_pairs
 from phrase_rescore.pipeline.prepare import PrepareConfig, prepare
 from phrase_rescore.pipeline.vocab import EOS_ID, UNK_ID, Vocabularies, build_vocab
 
@@ -161,7 +161,7 @@ def test_pad_batch_and_length_batches():
 
 # --- an output folder is all-old or all-new; train refuses parts that do not belong together
 
-PARTS = ("train.parquet", "valid.parquet", "vocab.json")
+PARTS = ("train.parquet", "valid.parquet", "vocab.json") + ARRAY_PARTS
 
 
 def _two_tables(tmp_path):
@@ -315,6 +315,8 @@ def test_a_folder_of_an_older_prepare_is_refused_by_train_and_replaced_by_prepar
     for key in ("parts", "complete"):
         del m[key]
     (out / "manifest.json").write_text(json.dumps({**m, "format_version": 1}))   # as an older prepare wrote it
+    for name in ARRAY_PARTS:                                                    # which wrote no id arrays
+        (out / name).unlink()
     (out / "rejects.txt").write_text("3\tbad\tline\n")                          # from an older --on-error keep
     with pytest.raises(PhraseRescoreError, match="written by an older prepare .*rerun `phrase-rescore prepare`"):
         train(out, tmp_path / "m", _train_cfg())

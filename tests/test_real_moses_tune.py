@@ -7,6 +7,7 @@ import pytest
 from _real_moses import cli, moses_decode, needs_moses, run, tool  # noqa: F401
 
 from phrase_rescore.moses_integration.moses_ini import read_moses_ini
+from phrase_rescore.moses_integration.table_filter import original_paths
 
 pytestmark = needs_moses
 
@@ -29,9 +30,14 @@ def test_real_mert_moses_two_iterations_and_the_tuned_ini(tiny_system, tuned):
     tuned_ini = work / "moses.tuned.ini"
     assert f"tuned moses.ini: {tuned_ini}" in out
     mw = work / "mert-work"
-    # mert-moses.pl's ini, less the line saying when it finished
-    theirs = (mw / "moses.ini").read_text().splitlines(keepends=True)
+    # mert-moses.pl's ini, less the line saying when it finished, naming the full tables again: the decoder
+    # that mert-moses.pl ran read the tables filtered to the dev set
+    theirs = original_paths(mw / "moses.ini", tiny_system.rescored_ini).text().splitlines(keepends=True)
     assert theirs[4].startswith("# finished ") and tuned_ini.read_text() == "".join(theirs[:4] + theirs[5:])
+    for name in ("TranslationModel0", "LexicalReordering0"):
+        assert read_moses_ini(mw / "moses.ini").feature(name).get("path").startswith(str(work / "filtered"))
+        assert read_moses_ini(tuned_ini).feature(name).get("path") == \
+            read_moses_ini(tiny_system.rescored_ini).feature(name).get("path")
     # two decoder runs and two optimisations, no third decoding
     for i in (1, 2):
         assert (mw / f"run{i}.best20.out.gz").is_file() and (mw / f"run{i}.mert.log").is_file()

@@ -15,6 +15,7 @@ from phrase_rescore.moses_integration.backend import MosesBackend, get_backend
 from phrase_rescore.moses_integration.moses_ini import read_moses_ini
 from phrase_rescore.moses_integration.moses_install import find_moses, require_moses
 from phrase_rescore.moses_integration.rewrite import RewriteConfig, process_phrase_table_min_argv, rewrite_moses_ini
+from phrase_rescore.moses_integration.table_filter import original_paths
 from phrase_rescore.moses_integration.tune_moses import (
     MertProgress,
     MosesTuneConfig,
@@ -197,7 +198,9 @@ def test_tune_backend_moses_end_to_end_through_the_cli(tmp_path, table6, moses_h
     assert str(tuned) in r.output
     # the stand-in received exactly the argv we build, and ran in the working directory layout mert-moses.pl uses
     got_argv = json.loads((work / "mert-work" / "standin-argv.json").read_text())
-    want = mert_moses_argv(MosesTuneConfig(ini=ini, dev_src=src, dev_ref=ref, workdir=work, nbest=50,
+    # mert-moses.pl decodes with the tables filtered to the dev set, made once before it starts
+    filtered = work / "filtered" / "moses.ini"
+    want = mert_moses_argv(MosesTuneConfig(ini=filtered, dev_src=src, dev_ref=ref, workdir=work, nbest=50,
                                            max_iterations=3, decoder_flags="-threads 2", predictable_seeds=True),
                            require_moses())
     assert got_argv == want
@@ -209,7 +212,11 @@ def test_tune_backend_moses_end_to_end_through_the_cli(tmp_path, table6, moses_h
     assert t.feature("TranslationModel0").num_features == 6
     assert len(t.weights_for("TranslationModel0")) == 6
     assert t.weights_for("TranslationModel0") != [0.2] * 6
-    assert tuned.read_bytes() == without_finish_date((work / "mert-work" / "moses.ini").read_bytes())
+    # mert-moses.pl's tuned ini, naming the full table again
+    assert read_moses_ini(filtered).feature("TranslationModel0").get("path").startswith(str(work / "filtered"))
+    assert t.feature("TranslationModel0").get("path") == read_moses_ini(ini).feature("TranslationModel0").get("path")
+    assert tuned.read_bytes() == without_finish_date(
+        original_paths(work / "mert-work" / "moses.ini", ini).text().encode())
 
 
 def test_mert_bleu_of_an_iteration_is_saved_when_it_arrives():

@@ -8,7 +8,9 @@ weight changes by 1e-5 or more (mert-moses.pl's test) or after ``max_iterations`
 (``workdir/moses.ini``) is the input ini with only its [weight] lines changed; ``workdir/tune-log.csv``
 has one row per decoded iteration: its dev BLEU (of the 1-best, in percent), the optimizer's n-best BLEU,
 the pool size, the seconds spent decoding (``seconds_decode``) and optimizing (``seconds_mert``), and the
-weights used.
+weights used. The text tables are filtered to the dev set's phrases once, into ``workdir/filtered``
+(:mod:`..table_filter`), and the iterations decode with them; a rerun with the same tables and dev set
+reuses them.
 
 A killed run continues from its last finished iteration when it is run again with the same inputs and
 options (:class:`TuneState`, ``workdir/tune-state.json``); the tuned moses.ini is then the same bytes
@@ -33,12 +35,14 @@ from phrase_rescore.core.version import code_version
 
 from ..mert_seeds import iteration_seed
 from ..moses_ini import read_moses_ini
+from ..table_filter import filtered_ini
 from .bleu_stats import NUM_STATS, Reference, bleu, sentence_stats
 from .decoder import Decoder, DecoderConfig, read_sentences
 from .features import _resolve as resolve_model_path
 from .features import load_decoder_spec
 from .mert import NBestPool, l1_normalize, optimize
 
+FILTERED = "filtered"    # workdir/filtered: the ini and its text tables filtered to the dev set
 CONVERGENCE = 1e-5      # mert-moses.pl: stop when no weight changed by this much
 STATE_NAME = "tune-state.json"
 STATE_FORMAT = "phrase-rescore embedded tuning state 1"
@@ -119,17 +123,19 @@ def write_tuned_ini(ini_path, out_path, spec, weights: np.ndarray) -> None:
     ini.write(out_path)
 
 
-def _inputs_record(config: EmbeddedTuneConfig, spec) -> dict:
+def _inputs_record(config: EmbeddedTuneConfig, spec, known: dict | None = None) -> dict:
     """What decides the iterations' results: the inputs' SHA-256 (the moses.ini, every model file it names,
     the dev set), the options that change a decode or a MERT run, and the code version. Not in it:
-    ``max_iterations``, ``return_best_dev`` and ``threads``, which change no finished iteration."""
+    ``max_iterations``, ``return_best_dev`` and ``threads``, which change no finished iteration.
+    ``known``: SHA-256 already taken, by path (the tables :func:`filtered_ini` read)."""
+    known = known or {}
     files = {"ini": config.ini, "dev_src": config.dev_src, "dev_ref": config.dev_ref}
     for f in read_moses_ini(config.ini).features:
         if f.get("path") is not None:
             files[f"{f.name} path"] = resolve_model_path(f.get("path"), config.ini)
     # a model path may leave out ".gz" (Moses's LexicalReordering adds it)
     found = {k: next((q for q in (p, p + ".gz") if os.path.isfile(q)), None) for k, p in files.items()}
-    digests = {k: None if q is None else sha256_file(q) for k, q in found.items()}
+    digests = {k: None if q is None else known.get(q) or sha256_file(q) for k, q in found.items()}
     decoder = {k: v for k, v in dataclasses.asdict(config.decoder.resolved(spec)).items()}
     return {"files": digests, "nbest": config.nbest, "seed": config.seed, "restarts": config.restarts,
             "historic_bests": config.historic_bests, "random_directions": config.random_directions,
@@ -239,6 +245,11 @@ def tune_embedded(config: EmbeddedTuneConfig, echo: Callable[[str], None] | None
         raise PhraseRescoreError("nbest and max_iterations must be at least 1")
     os.makedirs(config.workdir, exist_ok=True)
     spec = load_decoder_spec(config.ini)
+    # the text tables filtered to the dev set once (reused by a rerun): no iteration reads the full table
+    filtered = filtered_ini(config.ini, [config.dev_src], os.path.join(config.workdir, FILTERED),
+                            config.decoder.resolved(spec).max_phrase_length)
+    known = {t["path"]: t["sha256"] for t in filtered.tables.values()}
+    decode_spec = load_decoder_spec(filtered.ini)
     src = read_sentences(config.dev_src)
     refs_text = read_text_lines(config.dev_ref)
     if len(refs_text) != len(src):
@@ -254,7 +265,7 @@ def tune_embedded(config: EmbeddedTuneConfig, echo: Callable[[str], None] | None
     w = spec.weights.copy()
     rows: list[IterationLog] = []
     log_path = os.path.join(config.workdir, "tune-log.csv")
-    state = TuneState(config.workdir, _inputs_record(config, spec))
+    state = TuneState(config.workdir, _inputs_record(config, spec, known))
     converged = False
     for rec in state.load(echo)[:config.max_iterations]:
         row = _replay(config.workdir, rec, pool, len(src))
@@ -276,7 +287,7 @@ def tune_embedded(config: EmbeddedTuneConfig, echo: Callable[[str], None] | None
         if converged:
             break
         if dec is None:
-            dec = Decoder(spec, config.decoder, sentences=src)
+            dec = Decoder(decode_spec, config.decoder, sentences=src)
         t0 = time.perf_counter()
         dec.set_weights(w)
         results = dec.translate_all(src, config.nbest, config.threads, desc=f"tune iteration {it}")

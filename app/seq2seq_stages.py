@@ -11,8 +11,9 @@ forward              it takes ``[train-seq2seq]``'s values except those its own 
 translate-seq2seq    direct translation of the test half (and of dev with ``dev = true``): the reversed
                      model at ``beam`` and ``small_beam``, the forward model and the ensemble of the two
                      at ``beam`` (``rows_translate``)
-rerank-seq2seq       the tuned baseline's ``nbest_size``-best lists of dev and test with ``Seq2Seq0 = log
-                     p(e|f)`` added, re-ranked once by the paper's even average of the LSTM's and the
+nbest-baseline,      dev and test decoded by the tuned baseline (+RNN+WP) to ``nbest_size``-best lists
+nbest-rnn-wp         (``nbest_baseline``, ``nbest_rnn_wp``), decoded while the LSTM trains
+rerank-seq2seq       the tuned baseline's lists with ``Seq2Seq0 = log p(e|f)`` added, re-ranked once by the paper's even average of the LSTM's and the
                      decoder's scores and once by weights retuned by MERT on the dev list
                      (``rows_rerank``); the report gives the lists' oracle BLEU beside them
 rerank-stack         the tuned +RNN+WP system's lists with ``CSLM0 = log p(e)`` and ``Seq2Seq0`` added,
@@ -64,9 +65,8 @@ class Seq2SeqTranslate:
 
 
 @dataclasses.dataclass
-class Seq2SeqRerank:
-    """``[rerank-seq2seq]`` and ``[rerank-stack]``: re-ranking a tuned system's n-best lists with the LSTM's
-    log p(e|f) (Sutskever et al., section 3.6; with the CSLM too, Cho et al., section 5)."""
+class NBestLists:
+    """``[nbest]``: the n-best lists of a tuned system that the LSTM re-ranks."""
 
     backend: str = setting("moses", choices=("moses", "embedded"),
                            help="Who decodes the n-best lists: a real Moses (moses_home) or the embedded decoder.")
@@ -74,6 +74,15 @@ class Seq2SeqRerank:
                                      help="Moses installation root (default: $MOSES_HOME, or moses on PATH).")
     threads: int = setting(1, at_least=1, help="Decoder threads.")
     nbest_size: int = setting(100, at_least=1, help="Distinct hypotheses per sentence in the lists (the paper: 1000).")
+
+
+@dataclasses.dataclass
+class Seq2SeqRerank:
+    """``[rerank-seq2seq]`` and ``[rerank-stack]``: re-ranking a tuned system's n-best lists with the LSTM's
+    log p(e|f) (Sutskever et al., section 3.6; with the CSLM too, Cho et al., section 5)."""
+
+    moses_home: str | None = setting(None, type=str, envvar="MOSES_HOME",
+                                     help="Moses installation root, for rerank_tuner mert or kbmira.")
     seq2seq_weight: float = setting(0.1, help="Seq2Seq0's starting weight for MERT (the others start at the tuned ones).")
     cslm_weight: float = setting(0.1, help="CSLM0's starting weight for MERT (rerank-stack).")
     rerank_restarts: int = setting(20, at_least=1, help="MERT's random restarts on the dev n-best list.")
@@ -182,19 +191,32 @@ def run_translate(ctx: StageContext) -> dict:
 
 # ----------------------------------------------------------------------------- re-ranking
 
-def _decode_lists(ctx: StageContext, ini: Path, tag: str) -> dict[str, Path]:
-    """Dev and test decoded by the tuned ``ini`` to ``nbest_size``-best lists (distinct hypotheses)."""
-    from phrase_rescore.moses_integration.backend import get_backend
-    from phrase_rescore.moses_integration.report import SystemSpec, decode_split
+#: an n-best stage's files in its artifact folder: each split's list and the decoder's 1-best
+LIST_FILES = {split: (f"{split}.nbest", f"{split}.1best") for split in ("dev", "test")}
 
-    p = ctx.params
-    backend = get_backend(p["backend"], p["moses_home"] or None)
-    lists = {}
-    for split in ("dev", "test"):
-        lists[split] = ctx.dir / f"{split}.{tag}.nbest"
-        decode_split(backend, SystemSpec(tag, ini), ctx.input(f"{split}_src_tok"), ctx.dir / f"{split}.{tag}.1best",
-                     p["threads"], nbest_path=lists[split], nbest=p["nbest_size"])
-    return lists
+
+def _run_nbest(tuned: str, artifact: str):
+    """Dev and test decoded by the tuned moses.ini ``tuned`` to ``nbest_size``-best lists (distinct hypotheses)."""
+    def run(ctx: StageContext) -> dict:
+        from phrase_rescore.moses_integration.backend import get_backend
+        from phrase_rescore.moses_integration.report import SystemSpec, decode_split
+
+        p = ctx.params
+        backend = get_backend(p["backend"], p["moses_home"] or None)
+        out = ctx.output(artifact)
+        out.mkdir(parents=True, exist_ok=True)
+        seconds = {}
+        for split, (nbest, one) in LIST_FILES.items():
+            t0 = time.perf_counter()
+            decode_split(backend, SystemSpec(tuned, ctx.input(tuned)), ctx.input(f"{split}_src_tok"), out / one,
+                         p["threads"], nbest_path=out / nbest, nbest=p["nbest_size"])
+            seconds[split] = round(time.perf_counter() - t0, 1)
+        return {"seconds": seconds}
+    return run
+
+
+def _lists(ctx: StageContext, artifact: str) -> dict[str, Path]:
+    return {split: ctx.input(artifact) / nbest for split, (nbest, _) in LIST_FILES.items()}
 
 
 def _add_feature(ctx: StageContext, lists: dict[str, Path], checkpoint: Path, tag: str) -> dict[str, Path]:
@@ -262,8 +284,7 @@ def run_rerank(ctx: StageContext) -> dict:
 
     t0 = time.perf_counter()
     ini = ctx.input("tuned_baseline")
-    lists = _decode_lists(ctx, ini, "baseline")
-    t_decode = time.perf_counter() - t0
+    lists = _lists(ctx, "nbest_baseline")
     out, scored, summary = _rerank_tuned(ctx, lists, ini, {"Seq2Seq0": ctx.params["seq2seq_weight"]}, "mert")
     even = {split: ctx.dir / f"{split}.even.tok" for split in ("dev", "test")}
     changed = {split: rerank_nbest(scored[split], even_weights(ini), even[split],
@@ -272,7 +293,7 @@ def run_rerank(ctx: StageContext) -> dict:
     _write_rows(ctx.output("rows_rerank"), [
         {"name": ROWS["rerank-even"], "outputs": even, "nbest": lists, "model": model},
         {"name": ROWS["rerank-mert"], "outputs": out, "nbest": lists, "model": model}])
-    return {"decode_seconds": round(t_decode, 1), "mert": summary, "even_changed": changed,
+    return {"mert": summary, "even_changed": changed,
             "seconds": round(time.perf_counter() - t0, 1)}
 
 
@@ -281,7 +302,7 @@ def run_rerank_stack(ctx: StageContext) -> dict:
     the weights of all retuned by MERT on the dev list."""
     t0 = time.perf_counter()
     ini = ctx.input("tuned_rnn_wp")
-    lists = _decode_lists(ctx, ini, "rnn-wp")
+    lists = _lists(ctx, "nbest_rnn_wp")
     with_cslm = _add_feature(ctx, lists, ctx.input("cslm"), "rnn-wp.cslm")
     p = ctx.params
     out, _, summary = _rerank_tuned(ctx, with_cslm, ini, {"CSLM0": p["cslm_weight"], "Seq2Seq0": p["seq2seq_weight"]},
@@ -312,14 +333,21 @@ def add_stages(reg: Registry) -> None:
                      optional=frozenset({"seq2seq_forward", "dev_src_tok"}), produces={"rows_translate": "rows.json"},
                      doc="translate test (dev) with the LSTM, its ensemble and the forward model",
                      check=stage_check(Seq2SeqTranslate)))
-    lists = ("dev_src_tok", "dev_ref_tok", "test_src_tok", "seq2seq", "lm")
+    for tuned, art, table in (("tuned_baseline", "nbest_baseline", "phrase_table"),
+                              ("tuned_rnn_wp", "nbest_rnn_wp", "table_rnn_wp")):
+        # the table and LM are consumed too: the ini names them by path, so only their hashes show a change
+        reg.add(StageDef(art.replace("_", "-", 1).replace("_", "-"), "nbest", _run_nbest(tuned, art),
+                         stage_params(NBestLists), consumes=(tuned, table, "lm", "dev_src_tok", "test_src_tok"),
+                         optional=frozenset({table, "lm"}), produces={art: "lists"},
+                         doc=f"decode dev and test to n-best lists with {tuned}, for the LSTM to re-rank",
+                         choices=stage_choices(NBestLists), check=stage_check(NBestLists)))
+    lists = ("dev_src_tok", "dev_ref_tok", "test_src_tok", "seq2seq")
     reg.add(StageDef("rerank-seq2seq", "rerank-seq2seq", run_rerank, stage_params(Seq2SeqRerank),
-                     consumes=("tuned_baseline", "phrase_table", *lists), optional=frozenset({"lm", "phrase_table"}),
+                     consumes=("tuned_baseline", "nbest_baseline", *lists),
                      produces={"rows_rerank": "rows.json"},
                      doc="re-rank the tuned baseline's n-best lists with the LSTM (even average; MERT)",
                      choices=stage_choices(Seq2SeqRerank), check=stage_check(Seq2SeqRerank)))
     reg.add(StageDef("rerank-stack", "rerank-stack", run_rerank_stack, stage_params(Seq2SeqRerank),
-                     consumes=("tuned_rnn_wp", "table_rnn_wp", "cslm", *lists),
-                     optional=frozenset({"lm", "table_rnn_wp"}), produces={"rows_stack": "rows.json"},
+                     consumes=("tuned_rnn_wp", "nbest_rnn_wp", "cslm", *lists), produces={"rows_stack": "rows.json"},
                      doc="re-rank the tuned +RNN+WP system's n-best lists with the CSLM and the LSTM (MERT)",
                      choices=stage_choices(Seq2SeqRerank), check=stage_check(Seq2SeqRerank)))

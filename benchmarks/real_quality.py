@@ -68,7 +68,8 @@ ENCODER_DECODERS = ("train", "train-reverse", "train-ensemble")   # the stages -
 CONFIGS = ("Baseline", "+RNN", "+CSLM+RNN", "+CSLM+RNN+WP", "+RNN+WP")   # then Sutskever et al.'s rows (--seq2seq)
 #: --seq2seq: the stages of Sutskever et al.'s rows, and their CPU-sized settings (workflows/multi30k.toml)
 SEQ2SEQ_TRAINERS = ("train-seq2seq", "train-seq2seq-forward")
-SEQ2SEQ_STAGES = ("train-seq2seq", "train-seq2seq-forward", "translate-seq2seq", "rerank-seq2seq")
+SEQ2SEQ_STAGES = ("train-seq2seq", "train-seq2seq-forward", "translate-seq2seq", "nbest-baseline", "rerank-seq2seq")
+STACK_STAGES = ("nbest-rnn-wp", "rerank-stack")   # --stack: the +RNN+WP system's lists with the CSLM and the LSTM
 SEQ2SEQ_CPU = ("train-seq2seq.src_vocab_size=6000", "train-seq2seq.tgt_vocab_size=6500", "train-seq2seq.epochs=0.8",
                "train-seq2seq.decay_start=0.533", "train-seq2seq.decay_every=0.0533", "train-seq2seq.valid_every=0.1")
 
@@ -79,7 +80,7 @@ def _safe(name: str) -> str:
 
 def _per_seed(stage: str) -> bool:
     """Stages that depend on MERT's seed: the tuning runs and what decodes with their weights."""
-    return stage.startswith(("tune-", "rerank-")) or stage == "evaluate"
+    return stage.startswith(("tune-", "nbest-", "rerank-")) or stage == "evaluate"
 
 
 def _toml(v) -> str:
@@ -250,7 +251,7 @@ def run_all(args) -> None:
     base = ([] if args.preset is None else [f"train.preset={args.preset!r}"]) + (
         [] if args.max_iterations is None else [f"tune.max_iterations={int(args.max_iterations)}"])
     stages = load_workflow(args.workflow, registry, overrides=base + list(args.set)).stages
-    papers = [s for s in (*SEQ2SEQ_STAGES, *(["rerank-stack"] if args.stack else [])) if args.seq2seq or args.stack]
+    papers = [s for s in (*SEQ2SEQ_STAGES, *(STACK_STAGES if args.stack else ())) if args.seq2seq or args.stack]
     if papers:   # Sutskever et al.'s rows: their stages and CPU-sized settings (--set overrides them)
         base.append("workflow.stages=" + _toml(stages + [s for s in papers if s not in stages]))
         base += [*SEQ2SEQ_CPU, *([] if args.no_dev_scores else ["translate-seq2seq.dev=true"])]
@@ -319,7 +320,8 @@ def run_all(args) -> None:
             parts = []
             mine = [t for t in tunes if seed == 1 or t not in args.first_run_only]
             # the re-ranking stages run in the seed's evaluation job; the whole stack re-ranks with the CSLM
-            rerank = [s for s in seeded if s.startswith("rerank-") and (s != "rerank-stack" or seed <= args.cslm_runs)]
+            rerank = [s for s in seeded if s.startswith(("nbest-", "rerank-"))
+                      and (s not in STACK_STAGES or seed <= args.cslm_runs)]
             for t in mine:    # each tuning run on its own, as soon as the shared stages it reads are done
                 needs = {after_stage[s] for s in _ancestors(shared, registry, [t]) if s in after_stage}
                 parts.append(seed_job(f"{key}-{t[len('tune-'):]}", [t], tuple(j.key for j in jobs if j.key in needs)))
@@ -327,7 +329,7 @@ def run_all(args) -> None:
             per_seed += [j for j in parts if not j.key.endswith("-baseline")]
             skip = (["cslm"] if seed > args.cslm_runs else []) + (["dev_ref"] if args.no_dev_scores else [])
             # optional inputs of evaluate: without them, no +CSLM rows, no dev column
-            final = seed_job(key, [s for s in seeded if s in mine + rerank or not s.startswith(("tune-", "rerank-"))],
+            final = seed_job(key, [s for s in seeded if s in mine + rerank or not s.startswith(("tune-", "nbest-", "rerank-"))],
                              tuple(j.key for j in parts) + ((jobs[-1].key,) if jobs else ()), drop=skip)
             per_seed.append(final)
     # the baselines first (they can start beside the training), then seed by seed its tuning runs and evaluation

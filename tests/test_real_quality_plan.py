@@ -411,8 +411,9 @@ def test_seq2seq_trains_the_lstms_once_and_reranks_in_every_mert_run(tmp_path, c
     assert rest.params["train-seq2seq"]["epochs"] == rest.params["train-seq2seq-forward"]["epochs"] == 0.8
     assert rest.params["translate-seq2seq"]["dev"] is False      # no dev column: the test half only
     first, second = (load_workflow(gen / f"moses-seed{n}.toml", registry) for n in (1, 2))
-    assert {"rerank-seq2seq", "rerank-stack"} <= set(first.stages)
-    assert "rerank-seq2seq" in second.stages and "rerank-stack" not in second.stages
+    assert {"nbest-baseline", "rerank-seq2seq", "nbest-rnn-wp", "rerank-stack"} <= set(first.stages)
+    assert {"nbest-baseline", "rerank-seq2seq"} <= set(second.stages)
+    assert not {"nbest-rnn-wp", "rerank-stack"} & set(second.stages)
     assert first.params["rerank-seq2seq"]["seed"] == 1 and second.params["rerank-seq2seq"]["seed"] == 2
     assert second.inputs["seq2seq"] == tmp_path / "w" / "train-seq2seq" / "model" / "model.pt"
 

@@ -17,12 +17,13 @@ from phrase_rescore.app.workflow import load_workflow, plan
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 ROOT = Path(__file__).resolve().parent.parent
-NEW = ["train-seq2seq", "train-seq2seq-forward", "translate-seq2seq", "rerank-seq2seq", "rerank-stack"]
+NEW = ["train-seq2seq", "train-seq2seq-forward", "translate-seq2seq", "nbest-baseline", "nbest-rnn-wp", "rerank-seq2seq",
+       "rerank-stack"]
 
 WORKFLOW = """
 [workflow]
 name = "seq2seq-rows"
-stages = ["train-seq2seq", "train-seq2seq-forward", "translate-seq2seq", "rerank-seq2seq", "train-cslm",
+stages = ["train-seq2seq", "train-seq2seq-forward", "translate-seq2seq", "nbest", "rerank-seq2seq", "train-cslm",
           "rerank-stack", "evaluate"]
 
 [common]
@@ -40,12 +41,13 @@ valid_size = 4
 dev = true
 batch_size = 2
 
-[rerank-seq2seq]
+[nbest]
 nbest_size = 5
+
+[rerank-seq2seq]
 rerank_restarts = 2
 
 [rerank-stack]
-nbest_size = 5
 rerank_restarts = 2
 
 [train-cslm]
@@ -103,8 +105,8 @@ def test_the_new_stages_are_off_by_default_and_run_before_evaluate_when_selected
                                overrides=["workflow.stages=" + repr(stages).replace("'", '"'), *more]), reg).order
     at = {s: i for i, s in enumerate(order)}
     assert at["train-seq2seq"] < at["translate-seq2seq"] < at["evaluate"]
-    assert at["tune-baseline"] < at["rerank-seq2seq"] < at["evaluate"]
-    assert at["tune-rnn-wp"] < at["rerank-stack"] < at["evaluate"]
+    assert at["tune-baseline"] < at["nbest-baseline"] < at["rerank-seq2seq"] < at["evaluate"]
+    assert at["tune-rnn-wp"] < at["nbest-rnn-wp"] < at["rerank-stack"] < at["evaluate"]
 
 
 def test_table_1_scores_every_row_of_sutskever_beside_the_baseline(ran):
@@ -135,7 +137,7 @@ def test_the_translation_rows_are_what_translate_writes(ran, tmp_path):
 def test_the_even_row_is_rescore_nbests_even_average(ran, tmp_path):
     d = ran / "rerank-seq2seq"
     out = tmp_path / "even.1best"
-    r = CliRunner().invoke(main, ["--quiet", "rescore-nbest", str(d / "test.baseline.nbest"), str(ran.parent / "smt" / "src"),
+    r = CliRunner().invoke(main, ["--quiet", "rescore-nbest", str(ran / "nbest-baseline" / "lists" / "test.nbest"), str(ran.parent / "smt" / "src"),
                                   "-m", str(ran / "train-seq2seq" / "model" / "model.pt"), "--out-nbest",
                                   str(tmp_path / "n"), "--out-1best", str(out), "--device", "cpu"])
     assert r.exit_code == 0, r.output

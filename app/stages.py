@@ -53,6 +53,7 @@ from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.core.fileio import atomic_open, read_lines
 
 from .schema import stage_check, stage_choices, stage_params
+from .seq2seq_stages import ROW_ARTIFACTS, add_stages, paper_systems
 from .workflow import Registry, StageContext, StageDef
 
 CONFIGURATIONS = {  # configuration -> (display name, its ini artifact, its table artifact, tuned artifact)
@@ -516,6 +517,7 @@ def run_evaluate(ctx: StageContext) -> dict:
                 spec.nbest[split] = work / f"{split}.{base}.nbest"
             rows[config], reranked[config] = _cslm_row(ctx, config, spec, cslm, work)
     systems = [rows[c] for c in ROW_ORDER if c in rows]
+    systems += paper_systems(ctx, rows["baseline"].ini, dev_src is not None and dev_ref is not None)  # Sutskever's
     cfg = EvaluateConfig(systems=systems, test_src=ctx.input("test_src_tok"), test_ref=ctx.input("test_ref"),
                          workdir=work, dev_src=dev_src if dev_ref is not None else None,
                          dev_ref=dev_ref if dev_src is not None else None, backend=p["backend"],
@@ -612,6 +614,7 @@ def default_registry() -> Registry:
                      produces={"cslm": "model/model.pt", "pictures_cslm": "pictures"},
                      doc="train the target-language CSLM (held-out perplexity beside the n-gram LM's)",
                      choices=stage_choices(TrainCSLMConfig), check=stage_check(TrainCSLMConfig), resumable=True))
+    add_stages(reg)   # Sutskever et al.'s rows: the deep LSTM, its translations and its re-ranking (seq2seq_stages)
     for config in ("rnn", "rnn-wp"):
         _, ini_art, table_art, _ = CONFIGURATIONS[config]
         reg.add(StageDef(f"moses-ini-{config}", "moses-ini", _run_moses_ini(config), _moses_ini_params(config),
@@ -629,10 +632,11 @@ def default_registry() -> Registry:
                      {**stage_params(EvaluateConfig), **stage_params(CSLMRerank)},
                      consumes=("tuned_baseline", "tuned_rnn", "tuned_rnn_wp", "phrase_table", "table_rnn",
                                "table_rnn_wp", "lm", "model", "model_reverse", "model_ensemble", "cslm", "test_src_tok",
-                               "test_ref", "dev_src_tok", "dev_ref", "dev_ref_tok", "pictures_train", "pictures_cslm"),
+                               "test_ref", "dev_src_tok", "dev_ref", "dev_ref_tok", "pictures_train", "pictures_cslm",
+                               *ROW_ARTIFACTS),
                      optional=frozenset({"tuned_rnn", "tuned_rnn_wp", "table_rnn", "table_rnn_wp", "lm", "model",
                                          "model_reverse", "model_ensemble", "cslm", "dev_src_tok", "dev_ref",
-                                         "dev_ref_tok", "pictures_train", "pictures_cslm"}),
+                                         "dev_ref_tok", "pictures_train", "pictures_cslm", *ROW_ARTIFACTS}),
                      produces={"report_md": "table1.md", "report_csv": "table1.csv", "report_html": "report.html"},
                      doc="decode dev/test with each tuned configuration (+CSLM: re-rank n-best lists); Table 1",
                      choices=stage_choices(EvaluateConfig), check=_check_evaluate,

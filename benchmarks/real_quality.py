@@ -65,7 +65,13 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 WORKFLOW = ROOT / "workflows" / "multi30k.toml"
 ENCODER_DECODERS = ("train", "train-reverse", "train-ensemble")   # the stages --train-budget sets
-CONFIGS = ("Baseline", "+RNN", "+CSLM+RNN", "+CSLM+RNN+WP", "+RNN+WP")
+CONFIGS = ("Baseline", "+RNN", "+CSLM+RNN", "+CSLM+RNN+WP", "+RNN+WP")   # then Sutskever et al.'s rows (--seq2seq)
+#: --seq2seq: the stages of Sutskever et al.'s rows, and their CPU-sized settings (workflows/multi30k.toml)
+SEQ2SEQ_TRAINERS = ("train-seq2seq", "train-seq2seq-forward")
+SEQ2SEQ_STAGES = ("train-seq2seq", "train-seq2seq-forward", "translate-seq2seq", "nbest-baseline", "rerank-seq2seq")
+STACK_STAGES = ("nbest-rnn-wp", "rerank-stack")   # --stack: the +RNN+WP system's lists with the CSLM and the LSTM
+SEQ2SEQ_CPU = ("train-seq2seq.src_vocab_size=6000", "train-seq2seq.tgt_vocab_size=6500", "train-seq2seq.epochs=0.8",
+               "train-seq2seq.decay_start=0.533", "train-seq2seq.decay_every=0.0533", "train-seq2seq.valid_every=0.1")
 
 
 def _safe(name: str) -> str:
@@ -74,7 +80,7 @@ def _safe(name: str) -> str:
 
 def _per_seed(stage: str) -> bool:
     """Stages that depend on MERT's seed: the tuning runs and what decodes with their weights."""
-    return stage.startswith("tune-") or stage == "evaluate"
+    return stage.startswith(("tune-", "nbest-", "rerank-")) or stage == "evaluate"
 
 
 def _toml(v) -> str:
@@ -162,7 +168,7 @@ def _run_here(home: Path, shared: list[str], params: dict[str, dict], registry,
     here: dict[str, str] = {}
     for s in shared:   # in the workflow's order: a stage's producers come before it
         m = home / s / "stage-manifest.json"
-        trains = s in ENCODER_DECODERS or s == "train-cslm"
+        trains = s in ENCODER_DECODERS or s in SEQ2SEQ_TRAINERS or s == "train-cslm"
         if not m.exists():
             if trains:
                 raise SystemExit(f"--shared-from {home}: stage {s} has not finished there (no {m}), and it "
@@ -243,8 +249,14 @@ def run_all(args) -> None:
     registry = default_registry()
     work = Path(args.workdir).resolve()
     base = ([] if args.preset is None else [f"train.preset={args.preset!r}"]) + (
-        [] if args.max_iterations is None else [f"tune.max_iterations={int(args.max_iterations)}"]) + list(args.set)
-    stages = load_workflow(args.workflow, registry, overrides=base).stages
+        [] if args.max_iterations is None else [f"tune.max_iterations={int(args.max_iterations)}"])
+    stages = load_workflow(args.workflow, registry, overrides=base + list(args.set)).stages
+    papers = [s for s in (*SEQ2SEQ_STAGES, *(STACK_STAGES if args.stack else ())) if args.seq2seq or args.stack]
+    if papers:   # Sutskever et al.'s rows: their stages and CPU-sized settings (--set overrides them)
+        base.append("workflow.stages=" + _toml(stages + [s for s in papers if s not in stages]))
+        base += [*SEQ2SEQ_CPU, *([] if args.no_dev_scores else ["translate-seq2seq.dev=true"])]
+        stages = load_workflow(args.workflow, registry, overrides=base + list(args.set)).stages
+    base += list(args.set)
     more = ([] if not args.reverse or "train-reverse" in stages else ["prepare-reverse", "train-reverse"]) \
         + ([] if not args.ensemble or "train-ensemble" in stages else ["train-ensemble"])
     if more:   # the reverse model's column, p(e|f); the second forward model (the runner orders the stages)
@@ -307,6 +319,9 @@ def run_all(args) -> None:
                                                 _sections(wf, registry, stages, **fixed)), work / "seeds" / key, after)
             parts = []
             mine = [t for t in tunes if seed == 1 or t not in args.first_run_only]
+            # the re-ranking stages run in the seed's evaluation job; the whole stack re-ranks with the CSLM
+            rerank = [s for s in seeded if s.startswith(("nbest-", "rerank-"))
+                      and (s not in STACK_STAGES or seed <= args.cslm_runs)]
             for t in mine:    # each tuning run on its own, as soon as the shared stages it reads are done
                 needs = {after_stage[s] for s in _ancestors(shared, registry, [t]) if s in after_stage}
                 parts.append(seed_job(f"{key}-{t[len('tune-'):]}", [t], tuple(j.key for j in jobs if j.key in needs)))
@@ -314,7 +329,7 @@ def run_all(args) -> None:
             per_seed += [j for j in parts if not j.key.endswith("-baseline")]
             skip = (["cslm"] if seed > args.cslm_runs else []) + (["dev_ref"] if args.no_dev_scores else [])
             # optional inputs of evaluate: without them, no +CSLM rows, no dev column
-            final = seed_job(key, [s for s in seeded if s in mine or not s.startswith("tune-")],
+            final = seed_job(key, [s for s in seeded if s in mine + rerank or not s.startswith(("tune-", "nbest-", "rerank-"))],
                              tuple(j.key for j in parts) + ((jobs[-1].key,) if jobs else ()), drop=skip)
             per_seed.append(final)
     # the baselines first (they can start beside the training), then seed by seed its tuning runs and evaluation
@@ -411,10 +426,11 @@ def write_report(work: Path, n_boot: int) -> None:
                   "| Configuration | Test BLEU per run | mean ± sd | Δ mean | p (mean) | Dev BLEU mean |",
                   "|---|---|---:|---:|---:|---:|"]
         hyp = lambda k, c, ev=ev: ev[k] / "work" / f"test.{_safe(c)}.detok"  # noqa: E731
-        bleu_of = {(k, c): float(t.loc[t["configuration"] == c, "test_bleu"].iloc[0])
-                   for k, t in tables.items() for c in CONFIGS if (t["configuration"] == c).any()}
         summary[backend] = {}
-        for c in CONFIGS:
+        names = dict.fromkeys([*CONFIGS, *(c for t in tables.values() for c in t["configuration"])])
+        bleu_of = {(k, c): float(t.loc[t["configuration"] == c, "test_bleu"].iloc[0])
+                   for k, t in tables.items() for c in names if (t["configuration"] == c).any()}
+        for c in names:
             runs = [k for k in keys if (k, c) in bleu_of]
             if not runs:
                 continue
@@ -518,6 +534,10 @@ def main(argv=None) -> None:
                     "the +RNN rows get the reverse model's log p(e|f) column too")
     ap.add_argument("--ensemble", action="store_true", help="add train-ensemble to the workflow: the log p(f|e) "
                     "column is the mean of two forward models' (seeds [train]'s and the next)")
+    ap.add_argument("--seq2seq", action="store_true", help="Sutskever et al.'s rows: train the deep LSTM (source "
+                    "reversed, and forward), translate the test half with it, re-rank the tuned baseline's n-best lists")
+    ap.add_argument("--stack", action="store_true", help="and re-rank the tuned +RNN+WP system's lists with the CSLM "
+                    "and the LSTM together (rerank-stack)")
     ap.add_argument("--shared-from", metavar="WORKDIR", help="use the shared stages (system, models, tables) of "
                     "an earlier run in WORKDIR; the tuning runs and evaluations run here (a lever of tuning, on "
                     "the same system and models), and any shared stage that ran there with other parameters or "

@@ -398,3 +398,43 @@ def test_a_workflow_with_its_models_as_inputs_runs_without_a_train_stage(tmp_pat
     _dry_run_with(tmp_path, "--preset", "paper", workdir="p")
     trained = load_workflow(tmp_path / "p" / "workflows" / "shared-models.toml", registry)
     assert trained.params["train"]["preset"] == trained.params["train-reverse"]["preset"] == "paper"
+
+
+def test_seq2seq_trains_the_lstms_once_and_reranks_in_every_mert_run(tmp_path, capsys):
+    """--seq2seq --stack: the two LSTMs train and translate once, with the CPU-sized settings; each MERT run
+    re-ranks its own tuned baseline's lists, and the whole stack only in the runs that have the CSLM."""
+    _dry_run_with(tmp_path, "--seq2seq", "--stack", "--mert-runs", "2", "--cslm-runs", "1", "--no-dev-scores")
+    registry = default_registry()
+    gen = tmp_path / "w" / "workflows"
+    rest = load_workflow(gen / "shared-rest.toml", registry)
+    assert {"train-seq2seq", "train-seq2seq-forward", "translate-seq2seq"} <= set(rest.stages)
+    assert rest.params["train-seq2seq"]["epochs"] == rest.params["train-seq2seq-forward"]["epochs"] == 0.8
+    assert rest.params["translate-seq2seq"]["dev"] is False      # no dev column: the test half only
+    first, second = (load_workflow(gen / f"moses-seed{n}.toml", registry) for n in (1, 2))
+    assert {"nbest-baseline", "rerank-seq2seq", "nbest-rnn-wp", "rerank-stack"} <= set(first.stages)
+    assert {"nbest-baseline", "rerank-seq2seq"} <= set(second.stages)
+    assert not {"nbest-rnn-wp", "rerank-stack"} & set(second.stages)
+    assert first.params["rerank-seq2seq"]["seed"] == 1 and second.params["rerank-seq2seq"]["seed"] == 2
+    assert second.inputs["seq2seq"] == tmp_path / "w" / "train-seq2seq" / "model" / "model.pt"
+
+
+def test_the_report_has_every_row_evaluate_wrote(tmp_path):
+    """Rows beyond Cho et al.'s (Sutskever et al.'s) are reported with their Δ and p against the baseline."""
+    import json
+
+    ref = [f"le chat {i} est sur le tapis ." for i in range(40)]
+    (tmp_path / "test.ref").write_text("\n".join(ref) + "\n", encoding="utf-8")
+    ev = tmp_path / "seeds" / "moses-seed1" / "evaluate"
+    (ev / "work").mkdir(parents=True)
+    rows = {"Baseline": 20, "Baseline+LSTM": 30}
+    for c, good in rows.items():
+        (ev / "work" / f"test.{real_quality._safe(c)}.detok").write_text(
+            "\n".join(ref[:good] + ["un chien"] * (40 - good)) + "\n", encoding="utf-8")
+    (ev / "table1.csv").write_text("configuration,dev_bleu,test_bleu,test_delta,test_p\nBaseline,,30.0,0,\n"
+                                   "Baseline+LSTM,,40.0,10.0,0.01\n", encoding="utf-8")
+    (tmp_path / "real_quality.log.json").write_text(json.dumps({
+        "test_ref": str(tmp_path / "test.ref"), "seeds": ["moses-seed1"], "jobs": 1, "job_threads": 1, "wall_s": 1.0,
+        "machine": {"cpus": 2, "platform": "test", "loadavg_at_end": [0.0, 0.0, 0.0]}}))
+    real_quality.write_report(tmp_path, 100)
+    s = json.loads((tmp_path / "real_quality.json").read_text())["moses"]
+    assert s["Baseline+LSTM"]["delta"] == pytest.approx(10.0) and s["Baseline+LSTM"]["p"] < 0.05

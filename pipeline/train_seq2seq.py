@@ -217,20 +217,8 @@ def _model_config(cfg: TrainSeq2SeqConfig, vocabs: Vocabularies) -> Seq2SeqConfi
                                 init_range=cfg.init_range, **over)
 
 
-def train(cfg: TrainSeq2SeqConfig) -> TrainSummary:
-    """Train (or resume) a Seq2Seq model; writes ``model.pt``, ``last.pt``, ``vocab.json``, ``train_log.jsonl``."""
-    t_start = time.perf_counter()
-    for name, v in (("batch_size", cfg.batch_size), ("epochs", cfg.epochs), ("lr", cfg.lr)):
-        if not v > 0:
-            raise PhraseRescoreError(f"{name} must be positive, got {v}")
-    out = Path(cfg.out_dir)
-    dist = setup_distributed(cfg.device)
-    device = dist.device
-    if dist.is_main:
-        out.mkdir(parents=True, exist_ok=True)
-    if not dist.is_main:
-        set_quiet(True)                 # one progress bar: rank 0's
-
+def _read_pairs(cfg: TrainSeq2SeqConfig) -> tuple[list, list, list, list]:
+    """The training and validation pairs: ``(src, tgt, valid_src, valid_tgt)``, word lists."""
     src, tgt = read_parallel(cfg.src, cfg.tgt)
     if cfg.valid_src or cfg.valid_tgt:
         if not (cfg.valid_src and cfg.valid_tgt):
@@ -246,119 +234,175 @@ def train(cfg: TrainSeq2SeqConfig) -> TrainSummary:
     if not src:
         raise PhraseRescoreError("no training pairs", cfg.src)
 
-    last_path, best_path = out / LAST, out / BEST
-    resumed_from = None
-    state: dict = {"epoch": 0, "batch": 0, "step": 0, "best_valid_ppl": math.inf, "history": []}
-    hashes = _data_hashes(cfg)
-    if cfg.resume and last_path.exists():
-        ck = load_checkpoint(last_path, device, SEQ2SEQ)
-        model, vocabs = ck.model, ck.vocabs
-        if vocabs is None or not ck.train_state:
-            raise PhraseRescoreError("cannot resume: this last.pt holds no vocabulary or training state (use "
-                                     "another --out-dir or --no-resume)", last_path)
-        if model.cfg != _model_config(cfg, vocabs):
-            raise PhraseRescoreError(f"cannot resume: the checkpoint's model {model.cfg} differs from the "
-                                     f"requested one (use another --out-dir or --no-resume)", last_path)
-        _check_resumable(cfg, ck.train_state, hashes, last_path)
-        check_world_size(ck.train_state.get("world_size", 1), dist, last_path, "use another --out-dir or --no-resume")
-        state.update(ck.train_state)
-        resumed_from = state["epoch"] + state.get("progress_in_epoch", 0.0)
-    else:
+    return src, tgt, vsrc, vtgt
+
+
+def _model_and_vocabularies(cfg: TrainSeq2SeqConfig, dist: Dist, hashes: dict, src, tgt) -> tuple:
+    """``(model, vocabs, train_state)``: from ``last.pt`` when resuming (checked against this run's settings,
+    data and world size; ``train_state`` None otherwise), else a new vocabulary and model seeded by
+    ``cfg.seed``."""
+    last_path = Path(cfg.out_dir) / LAST
+    if not (cfg.resume and last_path.exists()):
         vocabs = _vocabularies(cfg, src, tgt)
         torch.manual_seed(cfg.seed)
-        model = Seq2Seq(_model_config(cfg, vocabs)).to(device)  # uniform init inside, seeded here
+        return Seq2Seq(_model_config(cfg, vocabs)).to(dist.device), vocabs, None  # uniform init inside
+    ck = load_checkpoint(last_path, dist.device, SEQ2SEQ)
+    if ck.vocabs is None or not ck.train_state:
+        raise PhraseRescoreError("cannot resume: this last.pt holds no vocabulary or training state (use "
+                                 "another --out-dir or --no-resume)", last_path)
+    if ck.model.cfg != _model_config(cfg, ck.vocabs):
+        raise PhraseRescoreError(f"cannot resume: the checkpoint's model {ck.model.cfg} differs from the "
+                                 f"requested one (use another --out-dir or --no-resume)", last_path)
+    _check_resumable(cfg, ck.train_state, hashes, last_path)
+    check_world_size(ck.train_state.get("world_size", 1), dist, last_path, "use another --out-dir or --no-resume")
+    return ck.model, ck.vocabs, ck.train_state
+
+
+class _Trainer:
+    """One run's model, data and counters; :meth:`run` trains epoch by epoch, batch by batch."""
+
+    def __init__(self, cfg: TrainSeq2SeqConfig, dist: Dist, model: Seq2Seq, vocabs: Vocabularies, state: dict,
+                 hashes: dict, pairs: tuple[list, list, list, list]):
+        self.cfg, self.dist, self.model, self.vocabs, self.state, self.hashes = cfg, dist, model, vocabs, state, hashes
+        self.out = Path(cfg.out_dir)
+        src, tgt, vsrc, vtgt = pairs
+        self.tr_src, self.tr_tgt = _encode_pairs(vocabs, src, tgt)
+        self.va_src, self.va_tgt = _encode_pairs(vocabs, vsrc, vtgt)
+        self.src_len = np.array([len(x) for x in self.tr_src])
+        self.tgt_len = np.array([len(y) for y in self.tr_tgt])
+        self.opt = torch.optim.SGD(model.parameters(), lr=cfg.lr, momentum=0.0)  # plain SGD: no state to save
+        self.params = [p for p in model.parameters()]
+        self.forward = dist.data_parallel(model)        # gradients averaged over the ranks in backward
+        self.tokens_seen, self.pairs_here, self.t_train = 0, 0, 0.0
+        self.last_ppl = state["history"][-1]["valid_ppl"] if state["history"] else float("nan")
+        self.log = None
+
+    def save(self, path: Path, epoch: int, batch: int, n_batches: int) -> None:
+        """Rank 0 writes the checkpoint (weights, vocabulary, where the run is, its settings and data)."""
+        if self.dist.is_main:
+            st = dict(self.state, epoch=epoch, batch=batch, progress_in_epoch=batch / n_batches,
+                      train_config=self.cfg.to_dict(), data_sha256=self.hashes, world_size=self.dist.world_size)
+            save_checkpoint(path, self.model, self.vocabs, st)
+        self.dist.barrier()                  # no rank runs ahead of the checkpoint
+
+    def run(self) -> None:
+        """The epochs from where ``state`` says the run is; the log is rewritten from ``state`` first."""
+        if self.dist.is_main:
+            _write_log(self.out / "train_log.jsonl", self.state["history"])
+            self.log = open(self.out / "train_log.jsonl", "a", encoding="utf-8")
+        self.model.train()
+        try:
+            for epoch in range(self.state["epoch"], math.ceil(self.cfg.epochs)):
+                self.run_epoch(epoch)
+        finally:
+            if self.log is not None:
+                self.log.close()
+
+    def run_epoch(self, epoch: int) -> None:
+        """The epoch's batches (from where a resumed run stopped), validating every ``valid_every`` epochs and
+        where a fractional last epoch stops; ``last.pt`` at the end."""
+        cfg, state = self.cfg, self.state
+        batches = epoch_batches(self.src_len, self.tgt_len, cfg.batch_size, cfg.seed, epoch, cfg.length_grouped)
+        n_b = len(batches)
+        stop_at = n_b if epoch + 1 <= cfg.epochs else int(round((cfg.epochs - epoch) * n_b))
+        valid_at = {min(n_b, int(round(f * n_b))) for f in np.arange(cfg.valid_every, 1.0 + 1e-9, cfg.valid_every)}
+        valid_at.add(stop_at)
+        first = state["batch"] if epoch == state["epoch"] else 0
+        with bar(total=stop_at, initial=first, desc=f"epoch {epoch + 1}", unit="batch") as pb:
+            for b in range(first, stop_at):
+                lr = learning_rate(cfg, epoch + b / n_b)
+                idx = batches[b]
+                loss_v, n_tok, gnorm = self.step(idx, lr)
+                pb.set_postfix(loss=f"{loss_v:.3f}", ppl=f"{math.exp(loss_v * len(idx) / n_tok):.2f}",
+                               lr=f"{lr:.3g}", gnorm=f"{gnorm:.2f}", refresh=False)
+                pb.update(1)
+                if b + 1 in valid_at:
+                    self.validate(epoch, b + 1, n_b, lr, loss_v)
+                elif cfg.save_every and state["step"] % cfg.save_every == 0:
+                    self.save(self.out / LAST, epoch, b + 1, n_b)
+        # the end of an epoch, or where a fractional last epoch stops
+        state["epoch"], state["batch"] = (epoch + 1, 0) if stop_at == n_b else (epoch, stop_at)
+        self.save(self.out / LAST, state["epoch"], state["batch"], n_b)
+
+    def step(self, idx: np.ndarray, lr: float) -> tuple[float, int, float]:
+        """One SGD update on the batch ``idx`` at learning rate ``lr``: ``(loss, target tokens, gradient norm)``,
+        the loss being the batch's mean -log p(T|S) over its sentences."""
+        dist, device = self.dist, self.dist.device
+        for g in self.opt.param_groups:
+            g["lr"] = lr
+        t0 = time.perf_counter()
+        mine = np.array_split(idx, dist.world_size)[dist.rank] if dist.enabled else idx
+        weight = 1.0
+        if len(mine) == 0:      # fewer sentences than ranks: one sentence, weight 0
+            mine, weight = idx[:1], 0.0
+        s, sm = pad_batch([self.tr_src[i] for i in mine], device=device)  # (b, S)
+        t, tm = pad_batch([self.tr_tgt[i] for i in mine], device=device)  # (b, T)
+        if dist.enabled:    # this slice's share; DDP averages the N ranks' gradients
+            nll = -self.forward(s, sm, t, tm).sum() * weight
+            loss = nll * (dist.world_size / len(idx))
+            nll_sum, n_tok = dist.all_reduce_sum([nll.item(), tm.sum().item() * weight])
+            loss_v, n_tok = nll_sum / len(idx), int(n_tok)
+        else:
+            loss = -self.forward(s, sm, t, tm).sum() / len(idx)  # -log p(T|S), averaged over sentences
+        self.opt.zero_grad(set_to_none=True)
+        loss.backward()
+        gnorm = float(torch.nn.utils.clip_grad_norm_(self.params, self.cfg.clip_norm))
+        self.opt.step()
+        self.t_train += time.perf_counter() - t0
+        if not dist.enabled:
+            n_tok = int(tm.sum())
+            loss_v = float(loss.detach())
+        self.tokens_seen += n_tok
+        self.pairs_here += len(idx)
+        self.state["step"] += 1
+        return loss_v, n_tok, gnorm
+
+    def validate(self, epoch: int, batch: int, n_batches: int, lr: float, loss_v: float) -> None:
+        """Validation perplexity into the history and the log; ``model.pt`` when it is the best, ``last.pt``."""
+        state = self.state
+        self.last_ppl = evaluate_perplexity(self.model, self.va_src, self.va_tgt, dist=self.dist)
+        rec = {"epoch": round(epoch + batch / n_batches, 4), "step": state["step"], "lr": lr,
+               "train_loss": loss_v, "valid_ppl": self.last_ppl}
+        state["history"].append(rec)
+        if self.log is not None:
+            self.log.write(json.dumps(rec) + "\n")
+            self.log.flush()
+        if self.last_ppl < state["best_valid_ppl"] or not math.isfinite(state["best_valid_ppl"]):
+            state["best_valid_ppl"] = self.last_ppl
+            self.save(self.out / BEST, epoch, batch, n_batches)
+        self.save(self.out / LAST, epoch, batch, n_batches)
+
+
+def train(cfg: TrainSeq2SeqConfig) -> TrainSummary:
+    """Train (or resume) a Seq2Seq model; writes ``model.pt``, ``last.pt``, ``vocab.json``, ``train_log.jsonl``."""
+    t_start = time.perf_counter()
+    for name, v in (("batch_size", cfg.batch_size), ("epochs", cfg.epochs), ("lr", cfg.lr)):
+        if not v > 0:
+            raise PhraseRescoreError(f"{name} must be positive, got {v}")
+    out = Path(cfg.out_dir)
+    dist = setup_distributed(cfg.device)
+    if dist.is_main:
+        out.mkdir(parents=True, exist_ok=True)
+    if not dist.is_main:
+        set_quiet(True)                 # one progress bar: rank 0's
+    pairs = _read_pairs(cfg)
+    hashes = _data_hashes(cfg)
+    model, vocabs, resumed = _model_and_vocabularies(cfg, dist, hashes, pairs[0], pairs[1])
+    state: dict = {"epoch": 0, "batch": 0, "step": 0, "best_valid_ppl": math.inf, "history": []}
+    state.update(resumed or {})
+    resumed_from = None if resumed is None else state["epoch"] + state.get("progress_in_epoch", 0.0)
     if dist.is_main:
         vocabs.save(out / "vocab.json")
-    tr_src, tr_tgt = _encode_pairs(vocabs, src, tgt)
-    va_src, va_tgt = _encode_pairs(vocabs, vsrc, vtgt)
-    src_len = np.array([len(x) for x in tr_src])
-    tgt_len = np.array([len(y) for y in tr_tgt])
-
-    opt = torch.optim.SGD(model.parameters(), lr=cfg.lr, momentum=0.0)  # plain SGD: no state to save
-    params = [p for p in model.parameters()]
-    forward = dist.data_parallel(model)                 # gradients averaged over the ranks in backward
-    log = None
-    if dist.is_main:
-        _write_log(out / "train_log.jsonl", state["history"])
-        log = open(out / "train_log.jsonl", "a", encoding="utf-8")
-
-    def save(path, epoch, batch, n_batches):
-        if dist.is_main:
-            st = dict(state, epoch=epoch, batch=batch, progress_in_epoch=batch / n_batches,
-                      train_config=cfg.to_dict(), data_sha256=hashes, world_size=dist.world_size)
-            save_checkpoint(path, model, vocabs, st)
-        dist.barrier()                  # no rank runs ahead of the checkpoint
-
-    model.train()
-    tokens_seen, pairs_here, t_train, run_start = 0, 0, 0.0, time.perf_counter()
-    last_ppl = state["history"][-1]["valid_ppl"] if state["history"] else float("nan")
-    n_epochs = math.ceil(cfg.epochs)
-    try:
-        for epoch in range(state["epoch"], n_epochs):
-            batches = epoch_batches(src_len, tgt_len, cfg.batch_size, cfg.seed, epoch, cfg.length_grouped)
-            n_b = len(batches)
-            stop_at = n_b if epoch + 1 <= cfg.epochs else int(round((cfg.epochs - epoch) * n_b))
-            valid_at = {min(n_b, int(round(f * n_b))) for f in np.arange(cfg.valid_every, 1.0 + 1e-9, cfg.valid_every)}
-            valid_at.add(stop_at)
-            first = state["batch"] if epoch == state["epoch"] else 0
-            with bar(total=stop_at, initial=first, desc=f"epoch {epoch + 1}", unit="batch") as pb:
-                for b in range(first, stop_at):
-                    progress = epoch + b / n_b
-                    lr = learning_rate(cfg, progress)
-                    for g in opt.param_groups:
-                        g["lr"] = lr
-                    idx = batches[b]
-                    t0 = time.perf_counter()
-                    mine = np.array_split(idx, dist.world_size)[dist.rank] if dist.enabled else idx
-                    weight = 1.0
-                    if len(mine) == 0:      # fewer sentences than ranks: one sentence, weight 0
-                        mine, weight = idx[:1], 0.0
-                    s, sm = pad_batch([tr_src[i] for i in mine], device=device)  # (b, S)
-                    t, tm = pad_batch([tr_tgt[i] for i in mine], device=device)  # (b, T)
-                    if dist.enabled:    # this slice's share; DDP averages the N ranks' gradients
-                        nll = -forward(s, sm, t, tm).sum() * weight
-                        loss = nll * (dist.world_size / len(idx))
-                        nll_sum, n_tok = dist.all_reduce_sum([nll.item(), tm.sum().item() * weight])
-                        loss_v, n_tok = nll_sum / len(idx), int(n_tok)
-                    else:
-                        loss = -forward(s, sm, t, tm).sum() / len(idx)  # -log p(T|S), averaged over sentences
-                    opt.zero_grad(set_to_none=True)
-                    loss.backward()
-                    gnorm = float(torch.nn.utils.clip_grad_norm_(params, cfg.clip_norm))
-                    opt.step()
-                    t_train += time.perf_counter() - t0
-                    if not dist.enabled:
-                        n_tok = int(tm.sum())
-                        loss_v = float(loss.detach())
-                    tokens_seen += n_tok
-                    pairs_here += len(idx)
-                    state["step"] += 1
-                    pb.set_postfix(loss=f"{loss_v:.3f}", ppl=f"{math.exp(loss_v * len(idx) / n_tok):.2f}",
-                                   lr=f"{lr:.3g}", gnorm=f"{gnorm:.2f}", refresh=False)
-                    pb.update(1)
-                    if b + 1 in valid_at:
-                        last_ppl = evaluate_perplexity(model, va_src, va_tgt, dist=dist)
-                        rec = {"epoch": round(epoch + (b + 1) / n_b, 4), "step": state["step"], "lr": lr,
-                               "train_loss": loss_v, "valid_ppl": last_ppl}
-                        state["history"].append(rec)
-                        if log is not None:
-                            log.write(json.dumps(rec) + "\n")
-                            log.flush()
-                        if last_ppl < state["best_valid_ppl"] or not math.isfinite(state["best_valid_ppl"]):
-                            state["best_valid_ppl"] = last_ppl
-                            save(best_path, epoch, b + 1, n_b)
-                        save(last_path, epoch, b + 1, n_b)
-                    elif cfg.save_every and state["step"] % cfg.save_every == 0:
-                        save(last_path, epoch, b + 1, n_b)
-            # the end of an epoch, or where a fractional last epoch stops
-            state["epoch"], state["batch"] = (epoch + 1, 0) if stop_at == n_b else (epoch, stop_at)
-            save(last_path, state["epoch"], state["batch"], n_b)
-    finally:
-        if log is not None:
-            log.close()
+    trainer = _Trainer(cfg, dist, model, vocabs, state, hashes, pairs)
+    run_start = time.perf_counter()
+    trainer.run()
     wall = time.perf_counter() - run_start
+    pairs_here = trainer.pairs_here
     return TrainSummary(steps=state["step"], stop_reason="epochs", best_valid_ppl=state["best_valid_ppl"],
-                        last_valid_ppl=last_ppl, pairs_per_s=pairs_here / wall if wall > 0 and pairs_here else 0.0,
-                        seconds=time.perf_counter() - t_start, out_dir=os.fspath(out), model=os.fspath(best_path),
-                        device=str(device), history=state["history"], epochs=min(cfg.epochs, float(n_epochs)),
-                        target_tokens_per_s=tokens_seen / t_train if t_train else 0.0, resumed_from=resumed_from)
+                        last_valid_ppl=trainer.last_ppl,
+                        pairs_per_s=pairs_here / wall if wall > 0 and pairs_here else 0.0,
+                        seconds=time.perf_counter() - t_start, out_dir=os.fspath(out), model=os.fspath(out / BEST),
+                        device=str(dist.device), history=state["history"],
+                        epochs=min(cfg.epochs, float(math.ceil(cfg.epochs))),
+                        target_tokens_per_s=trainer.tokens_seen / trainer.t_train if trainer.t_train else 0.0,
+                        resumed_from=resumed_from)

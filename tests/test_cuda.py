@@ -5,7 +5,7 @@ model is measured (max and mean |Δ log p| printed) and bounded."""
 import numpy as np
 import pytest
 import torch
-from test_train import TINY, make_learnable_table
+from _encdec_data import TINY, make_learnable_table
 
 from phrase_rescore.pipeline.prepare import PrepareConfig, prepare
 from phrase_rescore.pipeline.score import ScoreConfig, score_table

@@ -2,8 +2,10 @@
 from __future__ import annotations
 
 import json
+import shutil
 
 import pandas as pd
+import pytest
 from click.testing import CliRunner
 
 from phrase_rescore.app.cli import main
@@ -61,12 +63,29 @@ def _run(wf, work, *args):
     return {s["name"]: s["status"] for s in log["stages"]}, r.output
 
 
-def test_tiny_workflow_every_stage_then_reruns(tmp_path):
-    wf = tmp_path / "tiny.toml"
-    wf.write_text(TINY)
-    work = tmp_path / "work"
+@pytest.fixture(scope="module")
+def first_run(tmp_path_factory):
+    """The tiny workflow run once into a fresh workdir: ``(folder, status per stage, printed output)``."""
+    root = tmp_path_factory.mktemp("tiny")
+    (root / "tiny.toml").write_text(TINY)
+    status, out = _run(root / "tiny.toml", root / "work")
+    return root, status, out
 
-    status, out = _run(wf, work)
+
+@pytest.fixture
+def done(first_run, tmp_path):
+    """A copy of the first run's folder, for a test to rerun and change: ``(workflow file, workdir)``."""
+    shutil.copytree(first_run[0], tmp_path / "tiny", symlinks=True)
+    return tmp_path / "tiny" / "tiny.toml", tmp_path / "tiny" / "work"
+
+
+def _ran(status):
+    return [s for s, v in status.items() if v == "ran"]
+
+
+def test_first_run_runs_every_stage_and_writes_the_report(first_run):
+    root, status, out = first_run
+    work = root / "work"
     assert list(status) == ALL and set(status.values()) == {"ran"}
     table = pd.read_csv(work / "evaluate" / "table1.csv")
     assert list(table["configuration"]) == ["Baseline", "+RNN", "+RNN+WP"]
@@ -85,34 +104,47 @@ def test_tiny_workflow_every_stage_then_reruns(tmp_path):
     ini_wp = (work / "moses-ini-rnn-wp" / "moses.ini").read_text()
     assert "num-features=5" in ini_rnn and "num-features=6" in ini_wp
 
-    status, _ = _run(wf, work)
-    assert set(status.values()) == {"skipped"}
 
-    # a changed parameter reruns exactly the stages downstream of it; evaluate reruns only if the tuned
-    # system changed (MERT may reach the same weights from the new start, and then its outputs are the same)
+def test_a_rerun_with_nothing_changed_skips_every_stage(done):
+    status, _ = _run(*done)
+    assert list(status) == ALL and set(status.values()) == {"skipped"}
+
+
+def test_a_changed_parameter_reruns_exactly_the_stages_downstream_of_it(done):
+    # evaluate reruns only if the tuned system changed (MERT may reach the same weights from the new start,
+    # and then its outputs are the same)
+    wf, work = done
     tuned_before = json.loads((work / "tune-rnn-wp" / MANIFEST).read_text())["outputs"]
     status, _ = _run(wf, work, "--set", "moses-ini.wp_weight=-0.5")
     tuned_after = json.loads((work / "tune-rnn-wp" / MANIFEST).read_text())["outputs"]
-    expected = ["moses-ini-rnn-wp", "tune-rnn-wp"] + (["evaluate"] if tuned_after != tuned_before else [])
-    assert [s for s, v in status.items() if v == "ran"] == expected
+    assert _ran(status) == ["moses-ini-rnn-wp", "tune-rnn-wp"] + (["evaluate"] if tuned_after != tuned_before else [])
     m = json.loads((work / "moses-ini-rnn-wp" / MANIFEST).read_text())
     assert m["params"]["wp_weight"] == -0.5
 
-    # a damaged intermediate output is remade; being identical, nothing downstream reruns
+
+def test_a_damaged_intermediate_output_is_remade_and_nothing_after_it_reruns(done):
+    wf, work = done
     tok = work / "tokenize" / "dev.tok.src"
     good = tok.read_bytes()
     tok.write_bytes(b"damaged\n")
-    status, _ = _run(wf, work, "--set", "moses-ini.wp_weight=-0.5")
-    assert [s for s, v in status.items() if v == "ran"] == ["tokenize"]
+    status, _ = _run(wf, work)
+    assert _ran(status) == ["tokenize"]
     assert tok.read_bytes() == good
 
-    # --from forces a restart point
-    status, _ = _run(wf, work, "--set", "moses-ini.wp_weight=-0.5", "--from", "evaluate")
-    assert [s for s, v in status.items() if v == "ran"] == ["evaluate"]
-    # a damaged rescored table: scoring again writes the same bytes, so nothing after it reruns
-    (work / "score" / "phrase-table.rnn.gz").write_bytes(b"damaged")
-    status, _ = _run(wf, work, "--set", "moses-ini.wp_weight=-0.5")
-    assert [s for s, v in status.items() if v == "ran"] == ["score"]
+
+def test_from_forces_a_restart_point(done):
+    status, _ = _run(*done, "--from", "evaluate")
+    assert _ran(status) == ["evaluate"]
+
+
+def test_a_damaged_rescored_table_is_scored_again_to_the_same_bytes(done):
+    wf, work = done
+    table = work / "score" / "phrase-table.rnn.gz"
+    good = table.read_bytes()
+    table.write_bytes(b"damaged")
+    status, _ = _run(wf, work)
+    assert _ran(status) == ["score"]
+    assert table.read_bytes() == good
 
 
 def test_drop_unk_column_gives_the_logprob_only_table(tmp_path):

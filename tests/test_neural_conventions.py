@@ -4,11 +4,10 @@ import json
 import re
 
 import pytest
-import torch
-from test_train import _sentences, make_learnable_table
+from _encdec_data import make_learnable_table, write_sentences
 
 from phrase_rescore.core.errors import PhraseRescoreError
-from phrase_rescore.pipeline.model.checkpoint import load_checkpoint, save_checkpoint
+from phrase_rescore.pipeline.model.checkpoint import load_checkpoint
 from phrase_rescore.pipeline.model.encdec import EncDecConfig, RNNEncoderDecoder
 from phrase_rescore.pipeline.model.seq2seq import Seq2Seq, Seq2SeqConfig
 from phrase_rescore.pipeline.prepare import PrepareConfig, prepare
@@ -39,19 +38,6 @@ def test_an_unknown_preset_is_a_named_error_listing_the_presets(config_cls, name
         config_cls.preset(name, 5, 5)
 
 
-def test_a_seq2seq_checkpoint_with_the_earlier_vocabulary_keys_loads(tmp_path):
-    torch.manual_seed(0)
-    model = Seq2Seq(Seq2SeqConfig.preset("small", 6, 8, emb_dim=4, hidden_dim=4))
-    save_checkpoint(tmp_path / "m.pt", model, None)
-    payload = torch.load(tmp_path / "m.pt", weights_only=True)
-    payload["config"] = {{"src_vocab_size": "src_vocab", "tgt_vocab_size": "tgt_vocab"}.get(k, k): v
-                         for k, v in payload["config"].items()}
-    torch.save(payload, tmp_path / "old.pt")
-    old = load_checkpoint(tmp_path / "old.pt").model
-    assert old.cfg == model.cfg and old.cfg.src_vocab_size == 6 and old.cfg.tgt_vocab_size == 8
-    assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), old.state_dict().values()))
-
-
 def test_both_trainers_return_one_summary_type(tmp_path, monkeypatch):
     monkeypatch.setenv("PHRASE_RESCORE_QUIET", "1")
     make_learnable_table(tmp_path / "table.txt", n_pairs=60)
@@ -59,7 +45,7 @@ def test_both_trainers_return_one_summary_type(tmp_path, monkeypatch):
     encdec = train(tmp_path / "pairs", tmp_path / "encdec", TrainConfig(
         model_overrides=dict(emb_dim=4, hidden_dim=8, maxout_units=4, rank=4), batch_size=8, max_steps=4,
         valid_every=2))
-    src, tgt = _sentences(tmp_path / "s.txt", 40, 1), _sentences(tmp_path / "t.txt", 40, 2)
+    src, tgt = write_sentences(tmp_path / "s.txt", 40, 1), write_sentences(tmp_path / "t.txt", 40, 2)
     seq2seq = train_seq2seq(TrainSeq2SeqConfig(src, tgt, str(tmp_path / "seq2seq"), valid_size=4, emb_dim=4,
                                                hidden_dim=4, num_layers=1, batch_size=8, epochs=1.0))
     for s, out, stop, steps in ((encdec, "encdec", "max_steps", 4), (seq2seq, "seq2seq", "epochs", 5)):

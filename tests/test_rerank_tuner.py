@@ -1,20 +1,18 @@
 """Re-ranking weights tuned on a dev n-best list by Moses's own ``mert`` and ``kbmira`` (after its ``extractor``),
 against the embedded MERT; ``rescore-nbest --tuner`` and its errors.
 
-The dev list is made here with a known answer: every sentence's hypotheses are its reference and corrupted
-copies of it; ``CSLM0`` is minus the number of corrupted words (plus a little noise), ``LM0`` and the
-translation model are noise that the starting weights trust, so that the start re-ranks badly and a weight
-on CSLM0 re-ranks (nearly) every reference first.
+The dev list has a known answer (``tests/_rerank_data.py``): a weight on CSLM0 re-ranks (nearly) every
+reference first, and the starting weights re-rank badly.
 """
 from __future__ import annotations
 
 import math
 import os
-import random
 from pathlib import Path
 
 import pytest
 from _real_moses import needs_moses
+from _rerank_data import START, VOCAB, write_dev
 from click.testing import CliRunner
 
 from phrase_rescore.core.errors import PhraseRescoreError
@@ -23,41 +21,6 @@ from phrase_rescore.moses_integration.moses_ini import read_moses_ini
 from phrase_rescore.moses_integration.moses_install import MosesInstall, find_moses
 from phrase_rescore.moses_integration.nbest_tuning import require_tuner, reranked_bleu, tune_nbest_moses
 from phrase_rescore.pipeline.rescore_nbest import rerank_nbest, tune_rerank_weights, tune_rerank_weights_with
-
-VOCAB = [f"w{i}" for i in range(40)]
-START = {"LM0": [1.0], "WordPenalty0": [0.0], "TranslationModel0": [0.3, 0.3], "CSLM0": [0.0]}
-
-
-def write_dev(folder: Path, n_sent: int = 24, n_hyp: int = 8, seed: int = 3, skip: tuple[int, ...] = ()
-              ) -> tuple[Path, Path]:
-    """The dev n-best list and references described in the module docstring; sentences in ``skip`` get no
-    hypothesis."""
-    rng = random.Random(seed)
-    refs, lines = [], []
-    for sid in range(n_sent):
-        ref = [rng.choice(VOCAB) for _ in range(rng.randint(6, 12))]
-        refs.append(" ".join(ref))
-        if sid in skip:
-            continue
-        hyps = [(list(ref), 0)]
-        while len(hyps) < n_hyp:
-            h, errors = list(ref), rng.randint(1, 4)
-            for i in rng.sample(range(len(h)), errors):
-                h[i] = rng.choice(VOCAB)
-            if rng.random() < 0.3:
-                h.pop()
-                errors += 1
-            hyps.append((h, errors))
-        rng.shuffle(hyps)
-        for h, errors in hyps:
-            feats = (f"LM0= {rng.uniform(-30, -10):.4f} WordPenalty0= {-len(h)} "
-                     f"TranslationModel0= {rng.uniform(-5, 0):.4f} {rng.uniform(-5, 0):.4f} "
-                     f"CSLM0= {-errors - rng.uniform(0, 0.3):.4f}")
-            lines.append(f"{sid} ||| {' '.join(h)} ||| {feats} ||| 0\n")
-    nbest, ref_path = folder / "dev.nbest", folder / "dev.ref"
-    nbest.write_text("".join(lines), encoding="utf-8")
-    ref_path.write_text("".join(r + "\n" for r in refs), encoding="utf-8")
-    return nbest, ref_path
 
 
 @pytest.fixture
@@ -200,7 +163,7 @@ def test_without_moses_the_tuner_is_one_error_naming_moses_home(tmp_path, monkey
 
 
 def _workflow(tmp_path: Path, tuner: str) -> tuple[Path, list[str]]:
-    from test_cslm import cslm_rows_workflow
+    from _cslm_workflow import cslm_rows_workflow
 
     wf = cslm_rows_workflow(tmp_path, max_steps=10, evaluate_extra=f'rerank_tuner = "{tuner}"\n')
     return wf, ["--quiet", "run", str(wf), "--workdir", str(tmp_path / "work")]

@@ -6,8 +6,8 @@ import math
 import shutil
 
 import pytest
+from _encdec_data import TINY, make_learnable_table
 from click.testing import CliRunner
-from test_train import TINY, make_learnable_table
 
 from phrase_rescore.app.cli import main
 from phrase_rescore.core.errors import PhraseRescoreError

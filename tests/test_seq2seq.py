@@ -6,6 +6,7 @@ import re
 import numpy as np
 import pytest
 import torch
+from _seq2seq_data import write_reverse_task
 
 from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.pipeline.batching import pad_batch
@@ -148,23 +149,10 @@ def test_length_grouped_batches_cover_everything_once_and_are_reproducible():
     assert not all(np.array_equal(x, y) for x, y in zip(b, other))
 
 
-def _write_task(dir, n, seed, reverse_task=True):
-    rng = np.random.default_rng(seed)
-    words = [f"w{i}" for i in range(5)]
-    src, tgt = [], []
-    for _ in range(n):
-        x = list(rng.choice(words, rng.integers(1, 5)))
-        src.append(" ".join(x))
-        tgt.append(" ".join(x[::-1] if reverse_task else x))
-    (dir / f"s{seed}.txt").write_text("\n".join(src) + "\n")
-    (dir / f"t{seed}.txt").write_text("\n".join(tgt) + "\n")
-    return str(dir / f"s{seed}.txt"), str(dir / f"t{seed}.txt")
-
-
 def test_training_learns_a_reverse_task(tmp_path, one_thread, monkeypatch):
     monkeypatch.setenv("PHRASE_RESCORE_QUIET", "1")
-    src, tgt = _write_task(tmp_path, 800, 0)
-    vs, vt = _write_task(tmp_path, 100, 1)
+    src, tgt = write_reverse_task(tmp_path, 800, 0)
+    vs, vt = write_reverse_task(tmp_path, 100, 1)
     # The recipe (SGD, clip 5, length-grouped batches, halving), sized for a toy task: a wider init skips
     # the long plateau SGD sits on from [-0.08, 0.08] at this scale.
     cfg = TrainSeq2SeqConfig(src, tgt, str(tmp_path / "run"), valid_src=vs, valid_tgt=vt, emb_dim=32,
@@ -183,7 +171,7 @@ def test_training_learns_a_reverse_task(tmp_path, one_thread, monkeypatch):
 
 def test_resume_continues_exactly(tmp_path, one_thread, monkeypatch):
     monkeypatch.setenv("PHRASE_RESCORE_QUIET", "1")
-    src, tgt = _write_task(tmp_path, 120, 2)
+    src, tgt = write_reverse_task(tmp_path, 120, 2)
     common = dict(valid_size=20, emb_dim=8, hidden_dim=8, num_layers=1, batch_size=16, decay_start=1.0, seed=4)
     straight = train(TrainSeq2SeqConfig(src, tgt, str(tmp_path / "a"), epochs=2.5, **common))
     train(TrainSeq2SeqConfig(src, tgt, str(tmp_path / "b"), epochs=1.5, **common))
@@ -209,7 +197,7 @@ def test_train_seq2seq_command_forward_baseline(tmp_path, one_thread, monkeypatc
     from phrase_rescore.app.cli import main
 
     monkeypatch.setenv("PHRASE_RESCORE_QUIET", "1")
-    src, tgt = _write_task(tmp_path, 60, 3)
+    src, tgt = write_reverse_task(tmp_path, 60, 3)
     r = CliRunner().invoke(main, ["train-seq2seq", src, tgt, "-o", str(tmp_path / "fwd"), "--no-reverse",
                                   "--emb-dim", "8", "--hidden-dim", "8", "--num-layers", "3", "--epochs", "1",
                                   "--batch-size", "8", "--valid-size", "6"])

@@ -48,7 +48,7 @@ def test_a_workflows_common_threads_reach_mert_moses_decoder_and_evaluate():
 
 def test_training_on_a_cpu_takes_one_torch_thread_unless_asked(tmp_path):
     import torch
-    from test_train import TINY, make_learnable_table
+    from _encdec_data import TINY, make_learnable_table
 
     from phrase_rescore.pipeline.prepare import PrepareConfig, prepare
     from phrase_rescore.pipeline.train import TrainConfig, train

@@ -6,6 +6,7 @@ import re
 
 import pytest
 import torch
+from _encdec_data import TINY, make_learnable_table, write_sentences
 from click.testing import CliRunner
 
 from phrase_rescore.app.cli import main
@@ -16,21 +17,7 @@ from phrase_rescore.pipeline.prepare import PrepareConfig, prepare
 from phrase_rescore.pipeline.train import LOG_COLUMNS, TrainConfig, train
 from phrase_rescore.pipeline.vocab import Vocabularies
 
-TINY = dict(emb_dim=16, hidden_dim=32, maxout_units=16, rank=16)
-
-
 pytestmark = pytest.mark.usefixtures("one_thread")
-
-
-def make_learnable_table(path, n_pairs=600, n_words=30, seed=0):
-    """Word-for-word 'translations' s_i -> t_(7i+3 mod 30), 1-4 words: learnable, far from unigram."""
-    r = random.Random(seed)
-    lines = set()
-    while len(lines) < n_pairs:
-        src = [r.randrange(n_words) for _ in range(r.randint(1, 4))]
-        tgt = [(7 * w + 3) % n_words for w in src]
-        lines.add(f"{' '.join(f's{w}' for w in src)} ||| {' '.join(f't{w}' for w in tgt)} ||| 0.1 0.2 0.3 0.4\n")
-    path.write_text("".join(sorted(lines)))
 
 
 @pytest.fixture(scope="module")
@@ -287,17 +274,11 @@ def test_resume_refuses_settings_that_decide_the_trajectory(pairs_dir, tmp_path,
 
 # --- train-seq2seq: a last.pt is resumed only by the run that wrote it
 
-def _sentences(path, n, seed):
-    r = random.Random(seed)
-    lines = [" ".join(f"w{r.randrange(5)}" for _ in range(r.randint(1, 4))) for _ in range(n)]
-    path.write_text("\n".join(lines) + "\n")
-    return str(path)
-
 
 def _s2s(tmp_path, out="run", **kw):
     from phrase_rescore.pipeline.train_seq2seq import TrainSeq2SeqConfig
-    src = kw.pop("src", None) or _sentences(tmp_path / "s.txt", 120, 1)
-    tgt = _sentences(tmp_path / "t.txt", 120, 2)
+    src = kw.pop("src", None) or write_sentences(tmp_path / "s.txt", 120, 1)
+    tgt = write_sentences(tmp_path / "t.txt", 120, 2)
     base = dict(valid_size=20, emb_dim=8, hidden_dim=8, num_layers=1, batch_size=16, decay_start=1.0, seed=4,
                 epochs=1.5)
     return TrainSeq2SeqConfig(src, tgt, str(tmp_path / out), **{**base, **kw})
@@ -315,7 +296,7 @@ def test_seq2seq_resume_refuses_a_last_pt_of_other_settings_or_data(tmp_path, mo
     train_s2s(_s2s(tmp_path))
     before = (tmp_path / "run" / "last.pt").read_bytes()
     if change.get("src") == "other":
-        change = {"src": _sentences(tmp_path / "s2.txt", 120, 7)}
+        change = {"src": write_sentences(tmp_path / "s2.txt", 120, 7)}
     with pytest.raises(PhraseRescoreError, match=re.escape(fragment)):
         train_s2s(_s2s(tmp_path, epochs=2.5, **change))
     assert (tmp_path / "run" / "last.pt").read_bytes() == before

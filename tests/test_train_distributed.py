@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from test_seq2seq import _write_task
-from test_train import TINY, make_learnable_table
+from _encdec_data import TINY, make_learnable_table
+from _seq2seq_data import write_reverse_task
 
 from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.pipeline import train_seq2seq
@@ -131,7 +131,7 @@ def _seq2seq(src, tgt, out):
 
 def test_seq2seq_two_ranks_train_like_one_process(tmp_path, monkeypatch):
     monkeypatch.setenv("PHRASE_RESCORE_QUIET", "1")
-    src, tgt = _write_task(tmp_path, 107, 2)    # 10 held out, 97 trained on: a last batch of 1 sentence
+    src, tgt = write_reverse_task(tmp_path, 107, 2)    # 10 held out, 97 trained on: a last batch of 1 sentence
     _seq2seq(src, tgt, tmp_path / "one")
     on_ranks(2, _seq2seq, src, tgt, tmp_path / "two")
     a, ta = _tensors(tmp_path / "one" / "last.pt")

@@ -5,8 +5,8 @@ import json
 from pathlib import Path
 
 import pytest
+from _workflow_toy import BASE, CALLS, registry
 from click.testing import CliRunner
-from test_workflow import BASE, CALLS, registry
 
 from phrase_rescore.app.cli import main
 from phrase_rescore.app.workflow import MANIFEST, STAGE_MARKER, load_workflow, run_workflow

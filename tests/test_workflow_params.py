@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
+from _workflow_toy import BASE, CALLS, registry
 from click.testing import CliRunner
-from test_workflow import BASE, CALLS, registry
 
 from phrase_rescore.app.cli import main
 from phrase_rescore.app.stages import default_registry
@@ -51,9 +51,23 @@ def test_bad_stage_parameters_are_refused_when_the_workflow_loads(sets, message)
         load_workflow(DEMO, default_registry(), sets)
 
 
-def test_shipped_workflows_pass_the_checks():
-    for name in ("demo", "rescore-existing", "paper"):
-        load_workflow(DEMO.parent / f"{name}.toml", default_registry())
+@pytest.mark.parametrize("name", ["demo", "rescore-existing", "paper"])
+def test_shipped_workflows_pass_the_checks_and_keep_their_values(name):
+    """Each workflow in workflows/ loads, and every value its stage sections set reaches those stages."""
+    import tomllib
+
+    path = DEMO.parent / f"{name}.toml"
+    reg = default_registry()
+    wf = load_workflow(path, reg)
+    assert wf.stages
+    data = tomllib.loads(path.read_text(encoding="utf-8"))
+    checked = 0
+    for stage in wf.stages:
+        for key, value in data.get(reg.stages[stage].section, {}).items():
+            if key in wf.params[stage] and isinstance(value, (str, int, float, bool)):
+                assert wf.params[stage][key] == value, (stage, key)
+                checked += 1
+    assert checked >= 5
 
 
 def test_a_bad_value_of_the_last_stage_stops_the_run_before_the_first(tmp_path):

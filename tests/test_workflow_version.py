@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 import re
 
-from test_workflow import BASE, CALLS, registry
+from _workflow_toy import BASE, CALLS, registry
 
 import phrase_rescore
 import phrase_rescore.app

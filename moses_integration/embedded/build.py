@@ -211,34 +211,28 @@ def _drop_stale_reordering_table(out: Path, keep: bool) -> None:
         stale.unlink()
 
 
-def build_smt(src_path: str | os.PathLike, tgt_path: str | os.PathLike, out_dir: str | os.PathLike,
-              config: BuildConfig = BuildConfig()) -> BuildResult:
-    """Build phrase-table.gz, lm.arpa and moses.ini (and the files listed in the module docstring).
+class _Run:
+    """One build's folder, settings, and what it reports: statistics, notes, and each phase's time and the
+    process's peak RSS at its end."""
 
-    :param src_path: training source text, one raw (untokenized) sentence per line, plain or gzip.
-    :param tgt_path: training target text, line i translating line i of ``src_path``.
-    :param out_dir: output directory (created; existing outputs are replaced atomically).
-    :param config: tokenization, cleaning, alignment, extraction and LM settings.
-    """
-    out = Path(out_dir).resolve()
-    # moses.ini names the phrase table, LM and reordering table by their absolute paths under OUT
-    check_ini_path(out, "the build folder (moses.ini names the tables in it by absolute path)")
-    (out / "corpus").mkdir(parents=True, exist_ok=True)
-    (out / "model").mkdir(parents=True, exist_ok=True)
-    timings: dict[str, float] = {}
-    rss_after: dict[str, float] = {}  # this process's peak RSS so far (MB) at the end of each phase
-    stats: dict = {"peak_rss_after_phase_mb": rss_after}
-    notes: list[str] = []
-    clock = time.perf_counter()
+    def __init__(self, out: Path, config: BuildConfig):
+        self.out, self.config = out, config
+        self.timings: dict[str, float] = {}
+        self.rss_after: dict[str, float] = {}   # this process's peak RSS so far (MB) at the end of each phase
+        self.stats: dict = {"peak_rss_after_phase_mb": self.rss_after}
+        self.notes: list[str] = []
+        self.clock = time.perf_counter()
 
-    def lap(name: str) -> None:
-        nonlocal clock
+    def lap(self, name: str) -> None:
+        """The phase ``name`` ends now."""
         now = time.perf_counter()
-        timings[name] = round(now - clock, 3)
-        rss_after[name] = _own_peak_rss_mb()
-        clock = now
+        self.timings[name] = round(now - self.clock, 3)
+        self.rss_after[name] = _own_peak_rss_mb()
+        self.clock = now
 
-    # read
+
+def _read_corpus(run: _Run, src_path, tgt_path) -> tuple[list[str], list[str]]:
+    """The raw training text (train-model.perl's corpus), line i of one translating line i of the other."""
     src_raw = read_text_lines(src_path)
     tgt_raw = read_text_lines(tgt_path)
     if len(src_raw) != len(tgt_raw):
@@ -247,32 +241,40 @@ def build_smt(src_path: str | os.PathLike, tgt_path: str | os.PathLike, out_dir:
                                  src_path)
     if not src_raw:
         raise PhraseRescoreError("the training corpus is empty", src_path)
-    lap("read")
+    run.lap("read")
+    return src_raw, tgt_raw
 
-    # tokenize (casing comes after cleaning, so the truecaser learns from the kept text)
-    tok_s = Tokenizer(TokenizeConfig(lang=config.source_lang, case=config.case, escape=config.escape))
-    tok_t = Tokenizer(TokenizeConfig(lang=config.target_lang, case=config.case, escape=config.escape))
+
+def _tokenize(run: _Run, tokenizers: tuple[Tokenizer, Tokenizer], src_raw, tgt_raw) -> tuple[list, list]:
+    """tokenizer.perl on both sides (casing comes after cleaning, so the truecaser learns from the kept text)."""
+    tok_s, tok_t = tokenizers
     with progress.bar(total=len(src_raw), desc="tokenize", unit="pair") as bar:
         src_tok, tgt_tok = [], []
         for s, t in zip(src_raw, tgt_raw):
             src_tok.append(tok_s.split(s))
             tgt_tok.append(tok_t.split(t))
             bar.update()
-    del src_raw, tgt_raw
-    lap("tokenize")
+    run.lap("tokenize")
+    return src_tok, tgt_tok
 
-    # clean
+
+def _clean(run: _Run, src_tok, tgt_tok, src_path) -> tuple[list, list, list[int]]:
+    """clean-corpus-n.perl: the kept pairs and the input line number of each."""
+    config = run.config
     src_c, tgt_c, cstats = clean_pairs(src_tok, tgt_tok, CleanConfig(max_len=config.max_sentence_length,
                                                                       ratio=config.max_length_ratio))
-    del src_tok, tgt_tok
     if not src_c:
         raise PhraseRescoreError("no sentence pair is left after cleaning (" + cstats.summary() + ")", src_path)
-    stats["clean"] = cstats.to_dict()
-    stats["clean_summary"] = cstats.summary()
-    lap("clean")
+    run.stats["clean"] = cstats.to_dict()
+    run.stats["clean_summary"] = cstats.summary()
+    run.lap("clean")
+    return src_c, tgt_c, cstats.kept_line_numbers
 
-    # case
-    if config.case == "truecase":
+
+def _case(run: _Run, tokenizers: tuple[Tokenizer, Tokenizer], src_c, tgt_c, kept_lines) -> tuple[list, list]:
+    """Lowercase or truecase (the truecaser trained on the kept text); writes OUT/corpus/."""
+    out, (tok_s, tok_t) = run.out, tokenizers
+    if run.config.case == "truecase":
         tok_s.train_truecaser(src_c)
         tok_t.train_truecaser(tgt_c)
         tok_s.save_truecaser(out / "model" / "truecase-model.src")
@@ -282,90 +284,170 @@ def build_smt(src_path: str | os.PathLike, tgt_path: str | os.PathLike, out_dir:
     _write_sentences(out / "corpus" / "clean.src", src_c)
     _write_sentences(out / "corpus" / "clean.tgt", tgt_c)
     with atomic_open(out / "corpus" / "lines-retained", "w") as f:
-        f.writelines(f"{n}\n" for n in cstats.kept_line_numbers)
-    lap("case")
+        f.writelines(f"{n}\n" for n in kept_lines)
+    run.lap("case")
+    return src_c, tgt_c
 
-    # align
-    fwd, rev = align_eflomal(src_c, tgt_c, EflomalConfig(model=config.eflomal_model,
-                                                         n_samplers=config.eflomal_samplers),
-                             quiet=True, work_dir=out / "model")
-    _write_alignments(out / "model" / "aligned.fwd", fwd)
-    _write_alignments(out / "model" / "aligned.rev", rev)
-    lap("align")
+
+def _corpus(run: _Run, src_path, tgt_path) -> tuple[list, list]:
+    """The training corpus tokenized, cleaned and cased (train-model.perl's input)."""
+    config = run.config
+    tokenizers = (Tokenizer(TokenizeConfig(lang=config.source_lang, case=config.case, escape=config.escape)),
+                  Tokenizer(TokenizeConfig(lang=config.target_lang, case=config.case, escape=config.escape)))
+    src_raw, tgt_raw = _read_corpus(run, src_path, tgt_path)
+    src_tok, tgt_tok = _tokenize(run, tokenizers, src_raw, tgt_raw)
+    del src_raw, tgt_raw
+    src_c, tgt_c, kept_lines = _clean(run, src_tok, tgt_tok, src_path)
+    del src_tok, tgt_tok
+    return _case(run, tokenizers, src_c, tgt_c, kept_lines)
+
+
+def _align(run: _Run, src_c, tgt_c) -> tuple[list, list]:
+    """train-model.perl step 2 (GIZA++ there, eflomal here): word alignments in both directions."""
+    fwd, rev = align_eflomal(src_c, tgt_c, EflomalConfig(model=run.config.eflomal_model,
+                                                         n_samplers=run.config.eflomal_samplers),
+                             quiet=True, work_dir=run.out / "model")
+    _write_alignments(run.out / "model" / "aligned.fwd", fwd)
+    _write_alignments(run.out / "model" / "aligned.rev", rev)
+    run.lap("align")
+    return fwd, rev
+
+
+def _symmetrize(run: _Run, fwd, rev) -> list:
+    """train-model.perl step 3: the grow-diag-final-and symmetrization of the two directions."""
     with progress.bar(total=len(fwd), desc="symmetrize", unit="pair") as bar:
         sym = []
         for f_pts, r_pts in zip(fwd, rev):
             sym.append(grow_diag_final_and(f_pts, r_pts))
             bar.update()
-    del fwd, rev
-    _write_alignments(out / "model" / "aligned.grow-diag-final-and", sym)
-    stats["alignment_points"] = sum(len(a) for a in sym)
-    lap("symmetrize")
+    _write_alignments(run.out / "model" / "aligned.grow-diag-final-and", sym)
+    run.stats["alignment_points"] = sum(len(a) for a in sym)
+    run.lap("symmetrize")
+    return sym
 
-    # lexical tables
+
+def _lexical(run: _Run, src_c, tgt_c, sym):
+    """train-model.perl step 4: the word translation tables lex.f2e and lex.e2f."""
     lex = lexical_tables(src_c, tgt_c, sym)
-    lex.write(out / "model" / "lex.f2e", out / "model" / "lex.e2f")
-    lap("lexical")
+    lex.write(run.out / "model" / "lex.f2e", run.out / "model" / "lex.e2f")
+    run.lap("lexical")
+    return lex
 
-    # extract + score
-    lexicalized = config.reordering != "distance"
-    counts = count_phrase_pairs(src_c, tgt_c, sym, max_len=config.max_phrase_length, orientation=lexicalized)
-    stats["extracted_instances"] = int(counts["count"].sum())
-    stats["distinct_triples"] = len(counts)
-    lap("extract")
-    pt_path = out / "phrase-table.gz"
-    pt_stats = score_phrase_table(counts, lex, pt_path, compresslevel=config.compresslevel)
-    del lex
-    stats["phrase_table"] = pt_stats.to_dict()
-    lap("score")
-    lr_path = None
-    _drop_stale_reordering_table(out, keep=lexicalized)
-    if lexicalized:  # train-model.perl step 7: lexical-reordering-score on extract.o
-        lr_path = out / LR_TABLE
-        stats["reordering_table"] = {"lines": score_reordering_table(counts, lr_path, smoothing=LR_SMOOTHING,
-                                                                     compresslevel=config.compresslevel),
+
+def _extract(run: _Run, src_c, tgt_c, sym):
+    """train-model.perl step 5: the phrase pairs' counts (with orientations for a lexicalized model)."""
+    counts = count_phrase_pairs(src_c, tgt_c, sym, max_len=run.config.max_phrase_length,
+                                orientation=run.config.reordering != "distance")
+    run.stats["extracted_instances"] = int(counts["count"].sum())
+    run.stats["distinct_triples"] = len(counts)
+    run.lap("extract")
+    return counts
+
+
+def _score(run: _Run, counts, lex) -> Path:
+    """train-model.perl step 6: OUT/phrase-table.gz."""
+    pt_path = run.out / "phrase-table.gz"
+    pt_stats = score_phrase_table(counts, lex, pt_path, compresslevel=run.config.compresslevel)
+    run.stats["phrase_table"] = pt_stats.to_dict()
+    run.lap("score")
+    return pt_path
+
+
+def _reordering(run: _Run, counts) -> Path | None:
+    """train-model.perl step 7 (lexical-reordering-score on extract.o): the reordering table of a lexicalized
+    model, else None (and an earlier build's table in OUT removed)."""
+    lexicalized = run.config.reordering != "distance"
+    _drop_stale_reordering_table(run.out, keep=lexicalized)
+    if not lexicalized:
+        return None
+    lr_path = run.out / LR_TABLE
+    run.stats["reordering_table"] = {"lines": score_reordering_table(counts, lr_path, smoothing=LR_SMOOTHING,
+                                                                     compresslevel=run.config.compresslevel),
                                      "type": f"{LR_CONFIG}-allff", "smoothing": LR_SMOOTHING}
-        lap("reordering")
-    del counts
+    run.lap("reordering")
+    return lr_path
 
-    # language model
-    lm_path = out / "lm.arpa"
-    lm_stats = train_lm(tgt_c, lm_path, LMConfig(order=config.lm_order))
-    stats["lm"] = lm_stats.to_dict()
-    if lm_stats.order < config.lm_order:
-        notes.append(f"LM order reduced to {lm_stats.order}: no sentence is long enough for higher orders")
+
+def _language_model(run: _Run, tgt_c) -> tuple[Path, int]:
+    """The target side's KN LM (lmplz's): OUT/lm.arpa (and lm.binary where KenLM's build_binary is found);
+    returns its path and order."""
+    lm_path = run.out / "lm.arpa"
+    lm_stats = train_lm(tgt_c, lm_path, LMConfig(order=run.config.lm_order))
+    run.stats["lm"] = lm_stats.to_dict()
+    if lm_stats.order < run.config.lm_order:
+        run.notes.append(f"LM order reduced to {lm_stats.order}: no sentence is long enough for higher orders")
     if lm_stats.fallback_orders:
-        notes.append(f"LM discounts fell back to {list(LMConfig().discount_fallback)} for orders "
-                     f"{lm_stats.fallback_orders} (too little data to estimate them)")
-    skipped = build_binary(lm_path, out / "lm.binary")
+        run.notes.append(f"LM discounts fell back to {list(LMConfig().discount_fallback)} for orders "
+                         f"{lm_stats.fallback_orders} (too little data to estimate them)")
+    skipped = build_binary(lm_path, run.out / "lm.binary")
     if skipped:
-        notes.append(skipped)
-    lap("lm")
+        run.notes.append(skipped)
+    run.lap("lm")
+    return lm_path, lm_stats.order
 
-    # moses.ini + manifest
-    ini_path = out / "moses.ini"
+
+def _moses_ini(run: _Run, pt_path: Path, lm_path: Path, lm_order: int, lr_path: Path | None) -> Path:
+    """train-model.perl step 9: OUT/moses.ini."""
+    ini_path = run.out / "moses.ini"
     with atomic_open(ini_path, "w") as f:
-        f.write(moses_ini_text(str(pt_path), str(lm_path), lm_stats.order, config.distortion_limit,
+        f.write(moses_ini_text(str(pt_path), str(lm_path), lm_order, run.config.distortion_limit,
                                reordering_table=None if lr_path is None else str(lr_path)))
-    notes.append("eflomal has no seed option: re-running the alignment can give slightly different tables")
-    stats["peak_rss"] = _peak_rss_mb()
-    lap("ini")
+    run.notes.append("eflomal has no seed option: re-running the alignment can give slightly different tables")
+    run.stats["peak_rss"] = _peak_rss_mb()
+    run.lap("ini")
+    return ini_path
 
+
+def _write_manifest(run: _Run, src_path, tgt_path) -> Path:
+    """OUT/manifest.json: format version, settings, inputs' and outputs' sha256, statistics, timings, notes."""
+    out = run.out
     outputs = {p.relative_to(out).as_posix(): sha256_file(p)
                for p in sorted(out.rglob("*")) if p.is_file() and p.name != "manifest.json"}
     manifest = {
         "format": "phrase-rescore/build-smt", "version": FORMAT_VERSION,
-        "config": asdict(config),
+        "config": asdict(run.config),
         "inputs": {"source": {"path": os.path.abspath(src_path), "sha256": sha256_file(src_path)},
                    "target": {"path": os.path.abspath(tgt_path), "sha256": sha256_file(tgt_path)}},
-        "stats": stats, "timings_s": timings, "notes": notes, "outputs_sha256": outputs,
+        "stats": run.stats, "timings_s": run.timings, "notes": run.notes, "outputs_sha256": outputs,
         "paths_in_moses_ini": "absolute",
         "python": platform.python_version(),
     }
     with atomic_open(out / "manifest.json", "w") as f:
         json.dump(manifest, f, indent=2, default=str)
         f.write("\n")
+    return out / "manifest.json"
+
+
+def build_smt(src_path: str | os.PathLike, tgt_path: str | os.PathLike, out_dir: str | os.PathLike,
+              config: BuildConfig | None = None) -> BuildResult:
+    """Build phrase-table.gz, lm.arpa and moses.ini (and the files listed in the module docstring), one
+    function per step of Moses's ``train-model.perl`` after the corpus is prepared.
+
+    :param src_path: training source text, one raw (untokenized) sentence per line, plain or gzip.
+    :param tgt_path: training target text, line i translating line i of ``src_path``.
+    :param out_dir: output directory (created; existing outputs are replaced atomically).
+    :param config: tokenization, cleaning, alignment, extraction and LM settings.
+    """
+    config = config or BuildConfig()
+    out = Path(out_dir).resolve()
+    # moses.ini names the phrase table, LM and reordering table by their absolute paths under OUT
+    check_ini_path(out, "the build folder (moses.ini names the tables in it by absolute path)")
+    (out / "corpus").mkdir(parents=True, exist_ok=True)
+    (out / "model").mkdir(parents=True, exist_ok=True)
+    run = _Run(out, config)
+    src_c, tgt_c = _corpus(run, src_path, tgt_path)
+    fwd, rev = _align(run, src_c, tgt_c)
+    sym = _symmetrize(run, fwd, rev)
+    del fwd, rev
+    lex = _lexical(run, src_c, tgt_c, sym)
+    counts = _extract(run, src_c, tgt_c, sym)
+    pt_path = _score(run, counts, lex)
+    del lex
+    lr_path = _reordering(run, counts)
+    del counts
+    lm_path, lm_order = _language_model(run, tgt_c)
+    ini_path = _moses_ini(run, pt_path, lm_path, lm_order, lr_path)
+    manifest = _write_manifest(run, src_path, tgt_path)
     return BuildResult(out_dir=str(out), phrase_table=str(pt_path), lm=str(lm_path), moses_ini=str(ini_path),
-                       manifest=str(out / "manifest.json"),
-                       reordering_table=None if lr_path is None else str(lr_path),
-                       stats=stats, timings=timings, notes=notes)
+                       manifest=str(manifest), reordering_table=None if lr_path is None else str(lr_path),
+                       stats=run.stats, timings=run.timings, notes=run.notes)

@@ -205,6 +205,17 @@ class _SentenceLM:
         return e
 
 
+def _number_options(opts: list, lr_backward: bool) -> tuple[list, int]:
+    """``options[start][k]``: ``(option, wid, static + backward score of each orientation)`` for each option of
+    span ``[start, start + k]`` (the last None without a backward reordering model), ``wid`` numbering the
+    options' target words; and how many numbers there are."""
+    wids: dict[tuple[str, ...], int] = {}
+    options = [[[(o, wids.setdefault(o.words, len(wids)),
+                  tuple([o.static + b for b in o.lr.backward]) if lr_backward else None) for o in lst]
+                for lst in row] for row in opts]
+    return options, len(wids)
+
+
 class _Search:
     """One sentence's stack decoding, a method per level of Moses's ``SearchNormal``: :meth:`run` (``Decode``)
     -> :meth:`process_stack` -> :meth:`process_hypothesis` (the spans ``h`` may translate next) ->
@@ -222,15 +233,11 @@ class _Search:
         self.lrm = lrm = table.reordering.model if table.reordering is not None else None
         self.lr_forward = lrm is not None and lrm.forward
         self.lr_backward = lr_backward = lrm is not None and lrm.backward
-        wids: dict[tuple[str, ...], int] = {}
-        # options[start][k]: (option, wid, static + backward score of each orientation) for span [start, start+k]
-        self.options = [[[(o, wids.setdefault(o.words, len(wids)),
-                           tuple([o.static + b for b in o.lr.backward]) if lr_backward else None) for o in lst]
-                         for lst in row] for row in opts]
+        self.options, n_phrases = _number_options(opts, lr_backward)
         self.span_mask = [[((1 << (k + 1)) - 1) << i for k in range(len(row))] for i, row in enumerate(opts)]
         self.full = (1 << n) - 1
         self.fcache: dict[int, float] = {}          # coverage -> future cost of its gaps
-        self.lm = _SentenceLM(table.lm, len(wids))
+        self.lm = _SentenceLM(table.lm, n_phrases)
         self.w_lm_ln = table.w_lm * LN10
         self.w_d = table.w_d
         self.lm_nonneg = table.w_lm >= 0

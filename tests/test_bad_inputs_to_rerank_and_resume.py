@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 import torch
 from _real_moses import needs_moses
+from _rerank_data import START, VOCAB, write_dev
 from click.testing import CliRunner
-from test_rerank_tuner import START, VOCAB, write_dev
 
 from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.core.fileio import read_text_lines
@@ -197,7 +197,7 @@ def test_moses_mert_reads_crlf_references_as_the_reported_bleu_does(tmp_path):
 # --- training: resume
 
 def _cslm_run(tmp: Path, steps: int, resume: bool = False):
-    from test_training_loop import run_cslm
+    from _trainer_runs import run_cslm
 
     return run_cslm(tmp, "out", steps, resume)
 

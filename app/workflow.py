@@ -75,7 +75,7 @@ from typing import Any, Callable, Iterable, Mapping
 from phrase_rescore.core import locks
 from phrase_rescore.core.config import holds_date_time, parse_value, read_toml, shown_value
 from phrase_rescore.core.errors import PhraseRescoreError
-from phrase_rescore.core.fileio import atomic_open, sha256_file
+from phrase_rescore.core.fileio import atomic_open, naming, sha256_file
 from phrase_rescore.core.outdir import lock_output
 from phrase_rescore.core.version import code_version
 
@@ -707,7 +707,8 @@ def run_workflow(workflow: Workflow, registry: Registry, workdir: str | os.PathL
     work = Path(workdir).resolve()
     lock_output(work, "--workdir", "run")
     try:
-        return _run_workflow(workflow, registry, work, from_stage, echo)
+        with naming(work):      # a failed write that names no file (a library's own) names the workdir
+            return _run_workflow(workflow, registry, work, from_stage, echo)
     finally:
         locks.release(work)
 

@@ -145,12 +145,17 @@ def child(argv: Sequence[str | os.PathLike], **popen_kwargs) -> Iterator[subproc
 
 
 def run(argv: Sequence[str | os.PathLike], input: bytes | str | None = None, capture_output: bool = False,
-        **popen_kwargs) -> subprocess.CompletedProcess:
-    """:func:`subprocess.run` for a program that dies with the command (see the module docstring)."""
+        check: bool = False, **popen_kwargs) -> subprocess.CompletedProcess:
+    """:func:`subprocess.run` for a program that dies with the command (see the module docstring).
+
+    :raises subprocess.CalledProcessError: with ``check``, for a non-zero exit status.
+    """
     if capture_output:
         popen_kwargs["stdout"] = popen_kwargs["stderr"] = subprocess.PIPE
     if input is not None:
         popen_kwargs["stdin"] = subprocess.PIPE
     with child(argv, **popen_kwargs) as proc:
         out, err = proc.communicate(input)
+    if check and proc.returncode:
+        raise subprocess.CalledProcessError(proc.returncode, list(argv), out, err)
     return subprocess.CompletedProcess(list(argv), proc.returncode, out, err)

@@ -15,7 +15,8 @@ restarts and, on the same n-best lists, return the same weights. So ``--mertdir`
 iteration (:mod:`.mert_seeds`: ``seed * 1000 + i``; the other programs link to ``MOSES_HOME/bin``), and
 a tuning is repeatable while each iteration draws new restarts; ``predictable_seeds`` gives
 mert-moses.pl's own seeds (1000 times the iteration's number, the same in every run) and the real
-``--mertdir`` instead. It runs as a subprocess with an argument list (no shell) from the working directory;
+``--mertdir`` instead. It runs with an argument list (no shell) from the working directory, in a process group
+that dies with the command, its decoders and optimizers included (:mod:`phrase_rescore.core.children`);
 its output is streamed to the user and kept in ``WORK/mert-moses.log``. mert-moses.pl leaves the tuned
 configuration in ``mert-work/moses.ini``; it is checked (parsed, features and weights agree) and copied
 to the requested output without its ``# finished DATE`` comment, so that the same tuning gives the same

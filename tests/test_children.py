@@ -202,3 +202,52 @@ def test_an_exception_in_the_caller_ends_the_program_and_what_it_started(tmp_pat
             raise KeyboardInterrupt
     assert proc.returncode is not None
     _all_gone(pids)
+
+
+def _descendants(pid: int) -> dict[int, str]:
+    """The processes below ``pid`` (pid: command line), from /proc."""
+    parents = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    parents[int(entry)] = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                pass
+    found, frontier = {}, [pid]
+    while frontier:
+        p = frontier.pop()
+        for child, parent in parents.items():
+            if parent == p and child not in found:
+                try:
+                    with open(f"/proc/{child}/cmdline", "rb") as f:
+                        found[child] = f.read().replace(b"\0", b" ").decode("utf-8", "replace")
+                except OSError:
+                    found[child] = ""
+                frontier.append(child)
+    return found
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads the process tree from /proc")
+def test_a_killed_build_smt_takes_the_eflomal_aligner_along(tmp_path):
+    from click.testing import CliRunner
+
+    from phrase_rescore.app.cli import main
+
+    r = CliRunner().invoke(main, ["--quiet", "make-demo-data", "--out", str(tmp_path / "d"), "--train", "6000",
+                                  "--dev", "5", "--test", "5"])
+    assert r.exit_code == 0, r.output
+    proc = subprocess.Popen([*CLI, "--quiet", "build-smt", str(tmp_path / "d" / "train.en"),
+                             str(tmp_path / "d" / "train.fr"), "--out", str(tmp_path / "smt")],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    aligners: list[int] = []
+
+    def aligning() -> bool:
+        aligners[:] = [p for p, cmd in _descendants(proc.pid).items() if "eflomal/bin/eflomal" in cmd]
+        return bool(aligners) or proc.poll() is not None
+
+    _wait_for(aligning, "eflomal to start", timeout=300)
+    assert aligners, "build-smt ended before eflomal ran"
+    proc.kill()
+    proc.wait()
+    _all_gone(aligners)

@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import bisect
 import os
+import subprocess
 import tempfile
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
+from phrase_rescore.core import children
 from phrase_rescore.core.errors import PhraseRescoreError
 
 Point = tuple[int, int]  # (source position, target position), 0-based
@@ -128,6 +130,23 @@ class EflomalConfig:
     null_prior: float = 0.2
 
 
+class _EflomalSubprocess:
+    """What eflomal's Python wrapper sees as :mod:`subprocess`: its aligner binary runs through
+    :mod:`phrase_rescore.core.children`, so that it dies with the command (everything else is subprocess's)."""
+
+    def run(self, args, **kwargs):
+        return children.run(args, **kwargs)
+
+    def call(self, args, **kwargs):
+        return children.run(args, **kwargs).returncode
+
+    def check_call(self, args, **kwargs):
+        return children.run(args, check=True, **kwargs).returncode
+
+    def __getattr__(self, name):
+        return getattr(subprocess, name)
+
+
 def align_eflomal(src: Sequence[Sequence[str]], tgt: Sequence[Sequence[str]],
                   config: EflomalConfig | None = None, quiet: bool = True,
                   work_dir: str | os.PathLike | None = None) -> tuple[list[list[Point]], list[list[Point]]]:
@@ -138,7 +157,10 @@ def align_eflomal(src: Sequence[Sequence[str]], tgt: Sequence[Sequence[str]],
     """
     config = config or EflomalConfig()
     import eflomal
+    import eflomal.cython
 
+    if getattr(eflomal.cython, "subprocess", None) is subprocess:   # it runs the eflomal binary through it
+        eflomal.cython.subprocess = _EflomalSubprocess()
     if len(src) != len(tgt):
         raise PhraseRescoreError(f"source has {len(src)} sentences but target has {len(tgt)}")
     if any(len(s) == 0 for s in src) or any(len(t) == 0 for t in tgt):

@@ -251,13 +251,9 @@ def moses_ini_cmd(old_ini, table, out, binarized_prefix, **kw):
     """Point a moses.ini at the rescored table: more num-features, matching weights."""
     from pathlib import Path
 
-    from phrase_rescore.moses_integration.rewrite import (
-        BINARIZER_LOG,
-        MINPHR,
-        RewriteConfig,
-        default_binarized_prefix,
-        rewrite_moses_ini,
-    )
+    from phrase_rescore.moses_integration.rewrite import BINARIZER_LOG, MINPHR, RewriteConfig, default_binarized_prefix
+
+    from .api import rewrite_ini
 
     values = collect(RewriteConfig, kw)
     # processPhraseTableMin writes PREFIX.minphr and its log (for a PhraseDictionaryCompact only)
@@ -265,9 +261,7 @@ def moses_ini_cmd(old_ini, table, out, binarized_prefix, **kw):
     binarized = [f"{prefix}{MINPHR}", f"{prefix}{BINARIZER_LOG}"] if prefix else None
     _check_paths({"OLD_INI": old_ini, "--table": table, **_ini_models(old_ini)},
                  {"--out": out, "--binarized-prefix": binarized})
-    res = rewrite_moses_ini(RewriteConfig(Path(old_ini), Path(table), Path(out),
-                                          binarized_prefix=Path(binarized_prefix) if binarized_prefix else None,
-                                          **values))
+    res = rewrite_ini(old_ini, table, out, binarized_prefix=binarized_prefix, **values)
     click.echo(res.summary())
 
 
@@ -280,17 +274,15 @@ def moses_ini_cmd(old_ini, table, out, binarized_prefix, **kw):
 @options("phrase_rescore.moses_integration.tuning:TuneConfig")
 def tune_cmd(ini, dev_src, dev_ref, workdir, out, **kw):
     """Tune the weights of a moses.ini on a dev set (mert-moses.pl or the embedded MERT)."""
-    from pathlib import Path
+    from phrase_rescore.moses_integration.tuning import TuneConfig
 
-    from phrase_rescore.moses_integration.tuning import TuneConfig, tune
+    from .api import tune
 
     values = collect(TuneConfig, kw)
     _check_paths({"INI": ini, "--dev-src": dev_src, "--dev-ref": dev_ref, **_ini_models(ini)}, {"--out": out},
                  {"--workdir": workdir})
-    tuned = tune(TuneConfig(ini=Path(ini), dev_src=Path(dev_src), dev_ref=Path(dev_ref), workdir=Path(workdir),
-                            out=Path(out) if out else None, **values),
-                 echo=lambda line: click.echo(line, err=True))
-    click.echo(f"tuned moses.ini: {tuned}")
+    tuned = tune(ini, dev_src, dev_ref, workdir, out=out, echo=lambda line: click.echo(line, err=True), **values)
+    click.echo(f"tuned moses.ini: {tuned.ini}")
 
 
 def _named_paths(values, what):
@@ -319,7 +311,9 @@ def evaluate_cmd(systems, models, test_src, test_ref, dev_src, dev_ref, workdir,
     """Decode, score (sacrebleu BLEU/chrF, paired bootstrap) and write Table 1 as Markdown and CSV."""
     from pathlib import Path
 
-    from phrase_rescore.moses_integration.report import EvaluateConfig, SystemSpec, evaluate
+    from phrase_rescore.moses_integration.report import EvaluateConfig
+
+    from .api import evaluate
 
     named = _named_paths(systems, "--system")
     mods = _named_paths(models, "--model")
@@ -329,10 +323,7 @@ def evaluate_cmd(systems, models, test_src, test_ref, dev_src, dev_ref, workdir,
     values = collect(EvaluateConfig, kw)
     _check_paths({"--system": list(named.values()), "--model": list(mods.values()), "--test-src": test_src,
                    "--test-ref": test_ref, "--dev-src": dev_src, "--dev-ref": dev_ref}, {}, {"--workdir": workdir})
-    specs = [SystemSpec(n, Path(p), Path(mods[n]) if n in mods else None) for n, p in named.items()]
-    df = evaluate(EvaluateConfig(systems=specs, test_src=Path(test_src), test_ref=Path(test_ref),
-                                 workdir=Path(workdir), dev_src=Path(dev_src) if dev_src else None,
-                                 dev_ref=Path(dev_ref) if dev_ref else None, **values))
+    df = evaluate(named, test_src, test_ref, workdir, dev_src=dev_src, dev_ref=dev_ref, models=mods, **values)
     from phrase_rescore.app.pictures import command_report
 
     page = command_report(Path(df.attrs["markdown"]), Path(workdir), {n: Path(p) for n, p in named.items()},
@@ -551,32 +542,32 @@ def sample_cmd(model, phrase, greedy, device, **kw):
               help="A second model of the same direction: the logprob column becomes the two models' mean log p.")
 def score_cmd(model, table, out, rejects, vocab, reverse_model, ensemble_model, **kw):
     """Append log p(f|e) and the unknown-word penalty to every line of a phrase TABLE (resumable)."""
-    from phrase_rescore.pipeline.score import ScoreConfig, score_table
+    from phrase_rescore.pipeline.score import ScoreConfig
+
+    from .api import score_table
 
     cfg = ScoreConfig(rejects=rejects, vocab=vocab, **collect(ScoreConfig, kw))
     if reverse_model or ensemble_model:
-        from phrase_rescore.pipeline.score_columns import score_with_extras
-
         _check_paths({"MODEL": model, "TABLE": table, "--reverse-model": reverse_model,
                       "--ensemble-model": ensemble_model, "--rare-counts": cfg.rare_counts,
                       "--rare-counts-reverse": cfg.rare_counts_reverse}, {"--out": out})
-        s = score_with_extras(model, table, out, cfg, reverse_model=reverse_model, ensemble_model=ensemble_model)
-        click.echo(f"scored {s['lines']} lines ({s['pairs_per_s']:.0f} pairs/s forward"
+        s = score_table(model, table, out, cfg, reverse_model=reverse_model, ensemble_model=ensemble_model)
+        click.echo(f"scored {s.lines} lines ({s.pairs_per_s:.0f} pairs/s forward"
                    + (", ensemble" if ensemble_model else "") + (", reverse column" if reverse_model else "")
                    + f"): {out}")
         return
     _lock({"--out": out})
     s = score_table(model, table, out, cfg)
-    if s.get("rank", 0):  # under torchrun rank 0 reports for all ranks
+    if s.rank:  # under torchrun rank 0 reports for all ranks
         return
-    if s["restart_reason"]:
-        click.echo(f"note: started afresh ({s['restart_reason']})", err=True)
-    resumed = f", resumed after line {s['resumed_from_line']}" if s["resumed_from_line"] else ""
-    if s.get("ranks", 1) > 1:
-        resumed = f", {s['ranks']} ranks" + (f", {s['resumed_from_line']} lines done before" if resumed else "")
-    rej = f"; {s['rejected']} rejected lines listed in {s['rejects']}" if s["rejected"] else ""
-    click.echo(f"scored {s['lines']} lines ({s['pairs']} pairs, {s['pairs_per_s']:.0f} pairs/s on {s['device']}"
-               f"{resumed}){rej}: {s['out']}")
+    if s.restart_reason:
+        click.echo(f"note: started afresh ({s.restart_reason})", err=True)
+    resumed = f", resumed after line {s.resumed_from_line}" if s.resumed_from_line else ""
+    if s.ranks > 1:
+        resumed = f", {s.ranks} ranks" + (f", {s.resumed_from_line} lines done before" if resumed else "")
+    rej = f"; {s.rejected} rejected lines listed in {s.rejects}" if s.rejected else ""
+    click.echo(f"scored {s.lines} lines ({s.pairs} pairs, {s.pairs_per_s:.0f} pairs/s on {s.device}"
+               f"{resumed}){rej}: {s.out}")
 
 
 # --- pictures: plot KIND redraws what a stage drew ----------------------------------------------------

@@ -263,11 +263,10 @@ def run_score(ctx: StageContext) -> dict:
                                 reverse_model=reverse, ensemble_model=ensemble)
     n = drop_unk_column(ctx.input("phrase_table"), ctx.output("table_rnn_wp"), ctx.output("table_rnn"),
                         appended=2 if reverse is None else 3, compresslevel=ctx.params.get("compresslevel", 6))
-    return {"lines": n, "pairs_per_s": res.get("pairs_per_s"), "seconds": res.get("seconds"),
-            "rejected": res.get("rejected"), "device": res.get("device"), "workers": res.get("workers"),
-            "matmul": res.get("matmul"),
-            **({"reverse_pairs_per_s": res.get("reverse_pairs_per_s")} if reverse is not None else {}),
-            **({"ensemble_pairs_per_s": res.get("ensemble_pairs_per_s")} if ensemble is not None else {})}
+    return {"lines": n, "pairs_per_s": res.pairs_per_s, "seconds": res.seconds, "rejected": res.rejected,
+            "device": res.device, "workers": res.workers, "matmul": res.matmul,
+            **({"reverse_pairs_per_s": res.reverse_pairs_per_s} if reverse is not None else {}),
+            **({"ensemble_pairs_per_s": res.ensemble_pairs_per_s} if ensemble is not None else {})}
 
 
 def drop_unk_column(original: Path, rescored: Path, out: Path, appended: int = 2, compresslevel: int = 6) -> int:

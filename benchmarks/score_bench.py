@@ -203,13 +203,13 @@ def bench_preset(preset, table, work, device, n_a, n_b, threads) -> dict:
             break
         with torch.no_grad():
             spread.decoder.G_l.mul_(2.0)
-    mm = {"matmul": s["matmul"]}                                  # the BLAS the stage chose
+    mm = {"matmul": s.matmul}                                  # the BLAS the stage chose
     variants = [(f"fp32 {s['matmul']} BLAS", mm, model), ("fp32 precompute on", {**mm, "precompute_vocab": True}, model),
                 ("fp32 precompute off", {**mm, "precompute_vocab": False}, model),
                 ("fp32 no prefix sharing", {**mm, "share_prefixes": False}, model),
                 ("bf16 autocast", {"precision": "bf16"}, model)]
     if device.type == "cpu":
-        other = "torch" if s["matmul"] == "numpy" else "numpy"
+        other = "torch" if s.matmul == "numpy" else "numpy"
         variants.insert(1, (f"fp32 {other} BLAS", {"matmul": other}, model))
     if device.type == "cuda":
         variants.append(("fp16 autocast", {"precision": "fp16"}, model))
@@ -234,8 +234,8 @@ def bench_preset(preset, table, work, device, n_a, n_b, threads) -> dict:
     scorer = FastScorer(model, device)
     w = stage_work(scorer, table, vocabs, ScoreConfig().chunk_lines)
     flops_c = work_flops(cfg, w, scorer.precompute_vocab) / w["pairs"]
-    r = {"preset": preset, "lines": s["lines"], "pairs_a": n_a / t_a, "pairs_b": n_b / t_b,
-         "pairs_c": s["pairs_per_s"], "err_a": err_a, "err_b": err_b, "err_ab": err_ab,
+    r = {"preset": preset, "lines": s.lines, "pairs_a": n_a / t_a, "pairs_b": n_b / t_b,
+         "pairs_c": s.pairs_per_s, "err_a": err_a, "err_b": err_b, "err_ab": err_ab,
          "flops_b": flops_b, "flops_c": flops_c, "flops_5x5": pair_flops(cfg, 5, 5), "peak": peak,
          "targets_per_source": tps, "timings": timings, "work": w}
     r["effective"] = flops_b * r["pairs_c"]

@@ -53,8 +53,8 @@ from phrase_rescore.pipeline.score import ScoreConfig, score_table
 model, table, out, chunk_lines, threads = sys.argv[1:6]
 s = score_table(model, table, out, ScoreConfig(chunk_lines=int(chunk_lines), threads=int(threads) or None,
                                                restart=True))
-if s.get("rank", 0) == 0:
-    print("SUMMARY " + json.dumps(s, default=str))
+if s.rank == 0:
+    print("SUMMARY " + json.dumps(s.as_dict(), default=str))
 """
 
 

@@ -166,6 +166,44 @@ class _Chunk:
 _END = object()
 
 
+@dataclass(frozen=True)
+class ScoreSummary:
+    """What :func:`score_table` did (``dataclasses.asdict`` / :meth:`as_dict` of it is JSON-able).
+
+    Counts are of the whole output (a resumed run's earlier lines included); rates are this run's. Under
+    ``torchrun`` every rank returns one (rank 0 after joining OUT): ``seconds`` is the split's, the slowest
+    rank's scoring (timed as a single run's: from its scorer built to its part written) and the join's,
+    ``pairs_per_s``, ``lines_per_s`` and ``cpu_seconds`` are of all ranks together over them, and
+    ``resumed_from_line`` counts the lines the ranks had done before.
+    """
+
+    lines: int                      # lines of OUT (every line of the table)
+    pairs: int                      # scored pairs (good lines) of OUT
+    sources: int                    # distinct sources per chunk, summed
+    rejected: int                   # lines kept with neutral values (``on_error="keep"``)
+    seconds: float                  # wall time of the scoring
+    pairs_per_s: float              # pairs scored by this run per second
+    lines_per_s: float              # lines written by this run per second
+    pairs_done: int                 # pairs scored by this run (not those of a resumed earlier run)
+    cpu_seconds: float              # the process's CPU time while scoring (of all ranks)
+    resumed_from_line: int          # lines an earlier interrupted run had written (0: a fresh run)
+    restart_reason: str | None      # why an earlier partial output was not resumed (None: nothing to say)
+    device: str                     # e.g. "cpu", "cuda:0"
+    workers: int                    # scoring workers (this rank's)
+    matmul: str                     # the BLAS of the CPU products: "torch" or "numpy"
+    rejects: str | None             # where rejected lines are listed (``on_error="keep"``)
+    out: str                        # the scored table
+    config: ScoreConfig             # the options it ran with
+    ranks: int = 1                  # processes of a torchrun job (1: a single run)
+    rank: int = 0                   # this process's rank
+    reverse_pairs_per_s: float | None = None    # score --reverse-model: the reverse column's rate
+    ensemble_pairs_per_s: float | None = None   # score --ensemble-model: the second model's rate
+
+    def as_dict(self) -> dict:
+        """Every field by name, ``config`` as a dict (for JSON)."""
+        return asdict(self)
+
+
 def load_model(model_path, config: ScoreConfig):
     """(model, vocabularies) from a checkpoint file or training directory (+ ``config.vocab``)."""
     from .model.checkpoint import ENCDEC, load_checkpoint
@@ -214,22 +252,15 @@ def _is_reject_list(path: str) -> bool:
         return all(_REJECT_LINE.match(line) for line in f)
 
 
-def score_table(model_path, table_path, out_path, config: ScoreConfig | None = None) -> dict:
+def score_table(model_path, table_path, out_path, config: ScoreConfig | None = None) -> ScoreSummary:
     """Score every line of a phrase table and write it with the new columns appended.
 
     :param model_path: an encoder-decoder checkpoint (``.pt``) or a training directory.
     :param table_path: the Moses phrase table (plain or gzip, by content).
     :param out_path: the new table (gzip when it ends in .gz); written through ``OUT.partial`` and
         renamed at the end. Rerunning after an interruption resumes (see the module docstring).
-    :returns: summary dict: ``lines``, ``pairs``, ``sources`` (distinct per chunk, summed),
-        ``rejected``, ``seconds``, ``pairs_per_s``, ``lines_per_s``, ``resumed_from_line``,
-        ``restart_reason``, ``device``, ``workers``, ``matmul``, ``rejects``, ``out``, ``config``,
-        ``pairs_done`` (by this run) and ``cpu_seconds`` (the process's CPU time while scoring; of all ranks);
-        under torchrun also ``ranks`` and ``rank``, with ``seconds`` the split's, the slowest rank's
-        scoring (timed as a single run's: from its scorer built to its part written) and the join's,
-        ``pairs_per_s``, ``lines_per_s`` and ``cpu_seconds`` of all ranks together over them, and
-        ``resumed_from_line`` the lines the ranks had done before (every rank returns it, rank 0 after
-        joining OUT).
+    :returns: a :class:`ScoreSummary`: counts, rates, the device and BLAS, where the rejected lines are
+        listed and the output; under torchrun also ``ranks`` and ``rank`` (see :class:`ScoreSummary`).
     """
     config = config or ScoreConfig()
     from .model.checkpoint import resolve_checkpoint
@@ -260,7 +291,7 @@ def _rare_shares(config: ScoreConfig, vocabs) -> RareWordShares | None:
 
 
 def score_table_with_model(model, vocabs, table_path, out_path, config: ScoreConfig, identity: dict,
-                           model_path=None, shares: RareWordShares | None = None) -> dict:
+                           model_path=None, shares: RareWordShares | None = None) -> ScoreSummary:
     """:func:`score_table` for an already loaded model; ``identity`` guards resumes (see chunked.py);
     ``model_path`` names the model in errors; ``shares``: the rare words' shares when already counted."""
     rejects = rejects_path(out_path, config)
@@ -281,7 +312,7 @@ def score_table_with_model(model, vocabs, table_path, out_path, config: ScoreCon
 
 
 def _score_sharded(model, vocabs, table_path, out_path, config: ScoreConfig, identity: dict, model_path,
-                   shares: RareWordShares | None = None) -> dict:
+                   shares: RareWordShares | None = None) -> ScoreSummary:
     """:func:`score_table` as one rank of a torchrun job (see
     :mod:`phrase_rescore.pipeline.scoring.sharded`)."""
     rejects = rejects_path(out_path, config)
@@ -336,9 +367,9 @@ def _score_sharded(model, vocabs, table_path, out_path, config: ScoreConfig, ide
                     ThreadPoolExecutor(workers, thread_name_prefix="score-worker") as pool:
                 s = _run(model, vocabs, table_path, out, part_rejects, config, device, pool, workers, model_path,
                          shard=shard, num_scores=n_scores, matmul=matmul, show=d.is_main, shares=shares)
-            result = {"lines": s["lines"] - s["resumed_from_line"], "pairs": s["pairs_done"],
-                      "resumed": s["resumed_from_line"], "workers": workers, "seconds": s["seconds"],
-                      "cpu_seconds": s["cpu_seconds"]}
+            result = {"lines": s.lines - s.resumed_from_line, "pairs": s.pairs_done,
+                      "resumed": s.resumed_from_line, "workers": workers, "seconds": s.seconds,
+                      "cpu_seconds": s.cpu_seconds}
     except Exception as e:           # every rank reaches the gather below, so none waits for a failed one
         result, error = str(e), e
     results = d.all_gather_object(result)
@@ -372,18 +403,18 @@ def _score_sharded(model, vocabs, table_path, out_path, config: ScoreConfig, ide
               for k in ("pairs", "sources", "rejected")}
     lines_done = sum(r["lines"] for r in results)
     pairs_done = sum(r["pairs"] for r in results)
-    return {"lines": sum(s.lines for s in shards), **totals, "seconds": seconds,
-            "pairs_per_s": pairs_done / seconds if seconds > 0 else 0.0,
-            "lines_per_s": lines_done / seconds if seconds > 0 else 0.0,
-            "resumed_from_line": sum(r["resumed"] for r in results), "restart_reason": None,
-            "cpu_seconds": split[1] + sum(r["cpu_seconds"] for r in results) + join[1],
-            "device": str(device), "workers": results[d.rank]["workers"], "matmul": matmul, "rejects": rejects,
-            "out": os.fspath(out_path), "config": asdict(config), "ranks": d.world_size, "rank": d.rank}
+    return ScoreSummary(lines=sum(s.lines for s in shards), **totals, seconds=seconds,
+                        pairs_per_s=pairs_done / seconds if seconds > 0 else 0.0,
+                        lines_per_s=lines_done / seconds if seconds > 0 else 0.0, pairs_done=pairs_done,
+                        cpu_seconds=split[1] + sum(r["cpu_seconds"] for r in results) + join[1],
+                        resumed_from_line=sum(r["resumed"] for r in results), restart_reason=None,
+                        device=str(device), workers=results[d.rank]["workers"], matmul=matmul, rejects=rejects,
+                        out=os.fspath(out_path), config=config, ranks=d.world_size, rank=d.rank)
 
 
 def _run(model, vocabs, table_path, out: ChunkedOutput, rejects, config: ScoreConfig, device, pool,
          workers: int, model_path, shard: sharded.Shard | None = None, num_scores: int | None = None,
-         matmul: str | None = None, show: bool = True, shares: RareWordShares | None = None) -> dict:
+         matmul: str | None = None, show: bool = True, shares: RareWordShares | None = None) -> ScoreSummary:
     """Score the table (or the lines of ``shard``) into ``out``; ``matmul``: the BLAS when ``out``
     records none [from ``config``]; ``show``: a progress bar; ``shares``: the rare words' shares when
     already counted [counted here for ``--rare-words unigram``]."""
@@ -515,14 +546,14 @@ def _run(model, vocabs, table_path, out: ChunkedOutput, rejects, config: ScoreCo
     prior = out.stats
     out.finish()
     seconds = time.perf_counter() - t0
-    return {"lines": out.lines, "pairs": prior.get("pairs", 0), "sources": prior.get("sources", 0),
-            "rejected": prior.get("rejected", 0), "seconds": seconds,
-            "pairs_per_s": counts["pairs"] / seconds if seconds > 0 else 0.0, "pairs_done": counts["pairs"],
-            "cpu_seconds": time.process_time() - c0,
-            "lines_per_s": counts["lines"] / seconds if seconds > 0 else 0.0,
-            "resumed_from_line": start_line, "restart_reason": out.restart_reason, "device": str(device),
-            "workers": workers, "matmul": matmul, "rejects": rejects, "out": os.fspath(out.path),
-            "config": asdict(config)}
+    return ScoreSummary(lines=out.lines, pairs=prior.get("pairs", 0), sources=prior.get("sources", 0),
+                        rejected=prior.get("rejected", 0), seconds=seconds,
+                        pairs_per_s=counts["pairs"] / seconds if seconds > 0 else 0.0,
+                        lines_per_s=counts["lines"] / seconds if seconds > 0 else 0.0, pairs_done=counts["pairs"],
+                        cpu_seconds=time.process_time() - c0, resumed_from_line=start_line,
+                        restart_reason=out.restart_reason, device=str(device), workers=workers, matmul=matmul,
+                        rejects=None if rejects is None else os.fspath(rejects), out=os.fspath(out.path),
+                        config=config)
 
 
 class _NoBar:

@@ -27,7 +27,7 @@ from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.core.outdir import MARKER, claim_output_dir, is_claimed
 from phrase_rescore.moses_integration.table_columns import append_last_column, ensemble_column, swap_table
 
-from .score import ScoreConfig, score_table
+from .score import ScoreConfig, ScoreSummary, score_table
 
 #: the names of the intermediate files in the work folder (and of score_table's files beside them)
 INTERMEDIATE = ("forward.gz", "ensemble.gz", "swapped.gz", "swapped.scored.gz", "second-model.scored.gz")
@@ -80,7 +80,7 @@ def score_reverse(model_rev, table, scored, out, cfg: ScoreConfig, work) -> dict
     n = append_last_column(scored, rev, out, swapped=True, compresslevel=cfg.compresslevel)
     for p in (swapped, rev):
         p.unlink()
-    return {"lines": n, "reverse_pairs_per_s": res.get("pairs_per_s")}
+    return {"lines": n, "reverse_pairs_per_s": res.pairs_per_s}
 
 
 def score_ensemble(model2, table, scored, out, cfg: ScoreConfig, work, column: int) -> dict:
@@ -92,12 +92,15 @@ def score_ensemble(model2, table, scored, out, cfg: ScoreConfig, work, column: i
     res = score_table(model2, table, other, dataclasses.replace(_logprob_only(cfg), compresslevel=1))
     n = ensemble_column(scored, other, out, column, compresslevel=cfg.compresslevel)
     other.unlink()
-    return {"lines": n, "ensemble_pairs_per_s": res.get("pairs_per_s")}
+    return {"lines": n, "ensemble_pairs_per_s": res.pairs_per_s}
 
 
-def score_with_extras(model, table, out, cfg: ScoreConfig, reverse_model=None, ensemble_model=None) -> dict:
+def score_with_extras(model, table, out, cfg: ScoreConfig, reverse_model=None, ensemble_model=None) -> ScoreSummary:
     """``score_table`` with the columns of ``cfg``, then the ensemble (of the log p column) and the reverse
-    column when their models are given. Intermediate files live in ``OUT.extras/`` while it runs."""
+    column when their models are given. Intermediate files live in ``OUT.extras/`` while it runs.
+
+    :returns: the forward scoring's :class:`~.score.ScoreSummary` with ``out``, and the extra columns' rates
+        (``ensemble_pairs_per_s``, ``reverse_pairs_per_s``)."""
     if ensemble_model is None and reverse_model is None:
         raise PhraseRescoreError("score_with_extras needs a reverse model, an ensemble model or both")
     if reverse_model is not None and cfg.rare_words == "unigram" and cfg.rare_counts_reverse is None:
@@ -110,15 +113,16 @@ def score_with_extras(model, table, out, cfg: ScoreConfig, reverse_model=None, e
     keep = claim_work_dir(work)
     cur = work / "forward.gz"
     res = score_table(model, table, cur, dataclasses.replace(cfg, compresslevel=1))
+    extra: dict = {}
     steps = [s for s in ("ensemble", "reverse") if (ensemble_model if s == "ensemble" else reverse_model)]
     for i, step in enumerate(steps):
         last = i == len(steps) - 1
         nxt = out if last else work / f"{step}.gz"
         if step == "ensemble":
             col = list(cfg.columns).index("logprob") - len(cfg.columns)
-            res.update(score_ensemble(ensemble_model, table, cur, nxt, cfg, work, col))
+            extra.update(score_ensemble(ensemble_model, table, cur, nxt, cfg, work, col))
         else:
-            res.update(score_reverse(reverse_model, table, cur, nxt, cfg, work))
+            extra.update(score_reverse(reverse_model, table, cur, nxt, cfg, work))
         cur.unlink()
         cur = nxt
     for p in work.iterdir():  # ours only: the intermediate tables and what score_table keeps beside them
@@ -129,5 +133,4 @@ def score_with_extras(model, table, out, cfg: ScoreConfig, reverse_model=None, e
             work.rmdir()
         except OSError:  # something put there while it ran is not ours to remove
             pass
-    res["out"] = os.fspath(out)
-    return res
+    return dataclasses.replace(res, **extra, out=os.fspath(out))

@@ -5,6 +5,12 @@ Layers, bottom up: ``core`` (imports nothing of the project); ``moses_integratio
 ``data`` (the demo corpus), each on the core only; ``pipeline`` (the neural side) on the core and the Moses
 side; ``plots`` (pictures and the report page, from logs and arrays) on the core only; ``app`` (CLI, workflow
 runner, stages) on everything, and imported by nothing else.
+
+One narrow exception: the root package's PEP 562 ``__getattr__`` imports the Python API (``app/api.py``,
+which joins the Moses and the neural sides, so it lives in the application) when one of its names is first
+asked for (``phrase_rescore.score_pairs``). That import runs inside a function, after every package is
+initialised, so it is allowed there (:data:`ROOT_LAZY`) and left out of the import-cycle check; the same
+import at the root's top level, or any other import of the application by the root, is still refused.
 """
 from __future__ import annotations
 
@@ -28,6 +34,8 @@ MAY_IMPORT = {
 }
 NO_TORCH = ("core", "moses_integration", "data", "plots")     # not even through another module of the project
 TORCH = "torch"
+#: what the root package may import, and only inside a function (its lazy ``__getattr__``): the API module
+ROOT_LAZY = {f"{ROOT}.app", f"{ROOT}.app.api"}
 
 
 def installed_sources() -> dict[str, str]:
@@ -49,11 +57,23 @@ def is_package(name: str, sources: dict[str, str]) -> bool:
     return any(other.startswith(name + ".") for other in sources)
 
 
-def imports_of(name: str, source: str, sources: dict[str, str]) -> set[str]:
-    """The absolute names of the modules ``name`` imports anywhere in its body (lazy imports too)."""
+def _outside_functions(tree: ast.AST):
+    """The nodes of ``tree`` that run at import time: every node but those inside a function's body."""
+    todo = [tree]
+    while todo:
+        node = todo.pop()
+        yield node
+        todo += [c for c in ast.iter_child_nodes(node)
+                 if not isinstance(c, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))]
+
+
+def imports_of(name: str, source: str, sources: dict[str, str], eager_only: bool = False) -> set[str]:
+    """The absolute names of the modules ``name`` imports anywhere in its body (lazy imports too; with
+    ``eager_only``, only those outside functions, which run when the module is imported)."""
     package = name if is_package(name, sources) else name.rpartition(".")[0]
     found: set[str] = set()
-    for node in ast.walk(ast.parse(source)):
+    tree = ast.parse(source)
+    for node in (_outside_functions(tree) if eager_only else ast.walk(tree)):
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -121,6 +141,10 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 def violations(sources: dict[str, str]) -> list[str]:
     """Every import that breaks the layering, as ``'module: what is wrong'``."""
     graph = import_graph(sources)
+    # the root's lazy import of the API (ROOT_LAZY, inside a function) is allowed and cannot form a cycle
+    eager = imports_of(ROOT, sources[ROOT], sources, eager_only=True)
+    lazy_api = {t for t in graph[ROOT] & ROOT_LAZY if t not in eager}
+    graph = {**graph, ROOT: graph[ROOT] - lazy_api}
     problems = [f"import cycle: {' <-> '.join(c)}" for c in cycles(graph)]
     for name, targets in sorted(graph.items()):
         layer = layer_of(name)
@@ -129,7 +153,8 @@ def violations(sources: dict[str, str]) -> list[str]:
             if to is None or to == layer or layer is None and t == ROOT:
                 continue
             if layer is None:
-                problems.append(f"{name}: the root package imports {t}")
+                when = " at import time (only its __getattr__ may import the API, lazily)" if t in ROOT_LAZY else ""
+                problems.append(f"{name}: the root package imports {t}{when}")
             elif to == "app":
                 problems.append(f"{name}: imports the application ({t}); nothing may")
             elif to not in MAY_IMPORT[layer]:
@@ -170,6 +195,9 @@ def test_the_graph_sees_every_kind_of_import():
     assert "phrase_rescore.core.progress" in graph["phrase_rescore.moses_integration.embedded.lm"]  # from pkg import mod
     assert "phrase_rescore.pipeline.score" in graph["phrase_rescore.app.cli"]                # inside a function
     assert TORCH in graph["phrase_rescore.pipeline.model.gru"]
+    assert "phrase_rescore.app.api" in graph["phrase_rescore"]                                # the root's __getattr__
+    assert "phrase_rescore.app.api" not in imports_of("phrase_rescore", sources["phrase_rescore"], sources,
+                                                      eager_only=True)
 
 
 BAD_IMPORTS = [
@@ -194,6 +222,10 @@ BAD_IMPORTS = [
     ("phrase_rescore.pipeline.sentences", "from phrase_rescore.data import lexicon",
      "the pipeline layer may not import phrase_rescore.data.lexicon"),
     ("phrase_rescore", "from .core import errors", "the root package imports phrase_rescore.core"),
+    ("phrase_rescore", "from .app import api", "the root package imports phrase_rescore.app.api at import time"),
+    ("phrase_rescore", "def f():\n    from .app import cli", "the root package imports phrase_rescore.app.cli"),
+    ("phrase_rescore", "def f():\n    from .pipeline import score", "the root package imports phrase_rescore.pipeline"),
+    ("phrase_rescore", "def f():\n    from .app import api", None),                   # its __getattr__'s own
     ("phrase_rescore.plots.curves", "from phrase_rescore.moses_integration import nbest",
      "the plots layer may not import phrase_rescore.moses_integration.nbest"),
     ("phrase_rescore.plots.render", "import torch", "plots.render: imports torch"),

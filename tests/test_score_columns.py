@@ -139,7 +139,7 @@ def test_out_extras_of_the_users_is_refused_and_a_rerun_resumes_in_its_own(model
     monkeypatch.undo()
     assert (extras / "forward.gz.partial").exists() and not out.exists()
     res = score_with_extras(models["fwd"], models["table"], out, cfg, reverse_model=models["rev"])
-    assert res["resumed_from_line"] == 20
+    assert res.resumed_from_line == 20
     assert gzip.decompress(out.read_bytes()) == gzip.decompress((tmp_path / "ref.gz").read_bytes())
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ref.gz", "x.gz"]
 

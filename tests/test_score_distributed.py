@@ -176,7 +176,7 @@ def _fork_job(tmp_path, args: tuple, delay: float = 0.0) -> list[int]:
                         time.sleep(delay)
                     ChunkedOutput.write_chunk = slow
                 summary = score_table(*args)
-                (tmp_path / f"summary-{rank}.json").write_text(json.dumps(summary, default=str))
+                (tmp_path / f"summary-{rank}.json").write_text(json.dumps(summary.as_dict(), default=str))
                 code = 0
             except BaseException:
                 (tmp_path / f"error-{rank}.txt").write_text(traceback.format_exc())

@@ -78,7 +78,7 @@ def test_columns_by_hand_and_every_original_byte_kept(tmp_path, model_path, suff
     table, out = tmp_path / f"pt{suffix}", tmp_path / f"new{suffix}"
     write_table(table, [l for l, _ in HAND_TABLE], final_newline=False)
     s = score_table(path, table, out, ScoreConfig(chunk_lines=3))     # chunks cut through a source's lines
-    assert s["lines"] == len(HAND_TABLE) and s["pairs"] == len(HAND_TABLE) and s["rejected"] == 0
+    assert s.lines == len(HAND_TABLE) and s.pairs == len(HAND_TABLE) and s.rejected == 0
     got = _read(out).split(b"\n")
     assert got[-1] != b"" and len(got) == len(HAND_TABLE)            # no final newline added
     for (orig, n_unk), new in zip(HAND_TABLE, got, strict=True):
@@ -119,7 +119,7 @@ def test_on_error_keep_keeps_bad_lines_in_place_with_neutral_values(tmp_path, mo
     table, out = tmp_path / "pt", tmp_path / "new.gz"
     write_table(table, BAD_TABLE, final_newline=True)
     s = score_table(path, table, out, ScoreConfig(on_error="keep", chunk_lines=2))
-    assert s["lines"] == 4 and s["rejected"] == 2 and s["pairs"] == 2
+    assert s.lines == 4 and s.rejected == 2 and s.pairs == 2
     got = _read(out).splitlines()
     assert got[1] == BAD_TABLE[1]                                      # no scores field: unchanged
     assert got[2] == append_columns(BAD_TABLE[2], b"1 1")              # neutral: log 1 = 0 for Moses
@@ -181,8 +181,8 @@ def test_resume_after_kill_is_byte_identical(tmp_path, model_path):
     assert not out.exists() and (tmp_path / "new.gz.partial").exists()
     noted = json.loads(manifest.read_text())["state"]["notes"]["matmul"]   # the BLAS the first run chose
     s = score_table(path, table, out, ScoreConfig(**cfg))
-    assert s["resumed_from_line"] >= 80 and s["resumed_from_line"] % 40 == 0 and s["restart_reason"] is None
-    assert s["lines"] == n and s["matmul"] == noted                  # repeated, not timed again
+    assert s.resumed_from_line >= 80 and s.resumed_from_line % 40 == 0 and s.restart_reason is None
+    assert s.lines == n and s.matmul == noted                  # repeated, not timed again
     ref = tmp_path / "ref.gz"
     score_table(path, table, ref, ScoreConfig(**cfg, matmul=noted))
     assert out.read_bytes() == ref.read_bytes()                       # the same bytes, gzip included
@@ -199,7 +199,7 @@ def test_output_does_not_depend_on_the_worker_count(tmp_path, model_path):
         outs.append(tmp_path / f"new{threads}.gz")
         s = score_table(path, table, outs[-1], ScoreConfig(chunk_lines=100, max_tokens=64, threads=threads,
                                                            matmul="numpy"))
-        assert s["workers"] == threads
+        assert s.workers == threads
     assert outs[0].read_bytes() == outs[1].read_bytes()
 
 
@@ -223,7 +223,7 @@ def test_changed_options_start_afresh(tmp_path, model_path):
         "identity": {"columns": ["unk"]}, "state": {"lines": 1, "chunks": 1, "bytes": 12, "crc32": 0,
                                                     "isize": 0, "stats": {}}}))
     s = score_table(path, table, out, ScoreConfig(chunk_lines=30, matmul="torch"))
-    assert s["resumed_from_line"] == 0 and "columns" in s["restart_reason"]
+    assert s.resumed_from_line == 0 and "columns" in s.restart_reason
     assert b"stale" not in out.read_bytes()
     ref = tmp_path / "ref"
     score_table(path, table, ref, ScoreConfig(chunk_lines=30, matmul="torch"))
@@ -315,7 +315,7 @@ def test_auto_matmul_does_not_depend_on_the_machine_load(tmp_path, model_path, m
 
         monkeypatch.setattr(fast, "linear", loaded)
         outs.append(tmp_path / f"busy-{slow}.gz")
-        chosen.append(score_table(path, table, outs[-1], ScoreConfig(threads=1))["matmul"])
+        chosen.append(score_table(path, table, outs[-1], ScoreConfig(threads=1)).matmul)
     assert chosen[0] == chosen[1]
     assert outs[0].read_bytes() == outs[1].read_bytes()
 
@@ -331,7 +331,7 @@ def test_a_partial_output_from_another_vocabulary_is_not_resumed(tmp_path, model
     other.save(vocab_b)
     _leave_partial(monkeypatch, path, table, out, ScoreConfig(chunk_lines=30, matmul="torch", vocab=str(vocab_a)))
     s = score_table(path, table, out, ScoreConfig(chunk_lines=30, matmul="torch", vocab=str(vocab_b)))
-    assert s["resumed_from_line"] == 0 and "vocab_sha256" in s["restart_reason"]
+    assert s.resumed_from_line == 0 and "vocab_sha256" in s.restart_reason
     ref = tmp_path / "ref"
     score_table(path, table, ref, ScoreConfig(chunk_lines=30, matmul="torch", vocab=str(vocab_b)))
     assert out.read_bytes() == ref.read_bytes()
@@ -353,7 +353,7 @@ def test_a_table_rewritten_with_its_size_and_time_kept_is_not_resumed(tmp_path, 
         score_table(path, table, out, cfg)
     assert (tmp_path / "new.partial").read_bytes() == partial and not out.exists()
     s = score_table(path, table, out, ScoreConfig(chunk_lines=30, matmul="torch", restart=True))
-    assert s["resumed_from_line"] == 0
+    assert s.resumed_from_line == 0
 
 
 def test_a_partial_file_without_its_manifest_is_not_overwritten(tmp_path, model_path):
@@ -396,7 +396,7 @@ def test_a_manifest_of_another_version_starts_afresh_and_a_user_file_beside_it_s
     (tmp_path / "new.partial.json").write_text(json.dumps({"format": "phrase-rescore-score-manifest", "version": 0}))
     (tmp_path / "new.partial.json.tmp").write_bytes(b"keep me\n")
     s = score_table(path, table, tmp_path / "new", ScoreConfig(chunk_lines=3, matmul="torch"))
-    assert s["resumed_from_line"] == 0 and "another format version" in s["restart_reason"]
+    assert s.resumed_from_line == 0 and "another format version" in s.restart_reason
     assert sorted(p.name for p in tmp_path.iterdir()) == ["new", "new.partial.json.tmp", "pt"]
     assert (tmp_path / "new.partial.json.tmp").read_bytes() == b"keep me\n"
     assert b"stale" not in (tmp_path / "new").read_bytes()
@@ -415,7 +415,7 @@ def test_on_error_keep_refuses_a_user_file_named_like_the_reject_list(tmp_path, 
     rejects.unlink()
     for _ in range(2):          # the list score wrote is replaced by a rerun
         s = score_table(path, table, out, ScoreConfig(on_error="keep"))
-        assert s["rejected"] == 2 and rejects.read_bytes().startswith(b"2\t")
+        assert s.rejected == 2 and rejects.read_bytes().startswith(b"2\t")
     rejects.write_bytes(b"")    # an empty list (a table without bad lines) is one too
     score_table(path, table, out, ScoreConfig(on_error="keep"))
     mine = tmp_path / "mine.txt"   # a list named with --rejects is the user's choice
@@ -436,4 +436,4 @@ def test_a_partial_output_made_on_another_device_is_not_resumed(tmp_path, model_
     assert m["identity"]["device"] == "cpu"
     manifest.write_text(json.dumps({**m, "identity": {**m["identity"], "device": "cuda"}}))  # as a GPU run leaves it
     s = score_table(path, table, out, cfg)
-    assert s["resumed_from_line"] == 0 and "device" in s["restart_reason"]
+    assert s.resumed_from_line == 0 and "device" in s.restart_reason

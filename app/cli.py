@@ -22,17 +22,25 @@ from phrase_rescore.core.version import code_version
 from .schema import SettingsCommand, collect, options
 
 
+def summary(command: click.Command) -> str:
+    """A command's one-line description in ``--help``'s list: its short help, else its description's first
+    paragraph, whole."""
+    text = command.short_help or (command.help or "").split("\n\n")[0]
+    return " ".join(text.split())
+
+
 class _Group(click.Group):
     """A click group that turns PhraseRescoreError into a message and a non-zero exit."""
 
     command_class = SettingsCommand  # options generated from a config's settings, on first use
 
-    ORDER = ("run", "make-demo-data", "build-smt", "prepare", "train", "sample", "score", "moses-ini", "tune",
-             "evaluate", "decode", "train-seq2seq", "translate", "train-cslm", "rescore-nbest")
+    ORDER = ("run", "make-demo-data", "make-split", "build-smt", "prepare", "train", "sample", "score", "train-cslm",
+             "rescore-nbest", "moses-ini", "tune", "evaluate", "decode", "plot", "train-seq2seq", "translate")
 
     def format_commands(self, ctx, formatter):
-        """List every command with its whole one-line description (click cuts them at 45 characters)."""
-        rows = [(name, self.commands[name].get_short_help_str(limit=120)) for name in self.list_commands(ctx)
+        """List every command with the whole first paragraph of its description (click cuts it at 45
+        characters, or at the first word ending in a full stop: "Cho et al.")."""
+        rows = [(name, summary(self.commands[name])) for name in self.list_commands(ctx)
                 if not self.commands[name].hidden]
         if rows:
             with formatter.section("Commands"):
@@ -133,8 +141,9 @@ def _print_version(ctx, _param, value):
 def main(ctx, quiet):
     """Rescore a Moses phrase table with the RNN Encoder-Decoder of Cho et al. (2014).
 
-    Stages, in pipeline order: build-smt, prepare, train, score, moses-ini, tune, evaluate;
-    `run` runs a whole workflow file.
+    The stages, in pipeline order: build-smt, prepare, train, score, train-cslm, moses-ini, tune, evaluate
+    (rescore-nbest re-ranks n-best lists with the CSLM); `run` runs a whole workflow file of them.
+    `phrase-rescore COMMAND --help` gives a command's options.
     """
     ctx.ensure_object(dict)
     from phrase_rescore.core import progress
@@ -586,6 +595,8 @@ def _training_curves(out_dir: str, log_name: str, title: str) -> None:
 
 class _PlotGroup(click.Group):
     command_class = SettingsCommand
+
+    format_commands = _Group.format_commands
 
 
 @main.group("plot", cls=_PlotGroup)

@@ -8,7 +8,8 @@ the ones ``sacrebleu`` prints). Each configuration is compared with the baseline
 paired bootstrap resampling (``sacrebleu.significance.PairedTest``, ``test_type="bs"``, the same seed
 and sample count as ``sacrebleu --paired-bs``). The report is the paper's Table 1: configuration × dev/test
 BLEU, the difference to the baseline and its p-value, as Markdown and CSV, with the sha256 of each
-moses.ini and model and the sacrebleu signatures.
+moses.ini and model and the sacrebleu signatures. The dev column is marked as the set MERT tuned on
+(:data:`DEV_NOTE`): its BLEU is not a held-out score.
 
 Decoding is resumable: an output whose stamp (hashes of the ini, its model and the input) matches is reused.
 A configuration may bring its translations instead (``SystemSpec.outputs``: e.g. the +CSLM rows, re-ranked
@@ -28,6 +29,8 @@ import numpy as np
 import pandas as pd
 
 from phrase_rescore.core.config import setting
+from phrase_rescore.core.cores import DEFAULT_WORDS as CORES
+from phrase_rescore.core.cores import threads_or_cores
 from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.core.fileio import atomic_open, read_text_lines, sha256_file
 
@@ -92,9 +95,12 @@ class EvaluateConfig:
     bootstrap_samples: int = setting(DEFAULT_BOOTSTRAP, at_least=1, aliases=("bootstrap",),
                                      help="Paired bootstrap resamples (sacrebleu --paired-bs-n).")
     seed: int = setting(DEFAULT_SEED, at_least=1, help="Bootstrap seed (sacrebleu's default).")
-    threads: int = setting(1, at_least=1, help="Decoder threads.")
+    threads: int | None = setting(None, type=int, at_least=1, help=f"Decoder threads [default: {CORES}].")
     out_md: Path | None = None
     out_csv: Path | None = None
+
+    def __post_init__(self):
+        self.threads = threads_or_cores(self.threads)   # unset: every core this process may use
 
 
 @dataclass
@@ -169,7 +175,7 @@ def _stamp(ini: Path, model: Path | None, src: Path, nbest: int = 0) -> dict:
     return {**stamp, "nbest": nbest} if nbest else stamp
 
 
-def decode_split(backend: Backend, spec: SystemSpec, src: Path, out: Path, threads: int = 1,
+def decode_split(backend: Backend, spec: SystemSpec, src: Path, out: Path, threads: int | None = 1,
                  nbest_path: Path | None = None, nbest: int = 0) -> Path:
     """Decode ``src`` with ``spec.ini`` into ``out`` (and, with ``nbest``, a distinct n-best list into
     ``nbest_path``) unless a matching earlier output exists (resume)."""
@@ -182,7 +188,8 @@ def decode_split(backend: Backend, spec: SystemSpec, src: Path, out: Path, threa
                 return out
         except json.JSONDecodeError:
             pass
-    backend.decode(spec.ini, src, out, nbest_path=nbest_path if nbest else None, nbest=nbest, threads=threads)
+    backend.decode(spec.ini, src, out, nbest_path=nbest_path if nbest else None, nbest=nbest,
+                   threads=threads_or_cores(threads))
     with atomic_open(stamp_path, "wb") as f:
         f.write(json.dumps(stamp, indent=1).encode())
     return out
@@ -247,6 +254,11 @@ def build_table(names: Sequence[str], test: SplitScores, dev: SplitScores | None
     return pd.DataFrame(rows)
 
 
+#: what the dev column is: the set the weights were tuned on, so not a held-out score
+DEV_NOTE = ("Dev: the set MERT tuned each configuration's weights on (and the +CSLM rows' re-ranking weights), "
+            "so its BLEU is not a held-out score; the test set is the held-out one.")
+
+
 def to_markdown(df: pd.DataFrame, test: SplitScores, dev: SplitScores | None) -> str:
     """The Markdown report: the table (BLEU, Δ to the baseline, p-value), then hashes and signatures."""
     def p(x):
@@ -254,7 +266,7 @@ def to_markdown(df: pd.DataFrame, test: SplitScores, dev: SplitScores | None) ->
 
     head = ["Configuration"]
     if dev is not None:
-        head += ["Dev BLEU", "Δ dev", "p (dev)"]
+        head += ["Dev BLEU (MERT's set)", "Δ dev", "p (dev)"]
     head += ["Test BLEU", "Δ test", "p (test)", "Test chrF"]
     oracle = [sp for sp in ("dev", "test") if f"{sp}_oracle_bleu" in df.columns]
     head += [f"Oracle {sp} BLEU" for sp in oracle]
@@ -271,6 +283,8 @@ def to_markdown(df: pd.DataFrame, test: SplitScores, dev: SplitScores | None) ->
         cells += [num(r[f"{sp}_oracle_bleu"]) for sp in oracle]
         lines.append("| " + " | ".join(cells) + " |")
     lines += ["", "p: paired bootstrap resampling against the first row (sacrebleu)."]
+    if dev is not None:
+        lines += [DEV_NOTE]
     if oracle:
         lines += ["Oracle: BLEU of the n-best list the row's translations were chosen from, taking in each "
                   "sentence the hypothesis of highest BLEU+1 against the reference."]

@@ -41,6 +41,8 @@ from typing import Sequence
 
 from phrase_rescore.core import children
 from phrase_rescore.core.config import setting
+from phrase_rescore.core.cores import DEFAULT_WORDS as CORES
+from phrase_rescore.core.cores import threads_or_cores
 from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.core.fileio import (
     atomic_path,
@@ -73,7 +75,7 @@ class RewriteConfig:
     :ivar binarized_prefix: for PhraseDictionaryCompact, the ``-out`` prefix (default: the table's name
         without .gz); the ini points at ``PREFIX.minphr``.
     :ivar binarize: for PhraseDictionaryCompact, run processPhraseTableMin when Moses has it (False: only report).
-    :ivar threads: ``-threads`` for processPhraseTableMin.
+    :ivar threads: ``-threads`` for processPhraseTableMin (None: every core this process may use).
     :ivar moses_home: a Moses root; default ``$MOSES_HOME`` or ``moses`` on PATH.
     """
 
@@ -88,9 +90,13 @@ class RewriteConfig:
     binarized_prefix: Path | None = None
     binarize: bool = setting(True, help="PhraseDictionaryCompact: run processPhraseTableMin (off: only print its "
                                         "command).")
-    threads: int = setting(1, at_least=1, help="processPhraseTableMin -threads.")
+    threads: int | None = setting(None, type=int, at_least=1,
+                                  help=f"processPhraseTableMin -threads [default: {CORES}].")
     moses_home: str | None = setting(None, type=str, envvar="MOSES_HOME",
                                      help="Moses installation root (default: $MOSES_HOME, or moses on PATH).")
+
+    def __post_init__(self):
+        self.threads = threads_or_cores(self.threads)   # unset: every core this process may use
 
 
 @dataclass

@@ -17,10 +17,11 @@ a tuning is repeatable while each iteration draws new restarts; ``predictable_se
 mert-moses.pl's own seeds (1000 times the iteration's number, the same in every run) and the real
 ``--mertdir`` instead. It runs with an argument list (no shell) from the working directory, in a process group
 that dies with the command, its decoders and optimizers included (:mod:`phrase_rescore.core.children`);
-its output is streamed to the user and kept in ``WORK/mert-moses.log``. mert-moses.pl leaves the tuned
-configuration in ``mert-work/moses.ini``; it is checked (parsed, features and weights agree) and copied
-to the requested output without its ``# finished DATE`` comment, so that the same tuning gives the same
-bytes.
+its output is kept in ``WORK/mert-moses.log`` (with the Moses decoder's per-sentence output, nearly all of
+it), and the console gets one line per finished iteration (:func:`iteration_line`). mert-moses.pl leaves
+the tuned configuration in ``mert-work/moses.ini``; it is checked (parsed, features and weights agree)
+and copied to the requested output without its ``# finished DATE`` comment, so that the same tuning gives
+the same bytes.
 
 mert-moses.pl is given ``WORK/filtered/moses.ini``: the ini with its text tables filtered to the dev set's
 phrases, made once and reused by a rerun with the same tables and dev set (:mod:`.table_filter`, what
@@ -61,6 +62,8 @@ from typing import Callable, Sequence
 
 from phrase_rescore.core import children
 from phrase_rescore.core.config import setting
+from phrase_rescore.core.cores import DEFAULT_WORDS as CORES
+from phrase_rescore.core.cores import threads_or_cores
 from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.core.fileio import atomic_open, naming, read_text_lines, sha256_file
 
@@ -98,9 +101,10 @@ class MosesTuneConfig:
     nbest: int = setting(100, at_least=1, help="n-best list size per iteration.")
     max_iterations: int = setting(25, at_least=1, below=ITERATIONS_PER_SEED, aliases=("maximum-iterations",),
                                   help="Most MERT iterations.")
-    threads: int = setting(1, at_least=1, help="moses: mert-moses.pl --threads (the optimizer) and the decoder's "
-                                              "-threads (unless --decoder-flags sets it); embedded: decoder "
-                                              "processes.")
+    threads: int | None = setting(None, type=int, at_least=1,
+                                  help="moses: mert-moses.pl --threads (the optimizer) and the decoder's -threads "
+                                       "(unless --decoder-flags sets it); embedded: decoder processes [default: "
+                                       f"{CORES}].")
     decoder_flags: str = setting("", help="moses: passed as mert-moses.pl --decoder-flags, e.g. '-threads 8'.")
     batch_mira: bool = setting(False, help="moses: tune with batch MIRA instead of MERT.")
     return_best_dev: bool = setting(False, help="Keep the weights of the best dev iteration, not the last.")
@@ -112,6 +116,9 @@ class MosesTuneConfig:
                                               "(mert-moses.pl --historic-bests; Foster & Kuhn 2009).")
     moses_home: str | None = setting(None, type=str, envvar="MOSES_HOME",
                                      help="Moses installation root (default: $MOSES_HOME, or moses on PATH).")
+
+    def __post_init__(self):
+        self.threads = threads_or_cores(self.threads)   # unset: every core this process may use
 
     @property
     def launcher_seed(self) -> int | None:
@@ -251,6 +258,13 @@ class MertProgress:
                 self.on_best(it)
 
 
+def iteration_line(it: int, row: dict, max_iterations: int) -> str:
+    """The console's line for a finished MERT iteration: its dev BLEU and where the time went."""
+    bleu = "dev BLEU ?" if row.get("dev_bleu") is None else f"dev BLEU {row['dev_bleu']:.2f}"
+    return (f"tune: iteration {it}/{max_iterations}: {bleu}; decoding {row['seconds_decode']:.0f} s, "
+            f"optimizing {row['seconds_mert']:.0f} s")
+
+
 def _inputs_record(cfg: MosesTuneConfig, argv: list[str]) -> dict:
     """What decides mert-moses.pl's iterations: its argv, the seed and its inputs (see the module docstring)."""
     files = {"ini": sha256_file(cfg.ini), "dev_src": sha256_file(cfg.dev_src), "dev_ref": sha256_file(cfg.dev_ref)}
@@ -350,6 +364,7 @@ def tune_moses(cfg: MosesTuneConfig, echo: Callable[[str], None] | None = None) 
             except (OSError, PhraseRescoreError):
                 rows[it]["dev_bleu"] = None
             save()
+            echo(iteration_line(it, rows[it], cfg.max_iterations))
 
         def best(it: int) -> None:
             if "seconds_mert" in rows.get(it, {}):   # the iteration's row is written; add mert's BLEU to it
@@ -357,10 +372,11 @@ def tune_moses(cfg: MosesTuneConfig, echo: Callable[[str], None] | None = None) 
 
         progress = MertProgress(rows, finished, best)
 
-        def on_line(line: str) -> None:
+        def on_line(line: str) -> None:   # the decoder's chatter goes to the log only
             progress.feed(line, time.monotonic())
-            echo(line)
 
+        echo(f"tune: mert-moses.pl, at most {cfg.max_iterations} iterations; one line per finished iteration "
+             f"here, its whole output in {log}")
         run_logged(run_argv, log, cwd=workdir, echo=on_line, what="mert-moses.pl", append=step >= 1)
         if not tuned.is_file():
             raise PhraseRescoreError(f"mert-moses.pl finished but left no tuned configuration at {tuned}; see {log}")

@@ -5,8 +5,9 @@
 batches, loss, optimizer, what its checkpoint holds) as functions (see :meth:`TrainingLoop.run`). The
 schedule, as nanoGPT's train loop and Joey NMT's ``TrainManager`` run it:
 
-1. stop when ``max_steps`` updates are done, when the training time reaches ``time_budget_s``, or when
-   ``patience`` scheduled validations in a row have not lowered the best validation perplexity;
+1. stop when ``max_steps`` updates are done, when the training time and one more validation would pass
+   ``time_budget_s``, or when ``patience`` scheduled validations in a row have not lowered the best
+   validation perplexity;
 2. else take one update and count it: the step, the window's loss (since the last validation), its time;
 3. every ``valid_every`` updates validate: ``model.pt`` when the perplexity is the lowest so far (or
    always, when there are no held-out data: the model is then the latest weights and patience never runs
@@ -15,9 +16,14 @@ schedule, as nanoGPT's train loop and Joey NMT's ``TrainManager`` run it:
 A run that stops between validations validates once more after the loop, off the schedule (patience
 neither grows nor resets), so that ``last.pt`` and the log end where the run did.
 
-The training time is the time of the updates themselves (validations and checkpoints not counted), this
-run's and earlier ones'. Under ``torchrun`` rank 0's clock decides the time budget (broadcast), so every
-rank stops at the same step; rank 0 alone writes files, and every rank waits for them after a validation.
+The training time is the wall time of the loop, this run's and earlier ones': the updates, the validations
+and the checkpoints. A budget is kept on that clock, the last validation included: the run stops before an
+update once the time so far and the latest validation's duration reach ``time_budget_s``, so it ends within
+one update of the budget (the validation it takes at the end lasts about as long as the latest one). The
+progress bar's total is then the number of steps the budget will reach at the rate so far (at most
+``max_steps``), so its ETA is the budget's end, not ``max_steps``'s. Under ``torchrun`` rank 0's clock
+decides the time budget (broadcast), so every rank stops at the same step; rank 0 alone writes files, and
+every rank waits for them after a validation.
 
 ``last.pt`` holds the loop's counters and log beside the trainer's own state: :meth:`TrainingLoop.resume`
 takes them back and rewrites the log file from them (a kill between ``last.pt`` and the log's rewrite
@@ -131,6 +137,7 @@ class TrainingLoop:
         self.state = {"step": 0, **(position or {}), "elapsed_s": 0.0, "best_valid_ppl": math.inf,
                       "bad_evals": 0, "log": []}
         self.last_valid = math.nan          # the latest validation perplexity
+        self.validation_s = 0.0             # how long the latest validation and its checkpoints took
         self.steps_here, self.wall_s = 0, 0.0  # this call's updates and the wall time of its loop
 
     def resume(self, train_state: dict) -> None:
@@ -144,11 +151,26 @@ class TrainingLoop:
         """Why the run stops before the next update, or None."""
         if self.state["step"] >= self.max_steps:
             return "max_steps"
-        if self.time_budget_s is not None and self.dist.broadcast([self.state["elapsed_s"]])[0] >= self.time_budget_s:
-            return "time_budget"        # rank 0's clock decides for all
+        if self.time_budget_s is not None and self.budget_used() >= self.time_budget_s:
+            return "time_budget"
         if self.patience is not None and self.state["bad_evals"] >= self.patience:
             return "patience"
         return None
+
+    def budget_used(self) -> float:
+        """The training time so far plus what the validation at the end will take (rank 0's clock decides for
+        every rank)."""
+        return self.dist.broadcast([self.state["elapsed_s"] + self.validation_s])[0]
+
+    def steps_in_budget(self, steps: int, update_s: float) -> int:
+        """The step the time budget will stop at (at most ``max_steps``): each step to come takes this run's
+        mean update time (``update_s`` over its ``steps`` updates) and its share of a validation."""
+        if self.time_budget_s is None or steps <= 0:
+            return self.max_steps
+        per_step = update_s / steps + self.validation_s / self.valid_every
+        left = max(0.0, self.time_budget_s - self.state["elapsed_s"] - self.validation_s)
+        ahead = self.max_steps if per_step <= 0 else left / per_step
+        return max(self.state["step"], min(self.max_steps, self.state["step"] + int(ahead)))
 
     def per_second(self, examples_per_step: int) -> float:
         """Examples per second of this call's loop (validations included)."""
@@ -172,6 +194,7 @@ class TrainingLoop:
         run_start, start_step = self.clock(), state["step"]
         window = {"loss": 0.0, "examples": 0, "tokens": 0}      # since the last validation
         bar = progress.bar(total=self.max_steps, desc=self.desc, unit="step", initial=state["step"])
+        update_s = 0.0                                          # this run's time in updates
 
         def validate_and_save(on_schedule: bool) -> None:
             ppl = self.last_valid = validate()
@@ -207,15 +230,23 @@ class TrainingLoop:
                 window["loss"] += loss * examples
                 window["examples"] += examples
                 window["tokens"] += tokens
-                state["elapsed_s"] += self.clock() - t0
+                took = self.clock() - t0
+                state["elapsed_s"] += took
+                update_s += took
                 bar.update(1)
                 if state["step"] % POSTFIX_EVERY == 0:
                     bar.set_postfix(loss=f"{window['loss'] / window['examples']:.3f}",
                                     valid_ppl=f"{self.last_valid:.2f}", refresh=False)
+                    if self.time_budget_s is not None:    # the ETA is the budget's end
+                        bar.total = self.steps_in_budget(state["step"] - start_step, update_s)
                 if state["step"] % self.valid_every == 0:
+                    t1 = self.clock()
                     validate_and_save(on_schedule=True)
+                    self.validation_s = self.clock() - t1
+                    state["elapsed_s"] += self.validation_s
             if not state["log"] or state["log"][-1]["step"] != state["step"]:
                 validate_and_save(on_schedule=False)
+            bar.total = state["step"]       # the run ends here, whichever rule stopped it
         finally:
             bar.close()
         self.steps_here, self.wall_s = state["step"] - start_step, self.clock() - run_start

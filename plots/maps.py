@@ -2,7 +2,8 @@
 and phrase summaries c, placed by Barnes-Hut t-SNE and labelled sparsely so the words can be read.
 
 The points come in priority order (the most frequent first); labels are placed greedily in that order,
-each one only where it overlaps no label already placed, up to :attr:`MapConfig.labels`. t-SNE is
+each one only where it overlaps no label already placed, up to :attr:`MapConfig.labels`, and shown as the
+text had it before Moses's tokenizer escaped it (``d'``, not ``d&apos;``: :func:`unescape_moses`). t-SNE is
 scikit-learn's (``method="barnes_hut"``, PCA start, seeded, on one thread), so the same vectors and
 settings give the same map and the same PNG bytes.
 """
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 from typing import Sequence
 
 import numpy as np
@@ -59,7 +61,21 @@ def tsne_2d(vectors: np.ndarray, config: MapConfig | None = None) -> np.ndarray:
         return tsne.fit_transform(x)
 
 
+#: Moses's escapes of special characters (``escape-special-chars.perl``) and what they stand for
+MOSES_ESCAPES = {"&amp;": "&", "&#124;": "|", "&lt;": "<", "&gt;": ">", "&apos;": "'", "&quot;": '"',
+                 "&#91;": "[", "&#93;": "]"}
+_ESCAPE = re.compile("|".join(re.escape(e) for e in MOSES_ESCAPES))
+
+
+def unescape_moses(text: str) -> str:
+    """A word or phrase as the text had it before Moses's tokenizer escaped it (``d&apos;`` is ``d'``), in one
+    pass, as ``deescape-special-chars.perl`` reads it (``&amp;lt;`` is ``&lt;``)."""
+    return _ESCAPE.sub(lambda m: MOSES_ESCAPES[m.group(0)], text)
+
+
 def _short(label: str) -> str:
+    """A label as a map shows it: unescaped, cut at :data:`LABEL_CHARS`."""
+    label = unescape_moses(label)
     return label if len(label) <= LABEL_CHARS else label[:LABEL_CHARS - 1] + "…"
 
 

@@ -49,6 +49,7 @@ nb = open(nbest[0], "w") if nbest else None
 print("Defined parameters (per moses.ini or switch):", file=sys.stderr)
 for sid, line in enumerate(sys.stdin):
     words = line.split()
+    print(f"Translating: {line.strip()}", file=sys.stderr)   # the real decoder's per-sentence chatter
     print(" ".join(words))
     if nb:
         for j in range(min(nbest[1], 2)):
@@ -96,19 +97,23 @@ if os.environ.get("STANDIN_FAIL"):
     print("ERROR: Failed to run '" + decoder + "'.", file=sys.stderr)
     sys.exit(2)
 feats = ini_weights(config)
-def run(cmd, **kw):
-    print("Executing: " + " ".join(cmd), flush=True)
+def run(cmd, shown="", **kw):
+    print("Executing: " + " ".join(cmd) + shown, flush=True)
     subprocess.run(cmd, check=True, **kw)
 n = opts.get("nbest", "100")
 with open(dev_f) as fin, open("run1.out", "w") as fout:
-    run([decoder, "-config", config, "-n-best-list", f"run1.best{n}.out", n, "distinct"], stdin=fin, stdout=fout)
+    run([decoder, "-config", config, "-n-best-list", f"run1.best{n}.out", n, "distinct"], " > run1.out",
+        stdin=fin, stdout=fout)
+print("Scoring the nbestlist.", flush=True)
 run([os.path.join(mertdir, "extractor"), "--scconfig", "case:true", "--scfile", "run1.scores.dat",
      "--ffile", "run1.features.dat", "-r", dev_e, "-n", f"run1.best{n}.out"])
 dims = sum(k for name, k in feats if name != "UnknownWordPenalty0")
 open("run1.init.opt", "w").write("0\n")
 run([os.path.join(mertdir, "mert"), "-d", str(dims), "--scconfig", "case:true", "--ffile", "run1.features.dat",
      "--scfile", "run1.scores.dat", "--ifile", "run1.init.opt", "-n", "20"])
+print("Executing: \\cp -f weights.txt run1.weights.txt", flush=True)
 weights = [float(x) for x in open("weights.txt").read().split()]
+print("(1) BEST at 1: " + " ".join(map(str, weights)) + " => 0.231455 at Mon Nov 30 03:12:45 UTC 2026", flush=True)
 # create_config: header, the ini without its [weight] section (first line swallowed), then [weight] last
 out = open("moses.ini", "w")
 out.write("# MERT optimized configuration\n# decoder " + decoder + "\n# BLEU 0.231455 on dev " + dev_f +

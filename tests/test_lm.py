@@ -188,3 +188,17 @@ def test_discounts_hand_computed(adjusted, expected, fell_back):
 
     d, fb = _discounts(np.array(adjusted), FALLBACK)
     assert fb == fell_back and d == pytest.approx(expected)
+
+
+def test_an_arpa_lm_loads_without_kenlms_advice_to_build_a_binary(trained, capfd):
+    """KenLM prints "Loading the LM will be faster if you build a binary file." and a progress bar on stderr
+    (its C++ stream, fd 2) for every ARPA file it loads: where the project loads one, it says nothing."""
+    from phrase_rescore.moses_integration.embedded.translation_options import LanguageModel
+
+    _, path, _, _ = trained
+    capfd.readouterr()
+    assert load_lm(path).order == 3 and LanguageModel(str(path)).order == 3
+    err = capfd.readouterr().err
+    assert "binary" not in err and "Reading" not in err and "****" not in err, err
+    kenlm.Model(str(path))                              # kenlm's own default says it
+    assert "build a binary file" in capfd.readouterr().err

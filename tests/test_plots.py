@@ -210,6 +210,21 @@ def test_labels_are_placed_most_frequent_first_and_never_overlap():
     assert [i for i, _ in chosen] == sorted(i for i, _ in chosen)
 
 
+@pytest.mark.parametrize("word, shown", [
+    ("d&apos;", "d'"), ("l&apos; homme", "l' homme"), ("&quot;oui&quot;", '"oui"'), ("a &amp; b", "a & b"),
+    ("&lt;s&gt;", "<s>"), ("&#91;x&#93;", "[x]"), ("a&#124;b", "a|b"),
+    ("&amp;lt;", "&lt;"),                       # one pass, as deescape-special-chars.perl: an escaped escape
+    ("&nbsp; &#39;", "&nbsp; &#39;"),           # not Moses's escapes: as they are
+])
+def test_map_labels_show_the_words_as_the_text_had_them_not_mosess_escapes(word, shown):
+    assert maps.unescape_moses(word) == shown
+    with maps.styled():
+        fig = maps.new_figure(*maps.MAP_SIZE)
+        ax = fig.add_axes((0.02, 0.02, 0.96, 0.92))
+        maps.place_labels(ax, np.array([[0.2, 0.5]]), [word], max_labels=1)
+        assert [t.get_text().strip() for t in ax.texts] == [shown]
+
+
 def test_a_map_png_is_drawn_and_the_same_bytes_again(tmp_path):
     x, _ = clusters()
     words = [f"w{i}" for i in range(len(x))]

@@ -44,6 +44,11 @@ def test_real_mert_moses_two_iterations_and_the_tuned_ini(tiny_system, tuned):
     assert not (mw / "run3.best20.out.gz").exists()
     log = (work / "mert-moses.log").read_text()
     assert ("Maximum number of iterations exceeded" in log or "None of the weights changed" in log)
+    # the console: where the log is and one line per iteration; the decoder's chatter stays in the log
+    said = [line for line in out.splitlines() if line.startswith("tune: ")]
+    assert said[0].startswith("tune: mert-moses.pl, at most 2 iterations") and str(work / "mert-moses.log") in said[0]
+    assert [line.split(":")[1] for line in said[1:]] == [" iteration 1/2", " iteration 2/2"], out
+    assert len(out.splitlines()) < 10 < len(log.splitlines()), out
     assert log.rstrip().endswith("# exit status: 0")
     # --historic-bests: the second optimisation also starts from the weights the first decode used
     assert "--ifile run1.init.opt,run2.init.opt" in log and log.count("--ifile run1.init.opt ") == 2

@@ -13,7 +13,7 @@ import pytest
 from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.core.fileio import read_text_lines, sha256_file
 from phrase_rescore.moses_integration.backend import Backend
-from phrase_rescore.moses_integration.report import EvaluateConfig, SystemSpec, evaluate, score_systems
+from phrase_rescore.moses_integration.report import DEV_NOTE, EvaluateConfig, SystemSpec, evaluate, score_systems
 
 FIX = Path(__file__).parent / "fixtures" / "moses"
 
@@ -130,8 +130,9 @@ def test_evaluate_writes_table1_and_resumes(tmp_path, monkeypatch):
     assert list(csv.columns) == ["configuration", "dev_bleu", "dev_delta", "dev_p", "dev_chrf", "test_bleu",
                                  "test_delta", "test_p", "test_chrf", "ini_sha256", "model_sha256"]
     md = (tmp_path / "eval" / "table1.md").read_text()
-    assert md.splitlines()[0] == ("| Configuration | Dev BLEU | Δ dev | p (dev) | Test BLEU | Δ test | p (test) "
-                                  "| Test chrF |")
+    assert md.splitlines()[0] == ("| Configuration | Dev BLEU (MERT's set) | Δ dev | p (dev) | Test BLEU | Δ test "
+                                  "| p (test) | Test chrF |")
+    assert DEV_NOTE in md              # the dev column is the set the weights were tuned on, and says so
     assert f"| +RNN | {want.bleu[1]:.2f} | {want.bleu[1] - want.bleu[0]:+.2f} |" in md
     assert sha256_file(inis["rnnwp.ini"]) in md and "nrefs:1|bs:100|seed:12345" in md
     assert len(backend.calls) == 6

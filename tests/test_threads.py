@@ -68,3 +68,36 @@ def test_training_on_a_cpu_takes_one_torch_thread_unless_asked(tmp_path):
     # a workflow's [common] threads (the decoders') leaves training at one torch thread
     wf = load_workflow(WORKFLOWS / "multi30k.toml", default_registry(), overrides=["common.threads=3"])
     assert wf.params["train"]["torch_threads"] == 1 and wf.params["evaluate"]["threads"] == 3
+
+
+@pytest.fixture
+def three_cores(monkeypatch):
+    """A machine whose CPU set holds three cores."""
+    import os
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2}, raising=False)
+    return 3
+
+
+def test_threads_left_unset_are_the_cores_this_process_may_use(three_cores):
+    from phrase_rescore.core.cores import available_cores
+    from phrase_rescore.moses_integration.report import EvaluateConfig
+    from phrase_rescore.moses_integration.rewrite import RewriteConfig
+
+    assert available_cores() == three_cores
+    argv = mert_moses_argv(_tune_cfg({}), INSTALL)
+    assert "--threads=3" in argv and "--decoder-flags=-threads 3" in argv
+    assert EvaluateConfig([], Path("t"), Path("r"), Path("w")).threads == 3
+    assert RewriteConfig(Path("a.ini"), Path("t.gz"), Path("b.ini")).threads == 3
+    assert EvaluateConfig([], Path("t"), Path("r"), Path("w"), threads=1).threads == 1
+
+
+def test_no_workflow_fixes_threads_and_a_manifest_keeps_them_unset(three_cores):
+    """The workflows leave ``threads`` unset (their comment says the default), so a stage's parameters,
+    which its manifest keeps, say None on every machine and a workdir moved between machines is not rerun."""
+    for toml in sorted(WORKFLOWS.glob("*.toml")):
+        text = toml.read_text(encoding="utf-8")
+        assert "\nthreads =" not in text and "# threads =" in text, toml.name
+        wf = load_workflow(toml, default_registry())
+        for stage, params in wf.params.items():
+            assert params.get("threads", None) is None, (toml.name, stage)

@@ -208,3 +208,91 @@ def test_resume_takes_the_counters_and_rewrites_the_log(tmp_path):
     assert (tmp_path / "train_log.csv").read_text().splitlines()[1:] == [
         ",".join(str(r[c]) for c in ["step", "elapsed_s", "train_loss", "valid_ppl", "best_valid_ppl"])
         for r in first.state["log"]]
+
+
+def progress_every() -> int:
+    from phrase_rescore.pipeline.training_loop import POSTFIX_EVERY
+
+    return POSTFIX_EVERY
+
+
+class _Clock:
+    """A clock that the scripted trainer moves: each update takes 1 s, each validation ``valid_s``."""
+
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self):
+        return self.now
+
+
+class _Bar:
+    """progress.bar's stand-in: keeps every total the loop gives it."""
+
+    def __init__(self, total=None, **kw):
+        self.totals, self.n = [total], kw.get("initial", 0)
+
+    @property
+    def total(self):
+        return self.totals[-1]
+
+    @total.setter
+    def total(self, value):
+        self.totals.append(value)
+
+    def update(self, k):
+        self.n += k
+
+    def set_postfix(self, **kw):
+        pass
+
+    def close(self):
+        pass
+
+
+@pytest.mark.parametrize("budget, valid_s", [(1200.0, 15.0), (300.0, 2.0), (600.0, 40.0)])
+def test_a_time_budget_ends_the_run_within_one_update_and_the_bar_counts_to_it(tmp_path, monkeypatch, budget,
+                                                                             valid_s):
+    """A budget is wall time, validations included (one run of 1,200 s took 1,302 s when only the updates
+    counted), and the progress bar's total is the step the budget reaches, not ``max_steps`` (whose ETA was
+    4 h 10 min for a 20-minute budget)."""
+    from phrase_rescore.core import progress
+    from phrase_rescore.pipeline.training_loop import TrainingLoop
+
+    bars = []
+    monkeypatch.setattr(progress, "bar", lambda **kw: bars.append(_Bar(**kw)) or bars[-1])
+    clock = _Clock()
+
+    def step():
+        clock.now += 1.0
+        return 1.0, 4, 8
+
+    def validate():
+        clock.now += valid_s
+        return 5.0
+
+    loop = TrainingLoop(tmp_path, max_steps=15_000, valid_every=50, patience=None, time_budget_s=budget,
+                        log_columns=["step", "elapsed_s", "train_loss", "valid_ppl", "best_valid_ppl"], desc="t",
+                        clock=clock)
+    stop = loop.run(step, validate=validate, save=lambda path, ts: None, own_state=dict, log_extra=dict,
+                    held_out=True)
+    assert stop == "time_budget"
+    assert budget - 50 - valid_s <= clock.now <= budget + 1, clock.now      # within one validation interval
+    # the rate before the first validation leaves the validations out; from then on the total is the end
+    end, totals = loop.state["step"], bars[0].totals[1:-1]
+    assert totals and all(t <= budget for t in totals), totals     # 1 s an update: never max_steps
+    assert all(abs(t - end) <= 0.1 * end for t in totals[50 // progress_every():]), totals
+    assert bars[0].totals[-1] == bars[0].n == loop.state["step"]             # the bar ends full
+
+
+if __name__ == "__main__":                  # prints the fingerprints of this checkout's trainers
+    import os
+    import sys
+    import tempfile
+
+    os.environ["PHRASE_RESCORE_QUIET"] = "1"
+    torch.set_num_threads(1)
+    with tempfile.TemporaryDirectory() as t:
+        for k, v in fingerprints(Path(t)).items():
+            print(f"    {k!r}: {v!r},")
+    print(*_kernels(), file=sys.stderr)

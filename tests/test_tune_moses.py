@@ -118,7 +118,7 @@ def test_mert_moses_argv_exact(tmp_path, moses_home):
         "--threads=4", "--decoder-flags=-threads 8 -s 500", "--batch-mira", "--return-best-dev",
         "--predictable-seeds", "--historic-bests"]
     plain = MosesTuneConfig(ini=Path("/m/moses.ini"), dev_src=Path("/d/dev.fr"), dev_ref=Path("/d/dev.en"),
-                            workdir=Path("/w"))
+                            workdir=Path("/w"), threads=1)
     # mert and kbmira run through the launchers in WORK/mert-bin, which seed each iteration
     assert mert_moses_argv(plain, install)[5:] == ["--mertdir=/w/mert-bin", "--working-dir=/w/mert-work",
                                                    "--nbest=100", "--maximum-iterations=25", "--threads=1"]
@@ -337,3 +337,19 @@ def test_tune_itself_refuses_moses_only_options_with_embedded(tmp_path):
     with pytest.raises(PhraseRescoreError, match=r"^--decoder-flags and --batch-mira only apply to --backend moses"):
         tune(cfg)
     assert not (tmp_path / "w").exists()
+
+
+def test_the_console_gets_one_line_per_iteration_and_the_log_gets_the_decoder(tmp_path, table6, moses_home):
+    """Moses's per-sentence decoder output (96,693 of 101,630 console lines of one real tuning) goes to
+    mert-moses.log only; the console shows where the output is kept and one line per finished iteration."""
+    src, ref = _dev(tmp_path)
+    ini = tmp_path / "rescored.ini"
+    rewrite_moses_ini(RewriteConfig(FIX / "train-model.moses.ini", table6, ini))
+    said = []
+    tune_moses(MosesTuneConfig(ini=ini, dev_src=src, dev_ref=ref, workdir=tmp_path / "w", max_iterations=3),
+               echo=said.append)
+    log = (tmp_path / "w" / "mert-moses.log").read_text()
+    assert "Translating: das haus" in log and "Executing:" in log
+    assert not any("Translating" in s or "Executing" in s for s in said), said
+    assert len(said) == 2 and str(tmp_path / "w" / "mert-moses.log") in said[0]
+    assert said[1].startswith("tune: iteration 1/3: dev BLEU ") and "decoding" in said[1]

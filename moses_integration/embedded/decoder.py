@@ -232,7 +232,7 @@ class Decoder:
             ctx = multiprocessing.get_context("fork")
             chunk = max(1, min(16, len(sentences) // (threads * 4) or 1))
             try:
-                with ctx.Pool(threads) as pool:
+                with ctx.Pool(min(threads, len(sentences))) as pool:   # no idle processes to fork
                     for r in pool.imap(_work, sentences, chunksize=chunk):
                         results.append(r)
                         pb.update(1)

@@ -230,12 +230,12 @@ def _write_arpa(path, vocab: dict[str, int], orders: list[_Order], probs, backof
 
 
 def load_lm(path: str | os.PathLike):
-    """Load an ARPA (or KenLM binary) file with the ``kenlm`` module."""
-    import kenlm
+    """Load an ARPA (or KenLM binary) file with the ``kenlm`` module, without its advice to build a binary."""
+    from .translation_options import open_kenlm
 
     if not os.path.exists(path):
         raise PhraseRescoreError("language model not found", path)
-    return kenlm.Model(os.fspath(path))
+    return open_kenlm(os.fspath(path))
 
 
 def perplexity(model, sentences: Iterable[Sequence[str]]) -> float:

@@ -68,14 +68,27 @@ class ReorderingScores:
         self.key = key
 
 
+def open_kenlm(path: str):
+    """``kenlm.Model(path)`` without KenLM's chatter on stderr: an ARPA file loads without its advice to build a
+    binary one ("Loading the LM will be faster if you build a binary file.") and without its progress bar
+    (each decoder run, each tuning iteration, loads the LM again). Its warnings about the file itself (a
+    missing ``<unk>``) still show."""
+    import kenlm  # imported here so that loading this module needs no kenlm
+
+    config = kenlm.Config()
+    config.arpa_complain = kenlm.ARPALoadComplain.NONE
+    config.show_progress = False
+    return kenlm.Model(path, config)
+
+
 class LanguageModel:
     """KenLM through its Python module, with the two things the decoder asks of it cached."""
 
     def __init__(self, path: str):
-        import kenlm  # imported here so that loading this module needs no kenlm
+        import kenlm
 
         try:
-            self.model = kenlm.Model(path)
+            self.model = open_kenlm(path)
         except (OSError, RuntimeError) as e:
             raise PhraseRescoreError(f"cannot load the language model: {e}", path) from None
         self.kenlm = kenlm

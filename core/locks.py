@@ -167,46 +167,63 @@ def acquire(output: str | os.PathLike, option: str = "--out", command: str = "")
     except OSError:
         return []               # no folder to write into: the command's own write will say why
     while True:
+        fd = _open(lock, out, option)
+        if fd is None:
+            return created      # a folder we may not write in: the command's own write will say why
         try:
-            fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
-        except OSError as e:
-            if e.errno == errno.ELOOP:
-                raise _not_ours(lock, "a symbolic link is in its place") from None
-            if e.errno == errno.EISDIR:
-                raise _not_ours(lock, "a folder is in its place") from None
-            if e.errno in (errno.EACCES, errno.EROFS, errno.EPERM):
-                return created  # a folder we may not write in: the command's own write will say why
-            raise PhraseRescoreError(f"cannot create the lock file of {option} {out}: {e.strerror}", lock) from None
-        try:
-            st = os.fstat(fd)
-            if not stat.S_ISREG(st.st_mode):
-                raise _not_ours(lock, "something other than a regular file is in its place")
-            if _parse(_read(fd)) is None:
-                raise _not_ours(lock, "it holds something else")
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                raise PhraseRescoreError(f"another phrase-rescore run is writing this output ({_holder(fd)}); "
-                                         f"two runs on one output would mix their writes: wait for it to end, or "
-                                         f"give {option} another path", out) from None
-            try:                # a holder that was letting go may have removed the file we opened: again
-                now = os.stat(lock, follow_symlinks=False)
-            except FileNotFoundError:
-                now = None
-            if now is None or (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino):
-                os.close(fd)
-                continue
-            if _parse(_read(fd)) is None:
-                raise _not_ours(lock, "it holds something else")
-            record = _record(command)
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, record, 0)
+            taken = _take(fd, lock, out, option)
+            if taken:
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, _record(command), 0)
         except BaseException:
             with contextlib.suppress(OSError):
                 os.close(fd)
             raise
-        _held[key] = _Held(fd, out, lock, 1)
-        return created
+        if taken:
+            _held[key] = _Held(fd, out, lock, 1)
+            return created
+        os.close(fd)            # a holder that was letting go removed the file we opened: again
+
+
+def _open(lock: Path, out: Path, option: str) -> int | None:
+    """The lock file, opened (created when missing), never through a link; None where it may not be created."""
+    try:
+        return os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise _not_ours(lock, "a symbolic link is in its place") from None
+        if e.errno == errno.EISDIR:
+            raise _not_ours(lock, "a folder is in its place") from None
+        if e.errno in (errno.EACCES, errno.EROFS, errno.EPERM):
+            return None
+        raise PhraseRescoreError(f"cannot create the lock file of {option} {out}: {e.strerror}", lock) from None
+
+
+def _take(fd: int, lock: Path, out: Path, option: str) -> bool:
+    """``flock`` the open lock file ``fd``; False when the file at ``lock`` is no longer the one opened.
+
+    :raises PhraseRescoreError: another process holds it, or it is not a lock file of ours.
+    """
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        raise _not_ours(lock, "something other than a regular file is in its place")
+    if _parse(_read(fd)) is None:
+        raise _not_ours(lock, "it holds something else")
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        raise PhraseRescoreError(f"another phrase-rescore run is writing this output ({_holder(fd)}); two runs "
+                                 f"on one output would mix their writes: wait for it to end, or give {option} "
+                                 "another path", out) from None
+    try:
+        now = os.stat(lock, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    if (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino):
+        return False
+    if _parse(_read(fd)) is None:
+        raise _not_ours(lock, "it holds something else")
+    return True
 
 
 def release(output: str | os.PathLike, all_holds: bool = False) -> None:

@@ -43,8 +43,10 @@ class MapConfig:
     labels: int = setting(150, at_least=0, help="Label at most this many points of a map, none overlapping another.")
 
 
-def tsne_2d(vectors: np.ndarray, config: MapConfig = MapConfig()) -> np.ndarray:
-    """(n, d) vectors -> (n, 2) Barnes-Hut t-SNE coordinates, seeded, on one thread."""
+def tsne_2d(vectors: np.ndarray, config: MapConfig | None = None) -> np.ndarray:
+    """(n, d) vectors -> (n, 2) Barnes-Hut t-SNE coordinates, seeded, on one thread (``config``: the
+    default :class:`MapConfig` when None)."""
+    config = config if config is not None else MapConfig()
     from sklearn.manifold import TSNE
     from threadpoolctl import threadpool_limits
 
@@ -135,12 +137,13 @@ def map_picture(xy: np.ndarray | None, labels: Sequence[str], title: str, max_la
 
 
 def write_map(vectors: np.ndarray, labels: Sequence[str], out_png: str | os.PathLike, title: str,
-              config: MapConfig = MapConfig(), what: str = "vectors") -> dict:
+              config: MapConfig | None = None, what: str = "vectors") -> dict:
     """t-SNE of ``vectors`` (rows in priority order, one label each) drawn into ``out_png``.
 
     Fewer than :data:`MIN_POINTS` vectors give a picture that says so instead of a map.
     :returns: ``{"points", "bytes"}``.
     """
+    config = config if config is not None else MapConfig()
     if len(vectors) != len(labels):
         raise ValueError(f"{len(vectors)} vectors but {len(labels)} labels")
     if len(vectors) < MIN_POINTS:

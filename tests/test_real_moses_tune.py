@@ -3,12 +3,14 @@ from __future__ import annotations
 
 import csv
 
+import _real_moses
 import pytest
-from _real_moses import cli, moses_decode, needs_moses, run, tiny_system, tool  # noqa: F401
+from _real_moses import cli, moses_decode, needs_moses, run, tool  # noqa: F401
 
 from phrase_rescore.moses_integration.moses_ini import read_moses_ini
 
 pytestmark = needs_moses
+tiny_system = _real_moses.tiny_system     # the session's fixture, taken by name
 
 
 def _tune(s, work):

@@ -100,13 +100,14 @@ def _discount_of(a: np.ndarray, d: Sequence[float]) -> np.ndarray:
 
 
 def train_lm(sentences: Sequence[Sequence[str]], arpa_path: str | os.PathLike,
-             config: LMConfig = LMConfig()) -> LMStats:
+             config: LMConfig | None = None) -> LMStats:
     """Estimate an interpolated modified Kneser-Ney LM from tokenized sentences and write it as ARPA.
 
     :param sentences: tokenized sentences (the target side of the training corpus).
     :param arpa_path: where to write the ARPA file (atomically).
     :returns: counts, discounts and fallbacks per order.
     """
+    config = config if config is not None else LMConfig()
     # --- vocabulary and the padded corpus as word ids: <unk>=0, <s>=1, </s>=2, then words in first-seen order
     vocab: dict[str, int] = {UNK: 0, BOS: 1, EOS: 2}
     flat: list[int] = []

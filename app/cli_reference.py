@@ -279,17 +279,7 @@ def workflow_sections(registry) -> list[str]:
             "`ARTIFACT = \"PATH\"`: a file or folder the user brings in place of the stage that would make it "
             "(relative paths are taken from the current folder). The artifacts, who makes them and who reads them:",
             ""]
-    made: dict[str, list[str]] = {}
-    read: dict[str, list[str]] = {}
-    for stage in registry.stages.values():
-        for a in stage.produces:
-            made.setdefault(a, []).append(stage.name)
-        for a in stage.consumes:
-            read.setdefault(a, []).append(stage.name + (" (optional)" if a in stage.optional else ""))
-    names = list(dict.fromkeys([a for s in registry.stages.values() for a in (*s.produces, *s.consumes)]))
-    out += _table(["artifact", "made by", "read by"],
-                  [[_code(a), ", ".join(made.get(a, [])) or "— (inputs only)", ", ".join(read.get(a, [])) or "—"]
-                   for a in names])
+    out += _artifacts(registry)
     out += ["", "### [common]", "",
             "A value for every selected stage that has the key (`backend`, `case`, `threads`, `seed`, ...); a stage's "
             "own section overrides it.", "", "### Stages", "",
@@ -298,29 +288,45 @@ def workflow_sections(registry) -> list[str]:
                   [[_code(s.name), _code(f"[{s.section}]"), s.doc,
                     ", ".join(f"`{a}` ({p})" for a, p in s.produces.items())] for s in registry.stages.values()])
     for section, stages in registry.sections().items():
-        params = registry.section_params(section)
-        out += ["", f"### [{section}]", ""]
-        command, _ = SECTION_SOURCES[section]
-        notes = [st for st in stages if st.follows or st.inherits or st.reseeds]
-        out.append(f"Stages: {', '.join(_code(st.name) for st in stages)}. The keys are the settings of "
-                   f"`phrase-rescore {command}`.")
-        for st in notes:
-            for leader, keys in st.follows.items():
-                out.append(f"`{st.name}` takes {_keys(keys, params)} from `{leader}` when that stage runs too "
-                           "(a different value here is an error).")
-            for leader, keys in st.inherits.items():
-                out.append(f"`{st.name}` takes {_keys(keys, params)} from `{leader}`'s section unless this section "
-                           "sets them.")
-            for leader, keys in st.reseeds.items():
-                out.append(f"`{st.name}`'s {_keys(keys, params)} is `{leader}`'s + 1 unless this section sets it.")
-        out.append("")
-        rows = []
-        for key, default in params.items():
-            s, option = _section_setting(section, key)
-            valid = expected(s).removesuffix(" (or leave it unset)")
-            rows.append([_code(key), _shown(default), valid, _code(option) if option else "— (workflow only)", s.help])
-        out += _table(["key", "default", "valid values", "option", "description"], rows)
+        out += ["", f"### [{section}]", ""] + _section(section, stages, registry.section_params(section))
     return out
+
+
+def _artifacts(registry) -> list[str]:
+    """The table of every artifact: the stages that make it and those that read it."""
+    made: dict[str, list[str]] = {}
+    read: dict[str, list[str]] = {}
+    for stage in registry.stages.values():
+        for a in stage.produces:
+            made.setdefault(a, []).append(stage.name)
+        for a in stage.consumes:
+            read.setdefault(a, []).append(stage.name + (" (optional)" if a in stage.optional else ""))
+    names = list(dict.fromkeys([a for s in registry.stages.values() for a in (*s.produces, *s.consumes)]))
+    return _table(["artifact", "made by", "read by"],
+                  [[_code(a), ", ".join(made.get(a, [])) or "— (inputs only)", ", ".join(read.get(a, [])) or "—"]
+                   for a in names])
+
+
+def _section(section: str, stages: list, params: dict) -> list[str]:
+    """One workflow section: its stages, what they take from other stages, and the table of its keys."""
+    command, _ = SECTION_SOURCES[section]
+    out = [f"Stages: {', '.join(_code(st.name) for st in stages)}. The keys are the settings of "
+           f"`phrase-rescore {command}`."]
+    for st in stages:
+        for leader, keys in st.follows.items():
+            out.append(f"`{st.name}` takes {_keys(keys, params)} from `{leader}` when that stage runs too "
+                       "(a different value here is an error).")
+        for leader, keys in st.inherits.items():
+            out.append(f"`{st.name}` takes {_keys(keys, params)} from `{leader}`'s section unless this section "
+                       "sets them.")
+        for leader, keys in st.reseeds.items():
+            out.append(f"`{st.name}`'s {_keys(keys, params)} is `{leader}`'s + 1 unless this section sets it.")
+    rows = []
+    for key, default in params.items():
+        s, option = _section_setting(section, key)
+        valid = expected(s).removesuffix(" (or leave it unset)")
+        rows.append([_code(key), _shown(default), valid, _code(option) if option else "— (workflow only)", s.help])
+    return out + [""] + _table(["key", "default", "valid values", "option", "description"], rows)
 
 
 def _keys(keys: Iterable[str], params: dict) -> str:

@@ -128,12 +128,11 @@ class TrainingLoop:
     def __init__(self, out_dir, *, max_steps: int, valid_every: int, patience: int | None,
                  time_budget_s: float | None, log_columns: list[str], desc: str, position: dict | None = None,
                  dist: Dist | None = None, clock: Callable[[], float] = time.monotonic):
-        dist = dist or Dist()
         self.out = Path(out_dir)
         self.last_path, self.best_path, self.log_path = self.out / LAST, self.out / BEST, self.out / LOG
         self.max_steps, self.valid_every, self.patience = max_steps, valid_every, patience
         self.time_budget_s, self.log_columns, self.desc = time_budget_s, log_columns, desc
-        self.dist, self.clock = dist, clock
+        self.dist, self.clock = dist if dist is not None else Dist(), clock
         self.state = {"step": 0, **(position or {}), "elapsed_s": 0.0, "best_valid_ppl": math.inf,
                       "bad_evals": 0, "log": []}
         self.last_valid = math.nan          # the latest validation perplexity
@@ -171,6 +170,19 @@ class TrainingLoop:
         left = max(0.0, self.time_budget_s - self.state["elapsed_s"] - self.validation_s)
         ahead = self.max_steps if per_step <= 0 else left / per_step
         return max(self.state["step"], min(self.max_steps, self.state["step"] + int(ahead)))
+
+    def _show(self, bar, loss: float, steps: int, update_s: float) -> None:
+        """Refresh the bar's loss and, under a time budget, its total: the ETA is then the budget's end."""
+        bar.set_postfix(loss=f"{loss:.3f}", valid_ppl=f"{self.last_valid:.2f}", refresh=False)
+        if self.time_budget_s is not None:
+            bar.total = self.steps_in_budget(steps, update_s)
+
+    def _timed(self, validate_and_save: Callable[[bool], None]) -> None:
+        """A scheduled validation and its checkpoints, their time counted as training time."""
+        t0 = self.clock()
+        validate_and_save(on_schedule=True)
+        self.validation_s = self.clock() - t0
+        self.state["elapsed_s"] += self.validation_s
 
     def per_second(self, examples_per_step: int) -> float:
         """Examples per second of this call's loop (validations included)."""
@@ -235,15 +247,9 @@ class TrainingLoop:
                 update_s += took
                 bar.update(1)
                 if state["step"] % POSTFIX_EVERY == 0:
-                    bar.set_postfix(loss=f"{window['loss'] / window['examples']:.3f}",
-                                    valid_ppl=f"{self.last_valid:.2f}", refresh=False)
-                    if self.time_budget_s is not None:    # the ETA is the budget's end
-                        bar.total = self.steps_in_budget(state["step"] - start_step, update_s)
+                    self._show(bar, window["loss"] / window["examples"], state["step"] - start_step, update_s)
                 if state["step"] % self.valid_every == 0:
-                    t1 = self.clock()
-                    validate_and_save(on_schedule=True)
-                    self.validation_s = self.clock() - t1
-                    state["elapsed_s"] += self.validation_s
+                    self._timed(validate_and_save)
             if not state["log"] or state["log"][-1]["step"] != state["step"]:
                 validate_and_save(on_schedule=False)
             bar.total = state["step"]       # the run ends here, whichever rule stopped it

@@ -44,8 +44,9 @@ class MapConfig:
 
 
 def tsne_2d(vectors: np.ndarray, config: MapConfig | None = None) -> np.ndarray:
-    """(n, d) vectors -> (n, 2) Barnes-Hut t-SNE coordinates, seeded, on one thread."""
-    config = config or MapConfig()
+    """(n, d) vectors -> (n, 2) Barnes-Hut t-SNE coordinates, seeded, on one thread (``config``: the
+    default :class:`MapConfig` when None)."""
+    config = config if config is not None else MapConfig()
     from sklearn.manifold import TSNE
     from threadpoolctl import threadpool_limits
 
@@ -142,7 +143,7 @@ def write_map(vectors: np.ndarray, labels: Sequence[str], out_png: str | os.Path
     Fewer than :data:`MIN_POINTS` vectors give a picture that says so instead of a map.
     :returns: ``{"points", "bytes"}``.
     """
-    config = config or MapConfig()
+    config = config if config is not None else MapConfig()
     if len(vectors) != len(labels):
         raise ValueError(f"{len(vectors)} vectors but {len(labels)} labels")
     if len(vectors) < MIN_POINTS:

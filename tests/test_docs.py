@@ -202,14 +202,8 @@ def _inner(argv: tuple[str, ...]) -> tuple[str, ...] | None:
     return None
 
 
-def check_command(argv: tuple[str, ...], strict: bool = True) -> None:
-    """Parse a ``phrase-rescore`` command line with the command's own parser, without running it.
-
-    :param strict: arguments, required options and settings' values checked too (a code block); else
-        only the command and its options' names (inline code in the text, with placeholders).
-    :raises AssertionError: naming what is wrong.
-    """
-    args = list(argv[1:])
+def _resolve(args: list[str], strict: bool):
+    """``(path, command)`` of a command line's words (consumed from ``args``), or None for a placeholder."""
     group: click.Group = main
     while args and args[0].startswith("-"):              # the group's own options
         opt = args.pop(0)
@@ -219,36 +213,51 @@ def check_command(argv: tuple[str, ...], strict: bool = True) -> None:
         assert args, f"{' '.join(path)}: no command given"
         name = args.pop(0)
         if not strict and name not in group.commands and (name.isupper() or name.startswith("[")):
-            return                                          # a placeholder: `phrase-rescore plot KIND`
+            return None                                 # a placeholder: `phrase-rescore plot KIND`
         if name not in group.commands and group is main and name in PENDING_COMMANDS:
             pytest.skip(f"{name}: {PENDING_COMMANDS[name]}")
         assert name in group.commands, f"{' '.join(path)} has no command {name!r}"
         cmd = group.commands[name]
         path.append(name)
         if not isinstance(cmd, click.Group):
-            break
+            return path, cmd
         group = cmd
-    if path == ["phrase-rescore", "decode"]:
-        from phrase_rescore.app.decode_cli import SPELLINGS, parse_decode_args
 
-        if not strict:
-            for a in args:
-                assert not a.startswith("-") or a.lstrip("-") in SPELLINGS, f"phrase-rescore decode has no option {a}"
-            return
-        try:
-            parse_decode_args(args)
-        except PhraseRescoreError as e:
-            raise AssertionError(f"phrase-rescore decode: {e}") from None
-        return
+
+def _check_decode(args: list[str], strict: bool) -> None:
+    """``decode`` reads Moses's options itself: its own parser, or (inline) its options' spellings."""
+    from phrase_rescore.app.decode_cli import SPELLINGS, parse_decode_args
+
     if not strict:
-        args = [a for a in args if a.startswith("-")]
-    ctx = click.Context(cmd, info_name=name, parent=click.Context(main, info_name="phrase-rescore"))
+        for a in args:
+            assert not a.startswith("-") or a.lstrip("-") in SPELLINGS, f"phrase-rescore decode has no option {a}"
+        return
+    try:
+        parse_decode_args(args)
+    except PhraseRescoreError as e:
+        raise AssertionError(f"phrase-rescore decode: {e}") from None
+
+
+def check_command(argv: tuple[str, ...], strict: bool = True) -> None:
+    """Parse a ``phrase-rescore`` command line with the command's own parser, without running it.
+
+    :param strict: arguments, required options and settings' values checked too (a code block); else
+        only the command and its options' names (inline code in the text, with placeholders).
+    :raises AssertionError: naming what is wrong.
+    """
+    args = list(argv[1:])
+    found = _resolve(args, strict)
+    if found is None:
+        return
+    path, cmd = found
+    if path == ["phrase-rescore", "decode"]:
+        return _check_decode(args, strict)
+    ctx = click.Context(cmd, info_name=path[-1], parent=click.Context(main, info_name="phrase-rescore"))
     params = {p.name: p for p in cmd.get_params(ctx)}
     if not strict:
         known = {o for p in params.values() for o in (*getattr(p, "opts", ()), *getattr(p, "secondary_opts", ()))}
-        for a in args:
-            opt = a.split("=", 1)[0]
-            assert not opt.startswith("--") or opt in known, f"{' '.join(path)} has no option {opt}"
+        for a in (a.split("=", 1)[0] for a in args):
+            assert not a.startswith("--") or a in known, f"{' '.join(path)} has no option {a}"
         return
     try:
         opts, extra, _ = cmd.make_parser(ctx).parse_args(args=list(args))
@@ -256,11 +265,15 @@ def check_command(argv: tuple[str, ...], strict: bool = True) -> None:
         raise AssertionError(f"{' '.join(path)}: {e.format_message()}") from None
     assert not extra, f"{' '.join(path)}: unexpected argument(s) {extra}"
     given = {k: v for k, v in opts.items() if not repr(v).startswith("Sentinel")}
-    if "help" in given:
-        return
-    for p in params.values():
-        if p.required and p.name not in given:
-            raise AssertionError(f"{' '.join(path)}: missing {p.opts[0] if isinstance(p, click.Option) else p.name}")
+    if "help" not in given:
+        for p in params.values():
+            assert not p.required or p.name in given, \
+                f"{' '.join(path)}: missing {p.opts[0] if isinstance(p, click.Option) else p.name}"
+        _check_values(path, cmd, ctx, params, given)
+
+
+def _check_values(path: list[str], cmd: click.Command, ctx: click.Context, params: dict, given: dict) -> None:
+    """Every value given to a setting's option passes the setting's own check."""
     spec = getattr(cmd.callback, "__settings__", None)
     own = {s.name: s for s in settings(_load(spec[0]))} if spec else {}
     for key, raw in given.items():
@@ -268,8 +281,7 @@ def check_command(argv: tuple[str, ...], strict: bool = True) -> None:
         if s is None or isinstance(p.type, click.Path) or isinstance(raw, bool):
             continue
         try:
-            value = p.type.convert(raw, p, ctx)
-            check_value(s, _from_text(s, value), flag_name)
+            check_value(s, _from_text(s, p.type.convert(raw, p, ctx)), flag_name)
         except (click.BadParameter, PhraseRescoreError) as e:
             raise AssertionError(f"{' '.join(path)}: {e}") from None
 

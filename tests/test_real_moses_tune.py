@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import csv
 
+import _real_moses
 import pytest
 from _real_moses import cli, moses_decode, needs_moses, run, tool  # noqa: F401
 
@@ -10,6 +11,7 @@ from phrase_rescore.moses_integration.moses_ini import read_moses_ini
 from phrase_rescore.moses_integration.table_filter import original_paths
 
 pytestmark = needs_moses
+tiny_system = _real_moses.tiny_system     # the session's fixture, taken by name
 
 
 def _tune(s, work):

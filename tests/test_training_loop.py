@@ -253,9 +253,8 @@ class _Bar:
 @pytest.mark.parametrize("budget, valid_s", [(1200.0, 15.0), (300.0, 2.0), (600.0, 40.0)])
 def test_a_time_budget_ends_the_run_within_one_update_and_the_bar_counts_to_it(tmp_path, monkeypatch, budget,
                                                                              valid_s):
-    """A budget is wall time, validations included (one run of 1,200 s took 1,302 s when only the updates
-    counted), and the progress bar's total is the step the budget reaches, not ``max_steps`` (whose ETA was
-    4 h 10 min for a 20-minute budget)."""
+    """A budget is wall time, validations included, so the run ends within one validation interval of it;
+    the progress bar's total is the step the budget reaches, not ``max_steps``, so its ETA is the budget's."""
     from phrase_rescore.core import progress
     from phrase_rescore.pipeline.training_loop import TrainingLoop
 

@@ -340,8 +340,8 @@ def test_tune_itself_refuses_moses_only_options_with_embedded(tmp_path):
 
 
 def test_the_console_gets_one_line_per_iteration_and_the_log_gets_the_decoder(tmp_path, table6, moses_home):
-    """Moses's per-sentence decoder output (96,693 of 101,630 console lines of one real tuning) goes to
-    mert-moses.log only; the console shows where the output is kept and one line per finished iteration."""
+    """Moses's per-sentence decoder output, nearly all of what mert-moses.pl prints, goes to mert-moses.log
+    only; the console shows where the output is kept and one line per finished iteration."""
     src, ref = _dev(tmp_path)
     ini = tmp_path / "rescored.ini"
     rewrite_moses_ini(RewriteConfig(FIX / "train-model.moses.ini", table6, ini))

@@ -106,6 +106,7 @@ def train_lm(sentences: Sequence[Sequence[str]], arpa_path: str | os.PathLike,
     :param arpa_path: where to write the ARPA file (atomically).
     :returns: counts, discounts and fallbacks per order.
     """
+    config = config if config is not None else LMConfig()
     # --- vocabulary and the padded corpus as word ids: <unk>=0, <s>=1, </s>=2, then words in first-seen order
     config = config or LMConfig()
     vocab: dict[str, int] = {UNK: 0, BOS: 1, EOS: 2}

@@ -120,11 +120,11 @@ class LanguageModel:
 def source_phrases(sentences: Iterable[Sequence[str]], max_len: int) -> set[str]:
     """Every source n-gram (n <= max_len) of the input, space-joined: what the table is filtered to."""
     out: set[str] = set()
-    for words in sentences:
-        n = len(words)
+    for sentence in sentences:
+        n = len(sentence)
         for i in range(n):
             for j in range(i + 1, min(n, i + max_len) + 1):
-                out.add(" ".join(words[i:j]))
+                out.add(" ".join(sentence[i:j]))
     return out
 
 
@@ -315,10 +315,10 @@ class OptionTable:
         self.pruned: dict[str, list[tuple]] = {}
         for src, targets in table.entries.items():
             scored = []
-            for words, tm in targets:
-                static = float(np.dot(w_tm, tm)) + self.w_wp * -len(words) + self.w_pp
-                lm_est = lm.isolation_ln(words)
-                scored.append((static + self.w_lm * lm_est, static, words, tm, lm_est))
+            for target, tm in targets:
+                static = float(np.dot(w_tm, tm)) + self.w_wp * -len(target) + self.w_pp
+                lm_est = lm.isolation_ln(target)
+                scored.append((static + self.w_lm * lm_est, static, target, tm, lm_est))
             # Moses: NthElement(tableLimit) on the future score, ties in any order; we keep file order for ties
             scored.sort(key=lambda t: -t[0])
             if table_limit > 0:

@@ -42,7 +42,7 @@ def training_curves(log_path: str | os.PathLike, out_png: str | os.PathLike, tit
 
 
 def embedding_maps(model_path: str | os.PathLike, pairs_dir: str | os.PathLike | None, out_dir: str | os.PathLike,
-                   config: MapConfig = MapConfig()) -> dict:
+                   config: MapConfig | None = None) -> dict:
     """Maps of the source and target word embeddings, and (given the training pairs) of the phrase summaries c,
     written as :data:`WORDS_SOURCE`, :data:`WORDS_TARGET` and :data:`PHRASES` into ``out_dir``.
 
@@ -51,6 +51,7 @@ def embedding_maps(model_path: str | os.PathLike, pairs_dir: str | os.PathLike |
     from phrase_rescore.pipeline.representations import load_encdec, phrase_vectors, word_vectors
     from phrase_rescore.plots.maps import write_map
 
+    config = config if config is not None else MapConfig()
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     ck = load_encdec(model_path)
@@ -72,7 +73,7 @@ def embedding_maps(model_path: str | os.PathLike, pairs_dir: str | os.PathLike |
 
 
 def encdec_pictures(model_path: str | os.PathLike, pairs_dir: str | os.PathLike | None,
-                    out_dir: str | os.PathLike, config: MapConfig = MapConfig()) -> dict:
+                    out_dir: str | os.PathLike, config: MapConfig | None = None) -> dict:
     """Every picture of a trained encoder-decoder into ``out_dir``: its training curves (from the
     ``train_log.csv`` beside the model) and its maps (:func:`embedding_maps`)."""
     model = Path(model_path)

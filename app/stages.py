@@ -158,8 +158,9 @@ def _tokenize_file(src: Path, out: Path, lang: str, params: dict, truecase_model
     tok = Tokenizer(TokenizeConfig(lang=lang, case=params["case"], escape=params["escape"]), truecaser=tc)
     n = 0
     with atomic_open(out, "w") as w:
-        for n, line, _ in read_lines(src):
+        for _, line, _ in read_lines(src):
             w.write(" ".join(strip_pipes(tok.tokenize(line))[0]) + "\n")
+            n += 1
     return n
 
 

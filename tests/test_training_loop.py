@@ -283,15 +283,3 @@ def test_a_time_budget_ends_the_run_within_one_update_and_the_bar_counts_to_it(t
     assert all(abs(t - end) <= 0.1 * end for t in totals[50 // progress_every():]), totals
     assert bars[0].totals[-1] == bars[0].n == loop.state["step"]             # the bar ends full
 
-
-if __name__ == "__main__":                  # prints the fingerprints of this checkout's trainers
-    import os
-    import sys
-    import tempfile
-
-    os.environ["PHRASE_RESCORE_QUIET"] = "1"
-    torch.set_num_threads(1)
-    with tempfile.TemporaryDirectory() as t:
-        for k, v in fingerprints(Path(t)).items():
-            print(f"    {k!r}: {v!r},")
-    print(*_kernels(), file=sys.stderr)

@@ -52,6 +52,12 @@ SECTION_SOURCES: dict[str, tuple[str, tuple[str, ...]]] = {
     "moses-ini": ("moses-ini", ("phrase_rescore.app.stages:AddedWeights",)),
     "tune": ("tune", ()),
     "evaluate": ("evaluate", ("phrase_rescore.app.stages:CSLMRerank",)),
+    "train-seq2seq": ("train-seq2seq", ()),
+    "train-seq2seq-forward": ("train-seq2seq", ()),
+    "translate-seq2seq": ("translate", ("phrase_rescore.app.seq2seq_stages:Seq2SeqTranslate",)),
+    "nbest": ("tune", ("phrase_rescore.app.seq2seq_stages:NBestLists",)),
+    "rerank-seq2seq": ("rescore-nbest", ("phrase_rescore.app.seq2seq_stages:Seq2SeqRerank",)),
+    "rerank-stack": ("rescore-nbest", ("phrase_rescore.app.seq2seq_stages:Seq2SeqRerank",)),
 }
 
 HEADER = f"""# Command-line reference

@@ -23,7 +23,7 @@ from phrase_rescore.app.cli import main
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 FULL = r"(No space left on device|File too large)"
-TINY = ["--emb-dim", "8", "--hidden-dim", "16", "--maxout-units", "8", "--rank", "8", "--batch-size", "16"]
+TINY = ["--model-overrides", "{emb_dim = 8, hidden_dim = 16, maxout_units = 8, rank = 8}", "--batch-size", "16"]
 
 
 class SmallDisk:

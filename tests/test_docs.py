@@ -18,6 +18,7 @@ Python code blocks must compile.
 from __future__ import annotations
 
 import ast
+import doctest
 import gzip
 import re
 import shlex
@@ -343,7 +344,12 @@ def test_every_command_named_in_the_text_is_real(command):
 
 @pytest.mark.parametrize("doc, line, text", list(python_blocks()), ids=lambda x: str(x)[:30])
 def test_python_code_blocks_compile(doc, line, text):
-    ast.parse(text, filename=f"{doc}:{line}")
+    """A plain block must parse; a doctest block's examples must (tests/test_api.py runs docs/api.md's)."""
+    if text.lstrip().startswith(">>>"):
+        for example in doctest.DocTestParser().get_examples(text):
+            ast.parse(example.source, filename=f"{doc}:{line + example.lineno}")
+    else:
+        ast.parse(text, filename=f"{doc}:{line}")
 
 
 # the sandbox: a tiny phrase table and the moses.ini train-model.perl would write for it, at the paths the

@@ -112,7 +112,7 @@ def test_a_manifest_without_a_digest_of_its_output_is_not_resumed(tmp_path, mode
     del m["state"]["output_sha256"]                       # as an earlier version wrote it
     manifest.write_text(json.dumps(m))
     s = score_table(model, table, out, cfg)
-    assert s["resumed_from_line"] == 0 and "records no digest" in s["restart_reason"]
+    assert s.resumed_from_line == 0 and "records no digest" in s.restart_reason
     assert out.read_bytes() == _solo(tmp_path, model, table)
 
 

@@ -36,7 +36,6 @@ from phrase_rescore.core.fileio import atomic_open, check_outputs
 from phrase_rescore.moses_integration.embedded.tokenizer import CASES
 from phrase_rescore.moses_integration.moses_system import (
     Decided,
-    Found,
     Missing,
     MosesSystem,
     case_contradiction,
@@ -284,16 +283,21 @@ def _line(key: str, value, why: str, width: int = 42) -> str:
 
 def render(cfg: InitConfig, res: InitResult) -> str:
     """The workflow text (without init's first line)."""
+    out = _render_header(cfg, res)
+    out += ["", "[workflow]", f"name = {_toml(res.name)}", "stages = [" + ", ".join(_toml(s) for s in STAGES) + "]"]
+    out += ["", "[inputs]"] + _render_inputs(cfg, res)
+    out += [""] + _render_settings(cfg, res)
+    return "\n".join(out) + "\n"
+
+
+def _render_header(cfg: InitConfig, res: InitResult) -> list[str]:
+    """The comment on top: the system, the command, the stages, what is missing, the files the ini names."""
     sys_ = res.system
-    missing_keys = {m.key for m in res.missing}
-    out: list[str] = []
     ini = _path(sys_.ini.path) if sys_.ini else "(no moses.ini found)"
-    out += _comment(f"Rescore the Moses system of {ini} ({sys_.layout}"
-                    f"{', trained in ' + _path(sys_.root) if sys_.root else ''}): phrase-rescore init "
-                    f"read it on {time.strftime('%Y-%m-%d')}. Every path below says where it was found.")
-    out.append("#")
-    out.append(f"#   phrase-rescore run {cfg.out} --workdir runs/{res.name}")
-    out.append("#")
+    out = _comment(f"Rescore the Moses system of {ini} ({sys_.layout}"
+                   f"{', trained in ' + _path(sys_.root) if sys_.root else ''}): phrase-rescore init "
+                   f"read it on {time.strftime('%Y-%m-%d')}. Every path below says where it was found.")
+    out += ["#", f"#   phrase-rescore run {cfg.out} --workdir runs/{res.name}", "#"]
     out += _comment("Stages: tokenize (dev and test, as the training text was), prepare, train (the RNN "
                     "Encoder-Decoder), score (its log p(f|e) column and the unknown-word column), train-cslm, "
                     "moses-ini, tune (baseline, +RNN, +RNN+WP), evaluate (the Table). `run` checks every input, "
@@ -304,35 +308,34 @@ def render(cfg: InitConfig, res: InitResult) -> str:
                         "init again with the options named:")
         for m in res.missing:
             out += _comment(f"  - {m.line()}")
-    out.append("#")
-    out.append("# The decoder reads these through moses.ini:")
+    out += ["#", "# The decoder reads these through moses.ini:"]
     for label, f in (("phrase table", sys_.phrase_table), ("reordering table", sys_.reordering_table),
                      ("language model", sys_.lm)):
         if f is not None:
             order = f", order {sys_.lm_order}" if label == "language model" and sys_.lm_order else ""
             out.append(f"#   {label:<17} {f.path}{order}  ({f.where})")
-    out.append("")
-    out.append("[workflow]")
-    out.append(f"name = {_toml(res.name)}")
-    out.append("stages = [" + ", ".join(_toml(s) for s in STAGES) + "]")
-    out.append("")
-    out.append("[inputs]")
-    entries: list[tuple[str, Found | None, str]] = [
-        ("moses_ini", sys_.ini, "the system's moses.ini"),
-        ("phrase_table", sys_.phrase_table, f"the text table of {sys_.phrase_feature or 'the phrase dictionary'}"),
-        ("lm", sys_.lm, "hashed (a changed LM retunes); its perplexity is reported beside the CSLM's"),
-        ("truecase_model_src", sys_.truecase_src, "truecases the dev and test sources"),
-        ("truecase_model_tgt", sys_.truecase_tgt, "truecases the dev references (for MERT)"),
-        ("smt_model", sys_.smt_model, "tokenize truecases dev and test with it"),
-        ("train_src_tok", sys_.train_src, "with train_tgt_tok: the shortlists are counted from the corpus"),
-        ("train_tgt_tok", sys_.train_tgt, "the CSLM's training text"),
-    ]
-    for key, f, role in entries:
+    return out
+
+
+def _render_inputs(cfg: InitConfig, res: InitResult) -> list[str]:
+    """``[inputs]``: each path found with where, each one missing as a commented MISSING line."""
+    sys_ = res.system
+    missing = {m.key: m for m in res.missing}
+    truecasing_missing = bool({"truecase_model_src", "truecase_model_tgt"} & set(missing))
+    out = []
+    for key, f, role in (
+            ("moses_ini", sys_.ini, "the system's moses.ini"),
+            ("phrase_table", sys_.phrase_table, f"the text table of {sys_.phrase_feature or 'the phrase dictionary'}"),
+            ("lm", sys_.lm, "hashed (a changed LM retunes); its perplexity is reported beside the CSLM's"),
+            ("truecase_model_src", sys_.truecase_src, "truecases the dev and test sources"),
+            ("truecase_model_tgt", sys_.truecase_tgt, "truecases the dev references (for MERT)"),
+            ("smt_model", sys_.smt_model, "tokenize truecases dev and test with it"),
+            ("train_src_tok", sys_.train_src, "with train_tgt_tok: the shortlists are counted from the corpus"),
+            ("train_tgt_tok", sys_.train_tgt, "the CSLM's training text")):
         if f is not None:
             out.append(_line(key, _path(f.path), f"{f.where}; {role}"))
-        elif key in missing_keys or (key in ("truecase_model_src", "truecase_model_tgt")
-                                     and {"truecase_model_src", "truecase_model_tgt"} & missing_keys):
-            m = next((m for m in res.missing if m.key == key), None)
+        elif key in missing or (key.startswith("truecase_model") and truecasing_missing):
+            m = missing.get(key)
             out.append(f"# {key} = \"\"   # MISSING: {role}" + (f"; {m.how}" if m else ""))
     for key, p, role in (("dev_src", cfg.dev_src, "raw dev source (tokenize writes dev.tok.src)"),
                          ("dev_ref", cfg.dev_ref, "raw dev reference: tokenized for MERT, raw for the dev BLEU"),
@@ -343,33 +346,29 @@ def render(cfg: InitConfig, res: InitResult) -> str:
             out.append(_line(key, _path(Path(p)), f"{given}; {role}"))
         else:
             out.append(f"# {key} = {_toml(_path(Path(p)))}   # MISSING: {given}, but it does not exist")
-    out.append("")
-    backend = res.settings["common.backend"]
-    out.append("[common]")
-    out.append(_line("backend", backend.value, backend.why))
-    out.append(_line("moses_home", cfg.moses_home or "", "default: $MOSES_HOME, else `moses` on PATH"))
-    out.append(_line("threads", cfg.threads, "decoder and tuning threads"))
-    out.append("")
-    out.append("[tokenize]              # dev and test are prepared as the system's training text was")
+    return out
+
+
+def _render_settings(cfg: InitConfig, res: InitResult) -> list[str]:
+    """The sections of settings: those read from the system with why, the rest as rescore-existing.toml's."""
+    backend, vocab = res.settings["common.backend"], res.settings["prepare.vocab_size"]
+    out = ["[common]", _line("backend", backend.value, backend.why),
+           _line("moses_home", cfg.moses_home or "", "default: $MOSES_HOME, else `moses` on PATH"),
+           _line("threads", cfg.threads, "decoder and tuning threads"), "",
+           "[tokenize]              # dev and test are prepared as the system's training text was"]
     for key in ("source_lang", "target_lang", "case", "escape"):
         d = res.settings.get(f"tokenize.{key}")
-        if d is None:
-            m = next((m for m in res.missing if m.key == key), None)
-            out.append(f"# {key} = ?   # MISSING: " + (m.line() if m else "not found"))
-        else:
-            out.append(_line(key, d.value, d.why))
-    out.append("")
-    vocab = res.settings["prepare.vocab_size"]
-    out.append("[prepare]")
-    out.append(_line("vocab_size", vocab.value, vocab.why))
-    out.append("")
+        m = next((m for m in res.missing if m.key == key), None)
+        out.append(_line(key, d.value, d.why) if d is not None
+                   else f"# {key} = ?   # MISSING: " + (m.line() if m else "not found"))
+    out += ["", "[prepare]", _line("vocab_size", vocab.value, vocab.why), ""]
     out += ["[train]", _line("preset", "small", "\"paper\" on a GPU: see workflows/paper.toml"),
             _line("time_budget_s", 3600.0, "stop training after an hour"), ""]
     out += ["[train-cslm]            # the target-language CSLM of the +CSLM rows (Cho et al. section 5)",
             _line("preset", "small", "\"paper\" on a GPU"), _line("time_budget_s", 1800.0, "half an hour"), ""]
     out += ["[moses-ini]", _line("rnn_weight", 0.2, "initial weights; tuning replaces them"),
             _line("wp_weight", -0.2, "(the unknown-word column)"),
-            _line("feature", sys_.phrase_feature, "the phrase dictionary to rescore"), ""]
+            _line("feature", res.system.phrase_feature, "the phrase dictionary to rescore"), ""]
     out += ["[tune]", _line("max_iterations", 25, "MERT iterations"), _line("nbest", 100, "n-best list size"), ""]
     out.append("[evaluate]")
     case = res.settings.get("tokenize.case")
@@ -384,4 +383,4 @@ def render(cfg: InitConfig, res: InitResult) -> str:
     if lang is not None:
         out.append(_line("target_lang", lang.value, "detokenizer language of the output (as [tokenize])"))
     out.append(_line("nbest_size", 100, "the +CSLM rows re-rank 100-best lists"))
-    return "\n".join(out) + "\n"
+    return out

@@ -49,62 +49,76 @@ def _user_file(wf: Workflow, artifact: str, absent: Mapping[str, Path]) -> Path 
 def check_programs(wf: Workflow, p: Plan, absent: Mapping[str, Path], say: Say) -> list[str]:
     """A Moses wherever ``backend = "moses"``; the tuner of the +CSLM rows; the binarizer of a compact table;
     the embedded decoder's support of the system's features wherever ``backend = "embedded"``."""
-    from phrase_rescore.moses_integration.moses_install import require_moses
-
-    problems: list[str] = []
     wants: dict[str | None, list[str]] = {}       # moses_home -> sections that run Moses
     embedded: list[str] = []
     for s in wf.stages:
         params = wf.params[s]
         if "backend" not in params:
             continue
-        section = f"[{s.split('-')[0] if s.startswith('tune-') else s}]"
+        section = f"[{'tune' if s.startswith('tune-') else s}]"
         bucket = wants.setdefault(params.get("moses_home") or None, []) if params["backend"] == "moses" else embedded
         if section not in bucket:
             bucket.append(section)
+    problems = _check_moses(wants) + _check_rerank_tuner(wf, p, absent)
+    ini = _user_file(wf, "moses_ini", absent)
+    if ini is not None:
+        problems += _check_ini_programs(wf, ini, embedded)
+    return problems
+
+
+def _check_moses(wants: Mapping[str | None, list[str]]) -> list[str]:
+    from phrase_rescore.moses_integration.moses_install import require_moses
+
+    problems = []
     for home, sections in wants.items():
         try:
             require_moses(home)
         except PhraseRescoreError as e:
             problems.append(f"{', '.join(sections)} backend = \"moses\": {e.message}")
-    if "evaluate" in wf.stages and _available(p, "evaluate", "cslm", absent):
-        tuner = wf.params["evaluate"]["rerank_tuner"]
-        if tuner != "embedded":
-            from phrase_rescore.moses_integration.nbest_tuning import require_tuner
+    return problems
 
-            try:
-                require_tuner(tuner, wf.params["evaluate"]["moses_home"] or None, option="[evaluate] rerank_tuner =")
-            except PhraseRescoreError as e:
-                problems.append(e.message)
-    ini = _user_file(wf, "moses_ini", absent)
-    if ini is None:
-        return problems
-    from phrase_rescore.moses_integration.moses_ini import read_moses_ini
-    from phrase_rescore.moses_integration.moses_system import pick_phrase_dictionary
+
+def _check_rerank_tuner(wf: Workflow, p: Plan, absent: Mapping[str, Path]) -> list[str]:
+    if "evaluate" not in wf.stages or not _available(p, "evaluate", "cslm", absent):
+        return []
+    tuner = wf.params["evaluate"]["rerank_tuner"]
+    if tuner == "embedded":
+        return []
+    from phrase_rescore.moses_integration.nbest_tuning import require_tuner
 
     try:
-        parsed = read_moses_ini(ini)
-        rewritten = [s for s in wf.stages if s.startswith("moses-ini-")]
-        feature = wf.params[rewritten[0]]["feature"] or None if rewritten else None
-        pd = pick_phrase_dictionary(parsed, feature)
+        require_tuner(tuner, wf.params["evaluate"]["moses_home"] or None, option="[evaluate] rerank_tuner =")
     except PhraseRescoreError as e:
-        return problems + [str(e)]
-    if rewritten and pd.type == "PhraseDictionaryCompact" and any(s.startswith(("tune-", "evaluate")) for s in wf.stages):
-        params = wf.params[rewritten[0]]
-        from phrase_rescore.moses_integration.moses_install import find_moses
+        return [e.message]
+    return []
 
+
+def _check_ini_programs(wf: Workflow, ini: Path, embedded: list[str]) -> list[str]:
+    """What the user's moses.ini needs: processPhraseTableMin for a compact table, the embedded decoder's
+    support of its features."""
+    from phrase_rescore.moses_integration.moses_ini import read_moses_ini
+    from phrase_rescore.moses_integration.moses_install import find_moses
+    from phrase_rescore.moses_integration.moses_system import pick_phrase_dictionary
+
+    rewritten = [s for s in wf.stages if s.startswith("moses-ini-")]
+    try:
+        parsed = read_moses_ini(ini)
+        pd = pick_phrase_dictionary(parsed, wf.params[rewritten[0]]["feature"] or None if rewritten else None)
+    except PhraseRescoreError as e:
+        return [str(e)]
+    problems = []
+    decodes = any(s.startswith(("tune-", "evaluate")) for s in wf.stages)
+    if rewritten and pd.type == "PhraseDictionaryCompact" and decodes:
+        params = wf.params[rewritten[0]]
         try:
-            install = find_moses(params["moses_home"] or None)
+            install, why = find_moses(params["moses_home"] or None), "no Moses installation found (set MOSES_HOME)"
         except PhraseRescoreError as e:
             install, why = None, e.message
-        else:
-            why = "no Moses installation found (set MOSES_HOME)"
-        tool = install.tool("processPhraseTableMin") if install else None
         if not params["binarize"]:
             problems.append(f"[moses-ini] binarize = false: {pd.name} in {ini} is a PhraseDictionaryCompact, which "
                             "reads a binarized table; the rescored tables must be binarized before tune can decode "
                             "with them")
-        elif tool is None:
+        elif install is None or install.tool("processPhraseTableMin") is None:
             problems.append(f"{pd.name} in {ini} is a PhraseDictionaryCompact: the rescored tables must be binarized "
                             f"with Moses's processPhraseTableMin before tuning, and it was not found ({why})")
     if embedded:

@@ -732,70 +732,72 @@ def _snt_sentences(sys_: MosesSystem) -> int | None:
 
 def _find_corpus(sys_: MosesSystem, given) -> None:
     src_l, tgt_l = sys_.source_lang, sys_.target_lang
-    dirs = sys_.search_dirs
-    if given is not None and any(p is not None for p in given):
-        for p, attr, key, opt in ((given[0], "train_src", "train_src_tok", "--train-src"),
-                                  (given[1], "train_tgt", "train_tgt_tok", "--train-tgt")):
-            if p is None:
-                continue
+    for p, attr, key, opt in zip(given or (None, None), ("train_src", "train_tgt"),
+                                 ("train_src_tok", "train_tgt_tok"), ("--train-src", "--train-tgt")):
+        if p is not None:
             p = Path(p).expanduser()
             if p.is_file():
                 setattr(sys_, attr, Found(p, f"given with {opt}"))
             else:
                 sys_.missing.append(Missing(key, "the training corpus", f"{p} (given with {opt}) does not exist"))
+    what = ("the target side of the training corpus (tokenized, cased and cleaned as train-model.perl read it): "
+            "the CSLM's text")
     if src_l is None or tgt_l is None:
         if sys_.train_tgt is None:
-            sys_.missing.append(Missing("train_tgt_tok", "the target side of the training corpus (tokenized, cased "
-                                                         "and cleaned as train-model.perl read it): the CSLM's text",
-                                        "the languages are unknown; give it with --train-tgt"))
+            sys_.missing.append(Missing("train_tgt_tok", what, "the languages are unknown; give it with --train-tgt"))
         return
-    expected = _snt_sentences(sys_)
-    if sys_.build is not None:
-        for attr, name in (("train_src", "clean.src"), ("train_tgt", "clean.tgt")):
-            p = sys_.root / "corpus" / name
-            if getattr(sys_, attr) is None and p.is_file():
-                setattr(sys_, attr, Found(p, "build-smt's tokenized, cleaned, cased training text"))
     if sys_.train_src is None or sys_.train_tgt is None:
-        pairs: list[tuple[Path, Path, str]] = []
-        version = _ems_version(sys_.ini.path)
-        if sys_.layout == "EMS" and sys_.root is not None:
-            for v in ([version] if version else []) + sorted({p.name.split(".")[1] for p in
-                                                               (sys_.root / "training").glob("corpus.*.*")},
-                                                              reverse=True):
-                s, t = (sys_.root / "training" / f"corpus.{v}.{lang.value}" for lang in (src_l, tgt_l))
-                if s.is_file() and t.is_file():
-                    pairs.append((s, t, f"the EMS training corpus training/corpus.{v}.*"))
-                    break
-        for d in dirs:
-            for s in sorted(d.glob(f"*.clean.{src_l.value}")):
-                t = s.with_name(s.name[: -len(src_l.value)] + tgt_l.value)
-                if t.is_file():
-                    pairs.append((s, t, f"clean-corpus-n.perl's output in {d}"))
-        checked = []
-        for s, t, how in pairs:
-            if expected is not None:
-                n = count_lines(s)
-                if n != expected:
-                    sys_.notes.append(f"{s} has {n} lines, not the {expected} sentence pairs train-model.perl "
-                                      f"read ({sys_.root}/corpus/*-int-train.snt): not its training corpus")
-                    continue
-                how += f"; its {n} lines are the sentence pairs train-model.perl read"
-            checked.append((s, t, how))
+        checked = _verified_corpora(sys_, _corpus_candidates(sys_, src_l.value, tgt_l.value))
         if checked:
             s, t, how = checked[0]
             if len(checked) > 1:
                 sys_.notes.append("several training corpora fit; the first is used, the others: "
                                   + ", ".join(str(c[0]) for c in checked[1:]))
-            if sys_.train_src is None:
-                sys_.train_src = Found(s, how)
-            if sys_.train_tgt is None:
-                sys_.train_tgt = Found(t, how)
+            sys_.train_src = sys_.train_src or Found(s, how)
+            sys_.train_tgt = sys_.train_tgt or Found(t, how)
     if sys_.train_tgt is None:
         sys_.missing.append(Missing(
-            "train_tgt_tok", "the target side of the training corpus (tokenized, cased and cleaned as "
-                             "train-model.perl read it): the CSLM's text",
-            f"looked for NAME.clean.{tgt_l.value} beside NAME.clean.{src_l.value} (the tutorial) and "
-            f"training/corpus.N.{tgt_l.value} (EMS) in {_shown(dirs)}; give it with --train-tgt"))
+            "train_tgt_tok", what, f"looked for NAME.clean.{tgt_l.value} beside NAME.clean.{src_l.value} (the "
+            f"tutorial) and training/corpus.N.{tgt_l.value} (EMS) in {_shown(sys_.search_dirs)}; give it with "
+            "--train-tgt"))
+
+
+def _corpus_candidates(sys_: MosesSystem, src: str, tgt: str) -> list[tuple[Path, Path, str]]:
+    """Training corpora where build-smt, EMS and the tutorial leave them: (source, target, how found)."""
+    if sys_.build is not None:
+        return [(sys_.root / "corpus" / "clean.src", sys_.root / "corpus" / "clean.tgt",
+                 "build-smt's tokenized, cleaned, cased training text")]
+    pairs: list[tuple[Path, Path, str]] = []
+    if sys_.layout == "EMS" and sys_.root is not None:
+        version = _ems_version(sys_.ini.path)
+        seen = sorted({p.name.split(".")[1] for p in (sys_.root / "training").glob("corpus.*.*")}, reverse=True)
+        for v in ([version] if version else []) + seen:
+            s, t = (sys_.root / "training" / f"corpus.{v}.{lang}" for lang in (src, tgt))
+            if s.is_file() and t.is_file():
+                pairs.append((s, t, f"the EMS training corpus training/corpus.{v}.*"))
+                break
+    for d in sys_.search_dirs:
+        for s in sorted(d.glob(f"*.clean.{src}")):
+            t = s.with_name(s.name[: -len(src)] + tgt)
+            if t.is_file():
+                pairs.append((s, t, f"clean-corpus-n.perl's output in {d}"))
+    return [(s, t, how) for s, t, how in pairs if s.is_file() and t.is_file()]
+
+
+def _verified_corpora(sys_: MosesSystem, pairs) -> list[tuple[Path, Path, str]]:
+    """The candidates with as many lines as train-model.perl read sentence pairs (all, where that is unknown)."""
+    expected = _snt_sentences(sys_)
+    if expected is None:
+        return list(pairs)
+    out = []
+    for s, t, how in pairs:
+        n = count_lines(s)
+        if n != expected:
+            sys_.notes.append(f"{s} has {n} lines, not the {expected} sentence pairs train-model.perl read "
+                              f"({sys_.root}/corpus/*-int-train.snt): not its training corpus")
+        else:
+            out.append((s, t, f"{how}; its {n} lines are the sentence pairs train-model.perl read"))
+    return out
 
 
 def _read_vocabulary(sys_: MosesSystem) -> None:

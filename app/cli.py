@@ -34,8 +34,9 @@ class _Group(click.Group):
 
     command_class = SettingsCommand  # options generated from a config's settings, on first use
 
-    ORDER = ("run", "make-demo-data", "make-split", "build-smt", "prepare", "train", "sample", "score", "train-cslm",
-             "rescore-nbest", "moses-ini", "tune", "evaluate", "decode", "plot", "train-seq2seq", "translate")
+    ORDER = ("init", "run", "make-demo-data", "make-split", "build-smt", "prepare", "train", "sample", "score",
+             "train-cslm", "rescore-nbest", "moses-ini", "tune", "evaluate", "decode", "plot", "train-seq2seq",
+             "translate")
 
     def format_commands(self, ctx, formatter):
         """List every command with the whole first paragraph of its description (click cuts it at 45
@@ -210,6 +211,57 @@ def make_split_cmd(src, ref, out_dir, **kw):
     _check_paths({"SRC": src, "REF": ref}, {}, {"--out": out_dir})
     res = split_heldout(src, ref, out_dir, cfg)
     click.echo(f"{res['dev']} dev / {res['test']} test pairs ({cfg.mode}{', swapped' if cfg.swap else ''}) -> {out_dir}")
+
+
+@main.command("init")
+@click.option("--moses-ini", type=click.Path(dir_okay=False), help="The system's moses.ini (train-model.perl's "
+              "model/moses.ini, or a tuned one).")
+@click.option("--folder", type=click.Path(file_okay=False), help="The folder train-model.perl (--root-dir) or EMS "
+              "trained the system in, instead of --moses-ini (or besides it, to search for its corpus and models).")
+@click.option("--dev-src", required=True, type=click.Path(dir_okay=False), help="Raw dev source (tuning set).")
+@click.option("--dev-ref", required=True, type=click.Path(dir_okay=False), help="Raw dev reference.")
+@click.option("--test-src", required=True, type=click.Path(dir_okay=False), help="Raw test source.")
+@click.option("--test-ref", required=True, type=click.Path(dir_okay=False), help="Raw test reference.")
+@click.option("--out", required=True, type=click.Path(dir_okay=False),
+              help="The workflow file to write (never one init did not write).")
+@click.option("--phrase-table", type=click.Path(dir_okay=False),
+              help="The text phrase table: needed only when the ini reads a binarized one; it must be the ini's.")
+@click.option("--source-lang", help="Source language code, when the system's folder does not tell.")
+@click.option("--target-lang", help="Target language code, when the system's folder does not tell.")
+@click.option("--truecase-model-src", type=click.Path(dir_okay=False),
+              help="The source truecasing model (train-truecaser.perl), when not beside the corpus.")
+@click.option("--truecase-model-tgt", type=click.Path(dir_okay=False), help="The target truecasing model.")
+@click.option("--train-src", type=click.Path(dir_okay=False),
+              help="The training corpus's source side as train-model.perl read it (tokenized, cased, cleaned).")
+@click.option("--train-tgt", type=click.Path(dir_okay=False), help="Its target side (the CSLM's text).")
+@click.option("--case", type=click.Choice(["lower", "truecase", "none"]),
+              help="The system's casing, when its files do not tell (one they contradict is refused).")
+@click.option("--backend", type=click.Choice(["auto", "moses", "embedded"]), default="auto", show_default=True,
+              help="Who decodes and tunes: auto is moses when a Moses installation is found, else embedded.")
+@click.option("--moses-home", help="Moses installation root (default: $MOSES_HOME, or moses on PATH).")
+@click.option("--feature", help="The phrase dictionary to rescore, when the ini has several.")
+@click.option("--threads", type=click.IntRange(min=1), default=4, show_default=True, help="[common] threads.")
+def init_cmd(moses_ini, folder, dev_src, dev_ref, test_src, test_ref, out, phrase_table, source_lang, target_lang,
+             truecase_model_src, truecase_model_tgt, train_src, train_tgt, case, backend, moses_home, feature,
+             threads):
+    """Write a ready workflow for rescoring a trained Moses system: its paths, casing and languages found."""
+    from pathlib import Path
+
+    from .init_workflow import InitConfig, init_workflow
+
+    def p(x):
+        return None if x is None else Path(x)
+
+    res = init_workflow(InitConfig(Path(out), Path(dev_src), Path(dev_ref), Path(test_src), Path(test_ref),
+                                   moses_ini=p(moses_ini), folder=p(folder), phrase_table=p(phrase_table),
+                                   source_lang=source_lang, target_lang=target_lang,
+                                   truecase_model_src=p(truecase_model_src), truecase_model_tgt=p(truecase_model_tgt),
+                                   train_src=p(train_src), train_tgt=p(train_tgt), case=case, backend=backend,
+                                   moses_home=moses_home, feature=feature, threads=threads))
+    click.echo(res.summary())
+    if res.missing:
+        raise PhraseRescoreError(f"{len(res.missing)} input(s) or setting(s) missing, listed above and in {out}; "
+                                 "the workflow will not run until they are given")
 
 
 @main.command("run")

@@ -9,6 +9,7 @@ heldout_src/ref    one raw held-out set that ``split`` divides into dev and test
 phrase_table       the Moses phrase table to rescore; ``lm``: its ARPA LM; ``moses_ini``: its moses.ini
 train_src_tok/tgt  the tokenized, cleaned training corpus (counts the vocabulary when present)
 smt_model          build-smt's model directory (truecase models, alignments, lexical tables)
+truecase_model_*   a Moses system's truecasing models (train-truecaser.perl's truecase-model.LANG), src and tgt
 dev_src_tok, ...   dev/test tokenized and cased as the system's training data (decoder input)
 pairs              prepare's directory: unique phrase pairs as Parquet + vocab.json
 model              the trained RNN Encoder-Decoder checkpoint (model.pt)
@@ -149,17 +150,37 @@ def run_build_smt(ctx: StageContext) -> dict:
     return {"phrase_table": res.stats.get("phrase_table"), "timings": res.timings, "notes": res.notes}
 
 
-def _tokenize_file(src: Path, out: Path, lang: str, params: dict, truecase_model: Path | None) -> int:
-    """Tokenize ``src`` line by line as build-smt tokenizes its corpus (``|`` removed as clean removes it)."""
+def _tokenize_file(src: Path, out: Path, lang: str, params: dict, truecase_model: Path | None,
+                   moses_truecaser: bool = False) -> int:
+    """Tokenize ``src`` line by line as build-smt tokenizes its corpus (``|`` removed as clean removes it).
+
+    :param moses_truecaser: the system is a Moses system, cased by Moses's scripts: ``truecase_model`` is
+        train-truecaser.perl's, applied as truecase.perl applies it
+        (:mod:`~phrase_rescore.moses_integration.embedded.truecase`), and lowercasing is lowercase.perl's
+        (Perl's ``lc``); otherwise the system is build-smt's, cased as build-smt cased its corpus.
+    """
+    from phrase_rescore.core.words import words
     from phrase_rescore.moses_integration.embedded.clean import strip_pipes
     from phrase_rescore.moses_integration.embedded.tokenizer import TokenizeConfig, Tokenizer
+    from phrase_rescore.moses_integration.embedded.truecase import load_truecase_model, perl_lc, truecase_line
 
-    tc = Tokenizer.load_truecaser(truecase_model) if params["case"] == "truecase" else None
-    tok = Tokenizer(TokenizeConfig(lang=lang, case=params["case"], escape=params["escape"]), truecaser=tc)
+    truecase = params["case"] == "truecase"
+    if moses_truecaser and params["case"] in ("truecase", "lower"):
+        model = load_truecase_model(truecase_model) if truecase else None
+        tok = Tokenizer(TokenizeConfig(lang=lang, case="none", escape=params["escape"]))
+
+        def tokenize(line: str) -> list[str]:
+            if model is None:
+                return [perl_lc(t) for t in tok.split(line)]
+            return words(truecase_line(" ".join(tok.split(line)), model))
+    else:
+        tc = Tokenizer.load_truecaser(truecase_model) if truecase else None
+        tok = Tokenizer(TokenizeConfig(lang=lang, case=params["case"], escape=params["escape"]), truecaser=tc)
+        tokenize = tok.tokenize
     n = 0
     with atomic_open(out, "w") as w:
         for _, line, _ in read_lines(src):
-            w.write(" ".join(strip_pipes(tok.tokenize(line))[0]) + "\n")
+            w.write(" ".join(strip_pipes(tokenize(line))[0]) + "\n")
             n += 1
     return n
 
@@ -183,18 +204,22 @@ def _check_same_preprocessing(params: dict, build_manifest: Path) -> None:
 def run_tokenize(ctx: StageContext) -> dict:
     p = ctx.params
     model = ctx.input("smt_model")
-    if p["case"] == "truecase" and model is None:
-        raise PhraseRescoreError("tokenize with case = \"truecase\" needs build-smt's truecase models "
-                                 "(artifact smt_model); add build-smt or give smt_model in [inputs]")
+    moses = {"src": ctx.input("truecase_model_src"), "tgt": ctx.input("truecase_model_tgt")}
+    if p["case"] == "truecase" and model is None and None in moses.values():
+        raise PhraseRescoreError("tokenize with case = \"truecase\" needs the truecase models: build-smt's "
+                                 "(artifact smt_model: add build-smt or give smt_model in [inputs]) or a Moses "
+                                 "system's (truecase_model_src and truecase_model_tgt in [inputs])")
     tc = {"src": None if model is None else model / "truecase-model.src",
           "tgt": None if model is None else model / "truecase-model.tgt"}
-    if model is not None:
+    if model is None:
+        tc = moses
+    else:
         _check_same_preprocessing(p, model.parent / "manifest.json")
     counts = {}
     for art, out, side in (("dev_src", "dev_src_tok", "src"), ("dev_ref", "dev_ref_tok", "tgt"),
                            ("test_src", "test_src_tok", "src")):
         lang = p["source_lang"] if side == "src" else p["target_lang"]
-        counts[out] = _tokenize_file(ctx.input(art), ctx.output(out), lang, p, tc[side])
+        counts[out] = _tokenize_file(ctx.input(art), ctx.output(out), lang, p, tc[side], moses_truecaser=model is None)
     return counts
 
 
@@ -220,9 +245,46 @@ def _run_prepare(reverse: bool):
         m = prepare(table, ctx.output("pairs_reverse" if reverse else "pairs"), cfg)
         if reverse:
             table.unlink()
+        elif not ctx.stages or WP_STAGES & set(ctx.stages):
+            refuse_constant_unknown_words(ctx.output("pairs"), m, ctx.params["vocab_size"])
         return {k: m.get(k) for k in ("lines", "unique_pairs", "train_pairs", "valid_pairs", "vocab_source",
                                       "vocab_target", "vocab_counted_from")}
     return run
+
+
+#: the stages that use the unknown-word column (+RNN+WP)
+WP_STAGES = frozenset({"moses-ini-rnn-wp", "tune-rnn-wp"})
+
+
+def refuse_constant_unknown_words(pairs: Path, manifest: dict, vocab_size: int) -> None:
+    """Refuse a shortlist under which every phrase pair has the same number of unknown words (none, when the
+    shortlists hold the whole vocabulary of both sides): the unknown-word column of +RNN+WP would be one value
+    on every line, and MERT would tune its weight on noise. Refused rather than changed: the shortlist decides
+    the model and the column, and a size the tool picked in the middle of a run would be a silent change of the
+    experiment (``phrase-rescore init`` proposes one from the vocabulary, in the workflow file)."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    lo = hi = None
+    for part in ("train.parquet", "valid.parquet"):
+        path = pairs / part
+        if not path.is_file():
+            continue
+        col = pq.read_table(path, columns=["n_unk"])["n_unk"]
+        if len(col):
+            mm = pc.min_max(col).as_py()
+            lo = mm["min"] if lo is None else min(lo, mm["min"])
+            hi = mm["max"] if hi is None else max(hi, mm["max"])
+    if lo is None or lo != hi:
+        return
+    words_src, words_tgt = manifest["vocab_source"] - 2, manifest["vocab_target"] - 2
+    raise PhraseRescoreError(
+        f"[prepare] vocab_size = {vocab_size}: every one of the {manifest['unique_pairs']} phrase pairs has {lo} "
+        f"words outside the shortlists (of {words_src} source and {words_tgt} target words, counted from "
+        f"{manifest['vocab_counted_from']}), so the +RNN+WP configuration's unknown-word column would be "
+        f"exp({lo}) on every line of the table and MERT would tune its weight on noise. Set [prepare] vocab_size "
+        f"below the vocabulary of both sides (below {min(words_src, words_tgt)}; phrase-rescore init proposes one: "
+        "the words seen at least twice), or leave tune-rnn-wp and moses-ini-rnn-wp out of the workflow")
 
 
 def _run_train(pairs: str, model: str, pictures: str):
@@ -362,10 +424,13 @@ def _run_moses_ini(config: str):
         weights = (p["rnn_weight"],) if config == "rnn" else (p["rnn_weight"], p["wp_weight"])
         if ctx.input("model_reverse") is not None:   # score appended its log p(e|f) column last
             weights += (p["reverse_weight"],)
+        names = ("RNN log p(f|e)",) if config == "rnn" else ("RNN log p(f|e)", "WP, the unknown-word count")
+        if ctx.input("model_reverse") is not None:
+            names += ("the reverse model's log p(e|f)",)
         res = rewrite_moses_ini(RewriteConfig(old_ini=ctx.input("moses_ini"), table=ctx.input(table_art),
                                               out=ctx.output(ini_art), feature=p["feature"] or None,
                                               weights=weights, binarize=p["binarize"], threads=p["threads"],
-                                              moses_home=p["moses_home"] or None))
+                                              moses_home=p["moses_home"] or None, column_names=names))
         return {"summary": res.summary()}
     return run
 
@@ -550,7 +615,9 @@ def default_registry() -> Registry:
     from phrase_rescore.pipeline.train import TrainConfig
     from phrase_rescore.pipeline.train_cslm import TrainCSLMConfig
 
-    reg = Registry()
+    from .preflight import CHECKS
+
+    reg = Registry(checks=CHECKS)
     reg.add(StageDef("demo-data", "demo-data", run_demo_data,
                      stage_params(DemoDataConfig), produces=DEMO_FILES, doc="generate the English-French demo corpus",
                      check=stage_check(DemoDataConfig)))
@@ -566,7 +633,9 @@ def default_registry() -> Registry:
                      choices=stage_choices(BuildConfig), check=stage_check(BuildConfig)))
     # dev and test must be tokenized, cased and escaped as build-smt prepared the training corpus
     reg.add(StageDef("tokenize", "tokenize", run_tokenize, _build_subset(TOKENIZE_KEYS),
-                     consumes=("dev_src", "dev_ref", "test_src", "smt_model"), optional=frozenset({"smt_model"}),
+                     consumes=("dev_src", "dev_ref", "test_src", "smt_model", "truecase_model_src",
+                               "truecase_model_tgt"),
+                     optional=frozenset({"smt_model", "truecase_model_src", "truecase_model_tgt"}),
                      produces={"dev_src_tok": "dev.tok.src", "dev_ref_tok": "dev.tok.ref",
                                "test_src_tok": "test.tok.src"},
                      doc="tokenize and case dev/test as the training corpus",

@@ -37,8 +37,11 @@ The tool version in manifests and attempt records is :func:`phrase_rescore.core.
 version plus a hash of the source code, so a change to the code reruns every stage it may affect.
 
 Before any stage runs, every selected stage's parameters are checked (``StageDef.choices`` and
-``StageDef.check``), and a stage that must prepare its data as an earlier one did takes that stage's
-values (``StageDef.follows``: ``tokenize`` takes ``build-smt``'s languages, casing and escaping);
+``StageDef.check``), every artifact a stage needs must come from a stage or ``[inputs]`` and every
+``[inputs]`` path must exist, and the registry's workflow checks (``Registry.checks``: the backends,
+programs and files later stages need, the system's casing) run; all the problems these find are reported
+together, in one error, and nothing runs. A stage that must prepare its data as an earlier one did takes
+that stage's values (``StageDef.follows``: ``tokenize`` takes ``build-smt``'s languages, casing and escaping);
 a value set for it that contradicts the earlier stage's is an error. A stage may instead inherit an
 earlier stage's values where its own section is silent (``StageDef.inherits``: ``train-reverse`` takes
 ``[train]``'s), and take a seed one above an earlier stage's (``StageDef.reseeds``: ``train-ensemble``'s
@@ -92,6 +95,10 @@ WORKFLOW_KEY_KINDS = {"name": "a plain folder name as a string (the default --wo
                       "description": "a string", "stages": "a non-empty list of stage or section names"}
 
 
+#: a workflow check: ``check(workflow, plan, absent_inputs, say) -> problems`` (see :attr:`Registry.checks`)
+WorkflowCheck = Callable[["Workflow", "Plan", Mapping[str, Path], Callable[[str], None]], list[str]]
+
+
 @dataclass(frozen=True)
 class StageDef:
     """A stage the runner can run.
@@ -140,8 +147,12 @@ class StageDef:
 class Registry:
     """The stage definitions a workflow may use, in pipeline order."""
 
-    def __init__(self, stages: Iterable[StageDef] = ()):
+    def __init__(self, stages: Iterable[StageDef] = (), checks: Iterable[WorkflowCheck] = ()):
         self.stages: dict[str, StageDef] = {}
+        #: run before any stage, with the workflow, its plan and a function for notes: each returns the
+        #: problems it finds (reported together with every other), and may set a parameter the workflow
+        #: leaves unset from what its inputs show (a stage's casing); see :func:`run_workflow`
+        self.checks: list[WorkflowCheck] = list(checks)
         for s in stages:
             self.add(s)
 
@@ -186,6 +197,7 @@ class StageContext:
     inputs: dict[str, Path | None]
     workdir: Path
     resume: bool = False  # an interrupted run with these same parameters and inputs left its files in dir
+    stages: tuple[str, ...] = ()  # the workflow's selected stages (empty: not known, as outside a workflow)
 
     def input(self, artifact: str) -> Path | None:
         """The path of a consumed artifact (None for an absent optional one)."""
@@ -427,10 +439,22 @@ class Plan:
     order: list[str]
     source: dict[str, str]  # artifact -> producing stage name, or "inputs"
     inputs_of: dict[str, dict[str, str | None]]  # stage -> consumed artifact -> producer (None: absent optional)
+    missing: set[str] = field(default_factory=set)  # needed artifacts nothing gives (reported; planned as absent)
 
 
-def plan(workflow: Workflow, registry: Registry) -> Plan:
-    """Wire the selected stages by their artifacts and order them; errors for gaps, clashes and cycles."""
+def missing_input_message(stages: list[str], artifact: str, registry: Registry) -> str:
+    makers = [x.name for x in registry.stages.values() if artifact in x.produces]
+    who = f"stage {stages[0]} needs" if len(stages) == 1 else f"stages {', '.join(stages)} need"
+    return (f"missing input: {who} {artifact!r}; give it in [inputs] ({artifact} = \"PATH\")"
+            + (f" or add the stage that makes it ({', '.join(makers)})" if makers else ""))
+
+
+def plan(workflow: Workflow, registry: Registry, missing: list[str] | None = None) -> Plan:
+    """Wire the selected stages by their artifacts and order them; errors for gaps, clashes and cycles.
+
+    :param missing: where to list every artifact a stage needs that neither a stage nor ``[inputs]``
+        gives (it is then planned as absent); without it the first one is an error.
+    """
     producer: dict[str, str] = {}
     for s in workflow.stages:
         for a in registry.stages[s].produces:
@@ -449,6 +473,7 @@ def plan(workflow: Workflow, registry: Registry) -> Plan:
                                      workflow.path)
     source = {**{a: "inputs" for a in workflow.inputs}, **producer}
     inputs_of: dict[str, dict[str, str | None]] = {}
+    lacking: dict[str, list[str]] = {}   # artifact -> the stages that need it
     for s in workflow.stages:
         d = registry.stages[s]
         inputs_of[s] = {}
@@ -457,11 +482,13 @@ def plan(workflow: Workflow, registry: Registry) -> Plan:
                 inputs_of[s][a] = source[a]
             elif a in d.optional:
                 inputs_of[s][a] = None
+            elif missing is not None:
+                inputs_of[s][a] = None
+                lacking.setdefault(a, []).append(s)
             else:
-                makers = [x.name for x in registry.stages.values() if a in x.produces]
-                raise PhraseRescoreError(
-                    f"missing input: stage {s} needs {a!r}; give it in [inputs] ({a} = \"PATH\")"
-                    + (f" or add the stage that makes it ({', '.join(makers)})" if makers else ""))
+                raise PhraseRescoreError(missing_input_message([s], a, registry))
+    if missing is not None:
+        missing += [missing_input_message(stages, a, registry) for a, stages in lacking.items()]
     # topological order, taking the first ready stage in registry (pipeline) order each time;
     # when none is ready, the ones left over lie on a cycle
     deps = {s: {p for p in inputs_of[s].values() if p not in (None, "inputs")} for s in workflow.stages}
@@ -473,7 +500,7 @@ def plan(workflow: Workflow, registry: Registry) -> Plan:
             raise PhraseRescoreError(f"the stages form a cycle: {' -> '.join(_find_cycle(deps, pending))}")
         order.append(ready)
         pending.remove(ready)
-    return Plan(order, source, inputs_of)
+    return Plan(order, source, inputs_of, set(lacking))
 
 
 def _find_cycle(deps: dict[str, set[str]], nodes: list[str]) -> list[str]:
@@ -718,7 +745,8 @@ def _run_workflow(workflow: Workflow, registry: Registry, workdir: Path, from_st
     """:func:`run_workflow` with the workdir's lock held."""
     say = echo or (lambda _msg: None)
     check_params(workflow, registry)
-    p = plan(workflow, registry)
+    problems: list[str] = []
+    p = plan(workflow, registry, missing=problems)
     work = Path(workdir).resolve()
     forced: set[str] = set()
     if from_stage is not None:
@@ -728,11 +756,20 @@ def _run_workflow(workflow: Workflow, registry: Registry, workdir: Path, from_st
                                      f"{_valid(set(p.order) | {registry.stages[s].section for s in p.order})}")
         for s in starts:
             forced |= downstream(p, s)
-    for a, path in workflow.inputs.items():
-        if not path.exists():
-            users = [s for s in p.order if a in p.inputs_of[s]]
-            raise PhraseRescoreError(f"input {a} not found (given in [inputs]; needed by {', '.join(users) or 'no stage'})",
-                                     path)
+    absent = {a: path for a, path in workflow.inputs.items() if not path.exists()}
+    for a, path in absent.items():
+        users = [s for s in p.order if a in p.inputs_of[s]]
+        problems.append(f"{path}: input {a} not found (given in [inputs]; needed by {', '.join(users) or 'no stage'})")
+    for check in registry.checks:
+        problems += check(workflow, p, absent, say)
+    if len(problems) == 1 and absent:      # only a missing file: the error names it, as every file error does
+        a, path = next(iter(absent.items()))
+        raise PhraseRescoreError(problems[0].removeprefix(f"{path}: "), path)
+    if len(problems) == 1:
+        raise PhraseRescoreError(problems[0], workflow.path)
+    if problems:
+        raise PhraseRescoreError(f"the workflow cannot run; nothing was run. {len(problems)} problems:\n  - "
+                                 + "\n  - ".join(problems), workflow.path)
     check_workdir(work, p.order, workflow.inputs)
     version = code_version()
     work.mkdir(parents=True, exist_ok=True)
@@ -778,7 +815,7 @@ def _run_workflow(workflow: Workflow, registry: Registry, workdir: Path, from_st
         with atomic_open(stage_dir / ATTEMPT, "w") as f:
             json.dump({**attempt, "foreign": sorted(foreign)}, f)
         t0 = time.time()
-        summary = d.run(StageContext(d, params, stage_dir, in_paths, work, resume=resume))
+        summary = d.run(StageContext(d, params, stage_dir, in_paths, work, resume=resume, stages=tuple(p.order)))
         wall = time.time() - t0
         outs: dict[str, str] = {}
         for a, rel in d.produces.items():

@@ -13,6 +13,12 @@ old table cannot be read (a binarized table, a path that does not exist here), t
 against ``num-features`` plus the number of ``--weights`` given; without either, it rests on
 ``num-features`` alone and the summary says so.
 
+An added column that holds the same value on every line of the new table is refused, naming it: Moses
+adds ln(value) for each phrase pair a hypothesis uses, so such a feature is zero (value 1) or a multiple of
+the phrase count that PhrasePenalty already is; MERT can measure nothing about it, and its tuned weight, and
+the BLEU of the configuration that adds it, would be noise (a table of one line is not judged). (The unknown-word column is constant when the networks' shortlists hold every word
+of the table: ``prepare --vocab-size`` at or above the vocabulary.)
+
 Initial weights of the added columns default to :data:`DEFAULT_NEW_WEIGHT` (0.2 each, the value
 ``train-model.perl`` gives every phrase-table score); tuning replaces them.
 
@@ -56,7 +62,8 @@ from phrase_rescore.core.fileio import (
 
 from .moses_ini import check_ini_path, read_moses_ini
 from .moses_install import find_moses
-from .phrase_table import num_scores
+from .moses_system import pick_phrase_dictionary
+from .phrase_table import FIELD_SEP, num_scores
 
 DEFAULT_NEW_WEIGHT = 0.2
 MINPHR = ".minphr"
@@ -77,6 +84,7 @@ class RewriteConfig:
     :ivar binarize: for PhraseDictionaryCompact, run processPhraseTableMin when Moses has it (False: only report).
     :ivar threads: ``-threads`` for processPhraseTableMin (None: every core this process may use).
     :ivar moses_home: a Moses root; default ``$MOSES_HOME`` or ``moses`` on PATH.
+    :ivar column_names: what the added columns are, for messages (e.g. ``("RNN log p(f|e)", "WP")``).
     """
 
     old_ini: Path
@@ -94,6 +102,7 @@ class RewriteConfig:
                                   help=f"processPhraseTableMin -threads [default: {CORES}].")
     moses_home: str | None = setting(None, type=str, envvar="MOSES_HOME",
                                      help="Moses installation root (default: $MOSES_HOME, or moses on PATH).")
+    column_names: tuple[str, ...] | None = None
 
     def __post_init__(self):
         self.threads = threads_or_cores(self.threads)   # unset: every core this process may use
@@ -135,22 +144,59 @@ def default_binarized_prefix(table: Path) -> Path:
     return table.with_name(name)
 
 
-def _pick_feature(ini, wanted: str | None):
-    pds = ini.phrase_dictionaries()
-    if wanted is not None:
-        f = ini.feature(wanted)
-        if not f.is_phrase_dictionary:
-            raise PhraseRescoreError(f"feature {wanted} is a {f.type}, not a phrase dictionary", ini.path, f.line_no)
-        return f
-    if not pds:
-        raise PhraseRescoreError("no phrase dictionary (PhraseDictionary* line) in [feature]", ini.path)
-    if len(pds) == 1:
-        return pds[0]
-    for f in pds:
-        if f.name == "TranslationModel0":
-            return f
-    raise PhraseRescoreError(f"several phrase dictionaries ({', '.join(f.name for f in pds)}): "
-                             "say which one with --feature", ini.path)
+def constant_columns(table: str | os.PathLike, first: int, count: int) -> tuple[dict[int, bytes], int]:
+    """The score columns ``first`` .. ``first + count - 1`` (0-based) that hold one value on every line of
+    ``table``: ``({column: its text}, lines read)``. A column is dropped at the first line where its number
+    differs; the scan stops when none is left, so a table whose columns vary is read only that far.
+    Lines without that many scores are skipped."""
+    value: dict[int, bytes] = {}
+    alive = set(range(first, first + count))
+    n = 0
+    with open_binary_read(table) as f:
+        for raw in f:
+            n += 1
+            fields = raw.split(FIELD_SEP)
+            if len(fields) < 3:
+                continue
+            cols = fields[2].split()
+            for c in list(alive):
+                if c >= len(cols):
+                    continue
+                if c not in value:
+                    value[c] = cols[c]
+                elif cols[c] != value[c] and not _same_number(cols[c], value[c]):
+                    alive.discard(c)
+            if not alive:
+                return {}, n
+    return {c: value[c] for c in sorted(alive) if c in value}, n
+
+
+def _same_number(a: bytes, b: bytes) -> bool:
+    try:
+        return float(a) == float(b)
+    except ValueError:
+        return False
+
+
+def _refuse_constant(table: Path, old_count: int, added: int, names: Sequence[str] | None) -> None:
+    """Refuse added columns that hold one value on every line (see the module docstring)."""
+    const, lines = constant_columns(table, old_count, added)
+    if not const or lines < 2:      # one line has nothing to vary over
+        return
+    shown, unknown_word = [], names is None
+    for c, v in const.items():
+        k = c - old_count
+        name = f" ({names[k]})" if names is not None and k < len(names) else ""
+        unknown_word = unknown_word or "unknown" in name
+        shown.append(f"added column {k + 1} of {added}{name}, score {c + 1} of the line, is {v.decode()} on every "
+                     f"one of the {lines} lines")
+    wp = (" The unknown-word column is constant when the shortlists hold every word of the table: lower "
+          "[prepare] vocab_size (prepare --vocab-size) below the vocabulary of each side." if unknown_word else "")
+    raise PhraseRescoreError("; ".join(shown) + ": Moses adds ln(value) for each phrase pair a hypothesis uses, "
+                             "so such a column is zero (value 1) or a multiple of the phrase count PhrasePenalty "
+                             "already has; MERT can learn nothing from it, and its weight and the BLEU of this "
+                             "configuration would be noise. Leave the column out (score --columns) or make it "
+                             "vary." + wp, table)
 
 
 def _check_old_table(feat, old_count: int, ini_path) -> str | None:
@@ -178,7 +224,7 @@ def _check_old_table(feat, old_count: int, ini_path) -> str | None:
 def rewrite_moses_ini(cfg: RewriteConfig) -> RewriteResult:
     """Write ``cfg.out``: ``cfg.old_ini`` with its phrase dictionary pointed at ``cfg.table`` (see module doc)."""
     ini = read_moses_ini(cfg.old_ini)
-    feat = _pick_feature(ini, cfg.feature)
+    feat = pick_phrase_dictionary(ini, cfg.feature)
     old_count = feat.num_features
     if old_count is None:
         raise PhraseRescoreError(f"{feat.name} has no num-features=...; expected the count of its table's scores",
@@ -220,6 +266,7 @@ def rewrite_moses_ini(cfg: RewriteConfig) -> RewriteResult:
         prefix = Path(cfg.binarized_prefix).resolve() if cfg.binarized_prefix else default_binarized_prefix(table)
         table_in_ini = check_ini_path(f"{prefix}{MINPHR}", "the binarized phrase table")
         _check_binarizer_outputs(prefix, inputs, cfg.out)  # before processPhraseTableMin writes them
+        _refuse_constant(table, old_count, added, cfg.column_names)
         install = find_moses(cfg.moses_home)
         tool = install.tool("processPhraseTableMin") if install else None
         argv = process_phrase_table_min_argv(tool or "processPhraseTableMin", table, prefix, new_count, cfg.threads)
@@ -235,6 +282,7 @@ def rewrite_moses_ini(cfg: RewriteConfig) -> RewriteResult:
                                 "before decoding" if tool is None else "not run (--no-binarize): run it before decoding")
     else:
         table_in_ini = check_ini_path(table, "the new phrase table")
+        _refuse_constant(table, old_count, added, cfg.column_names)
 
     feat.set("path", table_in_ini)
     feat.set("num-features", str(new_count))

@@ -156,8 +156,10 @@ def _system(tmp_path, old_scores: int | None, new_scores: int, declared: int = 4
         text = text.replace("PhraseDictionaryMemory name=", "PhraseDictionaryCompact name=")
     ini = tmp_path / "moses.ini"
     ini.write_text(text)
-    new_table = tmp_path / "phrase-table.rnn.gz"
-    write_table(new_table, [b"das ||| the ||| " + b" ".join([b"0.5"] * new_scores) + b" ||| 0-0"])
+    new_table = tmp_path / "phrase-table.rnn.gz"    # two lines whose added columns differ (none is constant)
+    write_table(new_table, [b"das ||| the ||| " + b" ".join([b"0.5"] * new_scores) + b" ||| 0-0",
+                            b"haus ||| house ||| " + b" ".join([b"0.5"] * (new_scores - 2) + [b"0.25"] * 2)
+                            + b" ||| 0-0"])
     return ini, old_table, new_table
 
 

@@ -20,7 +20,7 @@ from phrase_rescore.moses_integration.moses_ini import check_ini_path, parse_mos
 from phrase_rescore.moses_integration.rewrite import RewriteConfig, rewrite_moses_ini
 
 SIX = ("das ||| the ||| 0.6 0.5 0.7 0.4 0.1 1 ||| 0-0 ||| 3 3 3\n"
-       "haus ||| house ||| 0.8 0.7 0.6 0.5 0.2 1 ||| 0-0 ||| 2 2 2\n")
+       "haus ||| house ||| 0.8 0.7 0.6 0.5 0.2 2.718282 ||| 0-0 ||| 2 2 2\n")   # the added columns vary
 
 
 @pytest.fixture

@@ -189,7 +189,7 @@ def test_workflow_file_errors(tmp_path):
 
 
 @pytest.mark.parametrize("name,first,n_stages", [
-    ("demo", "demo-data", 13), ("rescore-existing", "prepare", 10), ("paper", "prepare", 10)])
+    ("demo", "demo-data", 13), ("rescore-existing", "tokenize", 11), ("paper", "prepare", 10)])
 def test_shipped_workflows_load_and_plan(name, first, n_stages):
     from phrase_rescore.app.stages import default_registry
 

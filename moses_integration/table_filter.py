@@ -185,26 +185,40 @@ def filtered_ini(ini_path: str | os.PathLike, inputs: Sequence[str | os.PathLike
     key = {"format": FORMAT, "max_phrase_length": max_len,
            "inputs": [sha256_file(p) for p in inputs], "ini": sha256_file(ini_path)}
     old = _read_record(folder / RECORD)
-    if old is not None and old.get("key") == key and set(old.get("tables", {})) == set(tables):
-        digests = {name: sha256_file(path) for name, path in tables.items()}       # one read of each table
-        intact = all(old["tables"][n]["sha256"] == digests[n] and (folder / old["tables"][n]["file"]).is_file()
-                     and sha256_file(folder / old["tables"][n]["file"]) == old["tables"][n]["filtered_sha256"]
-                     for n in tables)
-        if intact and (folder / INI).is_file():
-            echo(f"tune: reusing the tables filtered to the input in {folder}")
-            return FilteredModels(folder / INI, old["tables"], True)
+    if old is not None and old.get("key") == key and _reusable(old, tables, folder):
+        echo(f"tune: reusing the tables filtered to the input in {folder}")
+        return FilteredModels(folder / INI, old["tables"], True)
     keep = input_phrases((s for p in inputs for s in read_sentences(p)), max_len)
     record = {"key": key, "tables": {}}
     for i, (name, path) in enumerate(sorted(tables.items())):
         file = f"table{i}.filtered" + (".gz" if is_gzip(path) else "")
         info = filter_table(path, keep, folder / file)
+        if info["kept"] == 0:       # a decoder refuses an empty table: it reads the full one, as without filtering
+            os.unlink(folder / file)
+            file = None
         record["tables"][name] = {"path": path, "file": file, **info,
-                                  "filtered_sha256": sha256_file(folder / file)}
-    _write_ini(ini, ini_path, {n: folder / t["file"] for n, t in record["tables"].items()}, folder / INI)
+                                  "filtered_sha256": None if file is None else sha256_file(folder / file)}
+    _write_ini(ini, ini_path, {n: folder / t["file"] for n, t in record["tables"].items() if t["file"]},
+               folder / INI)
     with atomic_open(folder / RECORD, "w") as f:
         json.dump(record, f, indent=1)
         f.write("\n")
     return FilteredModels(folder / INI, record["tables"], False)
+
+
+def _reusable(old: dict, tables: dict[str, str], folder: Path) -> bool:
+    """Whether an earlier run's record names the same tables, unchanged (one read of each to hash it),
+    and its filtered files and ini are still there as it wrote them."""
+    if set(old.get("tables", {})) != set(tables) or not (folder / INI).is_file():
+        return False
+    for name, path in tables.items():
+        t = old["tables"][name]
+        if t.get("sha256") != sha256_file(path):
+            return False
+        if t.get("file") is not None and not ((folder / t["file"]).is_file()
+                                              and sha256_file(folder / t["file"]) == t.get("filtered_sha256")):
+            return False
+    return True
 
 
 def _write_ini(ini: MosesIni, ini_path: str, filtered: dict, out: Path) -> None:

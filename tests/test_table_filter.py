@@ -161,3 +161,15 @@ def test_the_ini_s_max_phrase_length_bounds_the_phrases_kept(tmp_path, max_len, 
     assert f.tables["TranslationModel0"]["kept"] == kept
     # the relative paths of the ini are made absolute in the filtered ini, which lives in another folder
     assert read_moses_ini(f.ini).feature("LM0").get("path") == str(tmp_path / "lm.arpa")
+
+
+def test_an_input_that_uses_no_entry_decodes_with_the_full_table(tmp_path):
+    """A decoder refuses an empty table: when the input can use no entry, the ini keeps the full table."""
+    _gz_system(tmp_path)
+    (tmp_path / "none.src").write_text("nothing here\n")
+    f = filtered_ini(tmp_path / "moses.ini", [tmp_path / "none.src"], tmp_path / "f")
+    assert f.tables["TranslationModel0"]["kept"] == 0 and f.tables["TranslationModel0"]["file"] is None
+    assert read_moses_ini(f.ini).feature("TranslationModel0").get("path") == str(tmp_path / "phrase-table.gz")
+    decode_file(f.ini, tmp_path / "none.src", tmp_path / "out")
+    assert (tmp_path / "out").read_text() == "nothing here\n"
+    assert filtered_ini(tmp_path / "moses.ini", [tmp_path / "none.src"], tmp_path / "f").reused

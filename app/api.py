@@ -255,11 +255,11 @@ def prepare(table: PathLike, out: PathLike, config: PrepareConfig | None = None,
         from), ``vocab_from_corpus``...
     :returns: a :class:`PrepareSummary`.
 
-    >>> s = pr.prepare("model/phrase-table.gz", "pairs")
+    >>> s = pr.prepare("model/phrase-table.gz", "pairs", vocab_size=2)   # a shortlist that leaves words out
     >>> s.lines, s.unique_pairs, s.train_pairs + s.valid_pairs
     (6, 6, 6)
     >>> s.vocab_source, s.vocab_target           # the words and <eos>, <unk>
-    (6, 7)
+    (4, 4)
     """
     from phrase_rescore.pipeline.prepare import PrepareConfig
     from phrase_rescore.pipeline.prepare import prepare as run
@@ -319,7 +319,7 @@ def score_table(model: PathLike, table: PathLike, out: PathLike, config: ScoreCo
     >>> s.lines, s.pairs, s.rejected, s.out
     (6, 6, 0, 'phrase-table.rnn.gz')
     >>> next(iter(pr.read_phrase_table("phrase-table.rnn.gz"))).scores[4:]     # the two new columns  # doctest: +ELLIPSIS
-    (0.0..., 1.0)
+    (0.0..., 2.718282)
     """
     from phrase_rescore.pipeline.score import ScoreConfig
     from phrase_rescore.pipeline.score import score_table as run

@@ -65,7 +65,9 @@ PENDING_FILES = {"docs/api.md": "the Python API's document, written beside this 
 #: command's start, options added so that it is quick). Each must still be in its document.
 RUN = [
     ("guide.md", "phrase-rescore make-demo-data --out corpus", "--train 200 --dev 10 --test 10"),
-    ("README.md", "phrase-rescore prepare model/phrase-table.gz --out pairs/", ""),
+    # the sandbox's table has 4 + 5 words, all inside the default shortlist: the unknown-word column would be
+    # constant, and moses-ini refuses such a column
+    ("README.md", "phrase-rescore prepare model/phrase-table.gz --out pairs/", "--vocab-size 3"),
     ("README.md", "phrase-rescore train pairs/ --out rnn/", "--max-steps 2 --valid-every 1"),
     ("README.md", "phrase-rescore score rnn/ model/phrase-table.gz --out phrase-table.rnn.gz", ""),
     ("README.md", "phrase-rescore moses-ini model/moses.ini --table phrase-table.rnn.gz", ""),

@@ -16,7 +16,7 @@ from phrase_rescore.core.fileio import check_outputs
 from phrase_rescore.core.outdir import claim_output_dir, release_unused
 from phrase_rescore.core.version import code_version
 
-from .schema import SettingsCommand, collect, options
+from .schema import INT, SettingsCommand, collect, options
 
 
 class _Group(click.Group):
@@ -233,7 +233,9 @@ def moses_ini_cmd(old_ini, table, out, binarized_prefix, **kw):
 @click.option("--dev-src", required=True, type=click.Path(exists=True, dir_okay=False), help="Tokenized dev source.")
 @click.option("--dev-ref", required=True, type=click.Path(exists=True, dir_okay=False), help="Tokenized dev reference.")
 @click.option("--workdir", required=True, type=click.Path(file_okay=False), help="Working directory (log, mert-work/).")
-@click.option("--out", type=click.Path(dir_okay=False), help="Tuned moses.ini (default WORKDIR/moses.tuned.ini).")
+@click.option("--out", type=click.Path(dir_okay=False),
+              help="Tuned moses.ini (default: WORKDIR/moses.tuned.ini with --backend moses, WORKDIR/moses.ini with "
+                   "--backend embedded).")
 @options("phrase_rescore.moses_integration.tuning:TuneConfig")
 def tune_cmd(ini, dev_src, dev_ref, workdir, out, **kw):
     """Tune the weights of a moses.ini on a dev set (mert-moses.pl or the embedded MERT)."""
@@ -284,8 +286,10 @@ def evaluate_cmd(systems, models, test_src, test_ref, dev_src, dev_ref, workdir,
     if unknown:
         raise click.BadParameter(f"--model for unknown configuration(s): {', '.join(sorted(unknown))}")
     values = collect(EvaluateConfig, kw)
+    models_of = {k: v for ini in named.values() for k, v in _ini_models(ini).items()}  # each ini read as Moses reads it
     _check_paths({"--system": list(named.values()), "--model": list(mods.values()), "--test-src": test_src,
-                   "--test-ref": test_ref, "--dev-src": dev_src, "--dev-ref": dev_ref}, {}, {"--workdir": workdir})
+                   "--test-ref": test_ref, "--dev-src": dev_src, "--dev-ref": dev_ref, **models_of}, {},
+                 {"--workdir": workdir})
     specs = [SystemSpec(n, Path(p), Path(mods[n]) if n in mods else None) for n, p in named.items()]
     df = evaluate(EvaluateConfig(systems=specs, test_src=Path(test_src), test_ref=Path(test_ref),
                                  workdir=Path(workdir), dev_src=Path(dev_src) if dev_src else None,
@@ -451,10 +455,10 @@ def rescore_nbest_cmd(nbest, src, models, out_nbest, out_1best, weights_ini, dev
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False),
               help="MODEL_DIR: model.pt (best), last.pt, train_log.csv.")
 @options("phrase_rescore.pipeline.train:TrainConfig")
-@click.option("--emb-dim", type=int, hidden=True, help="Same as --model-overrides '{emb_dim = N}'.")
-@click.option("--hidden-dim", type=int, hidden=True, help="Same as --model-overrides '{hidden_dim = N}'.")
-@click.option("--maxout-units", type=int, hidden=True, help="Same as --model-overrides '{maxout_units = N}'.")
-@click.option("--rank", type=int, hidden=True, help="Same as --model-overrides '{rank = N}'.")
+@click.option("--emb-dim", type=INT, hidden=True, help="Same as --model-overrides '{emb_dim = N}'.")
+@click.option("--hidden-dim", type=INT, hidden=True, help="Same as --model-overrides '{hidden_dim = N}'.")
+@click.option("--maxout-units", type=INT, hidden=True, help="Same as --model-overrides '{maxout_units = N}'.")
+@click.option("--rank", type=INT, hidden=True, help="Same as --model-overrides '{rank = N}'.")
 def train_cmd(pairs_dir, out_dir, emb_dim, hidden_dim, maxout_units, rank, **kw):
     """Train the RNN Encoder-Decoder on prepared phrase pairs (PAIRS_DIR from `prepare`)."""
     from phrase_rescore.pipeline.train import TrainConfig, train
@@ -462,14 +466,16 @@ def train_cmd(pairs_dir, out_dir, emb_dim, hidden_dim, maxout_units, rank, **kw)
     sizes = {k: v for k, v in dict(emb_dim=emb_dim, hidden_dim=hidden_dim, maxout_units=maxout_units,
                                    rank=rank).items() if v is not None}
     if sizes:  # the older spellings of --model-overrides
-        kw["model_overrides"] = "{" + ", ".join(f"{k} = {v}" for k, v in sizes.items()) + "}"
+        kw["model_overrides"] = "{" + ", ".join(f"{k} = {v if isinstance(v, int) else repr(str(v))}"
+                                                for k, v in sizes.items()) + "}"
     cfg = TrainConfig(**collect(TrainConfig, kw))
     _check_paths({"PAIRS_DIR": pairs_dir}, {}, {"--out": out_dir})
     s = train(pairs_dir, out_dir, cfg)
     if os.environ.get("RANK", "0") == "0":  # under torchrun rank 0 reports for all ranks
-        click.echo(f"{s.steps} steps ({s.stop_reason}), {s.pairs_per_s:.0f} pairs/s on {s.device}; validation "
-                   f"perplexity {s.last_valid_ppl:.3f}, best {s.best_valid_ppl:.3f} (unigram "
-                   f"{s.unigram_valid_ppl:.3f}) -> {s.model}")
+        valid = (f"validation perplexity {s.last_valid_ppl:.3f}, best {s.best_valid_ppl:.3f} (unigram "
+                 f"{s.unigram_valid_ppl:.3f})" if s.best_valid_ppl < float("inf") else
+                 "no validation (prepare held out no pairs): the model is the last step's weights")
+        click.echo(f"{s.steps} steps ({s.stop_reason}), {s.pairs_per_s:.0f} pairs/s on {s.device}; {valid} -> {s.model}")
     _training_curves(out_dir, "train_log.csv", "RNN Encoder-Decoder")
 
 
@@ -508,7 +514,8 @@ def sample_cmd(model, phrase, greedy, device, **kw):
 @options("phrase_rescore.pipeline.score:ScoreConfig", exclude=("rejects", "vocab"))
 @click.option("--rejects", type=click.Path(dir_okay=False), help="Where --on-error keep lists bad lines.")
 @click.option("--vocab", type=click.Path(exists=True, dir_okay=False),
-              help="Vocabulary JSON, for a checkpoint that carries none.")
+              help="Vocabulary JSON, for a checkpoint that carries none (for one that carries its own: only the "
+                   "same words).")
 @click.option("--reverse-model", type=click.Path(exists=True),
               help="A model trained in the other direction (prepare on the swapped table): appends log p(e|f) "
                    "as one more column.")

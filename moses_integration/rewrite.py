@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
-from phrase_rescore.core.config import setting
+from phrase_rescore.core.config import FLOAT32_MAX, cap_to_cores, setting
 from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.core.fileio import atomic_path, check_outputs, open_binary_read
 
@@ -73,13 +73,14 @@ class RewriteConfig:
     out: Path
     feature: str | None = setting(None, type=str, help="Phrase dictionary to repoint (default: the only one, else "
                                                        "TranslationModel0).")
-    weights: tuple[float, ...] | None = setting(None, type=tuple, item=float,
+    weights: tuple[float, ...] | None = setting(None, type=tuple, item=float, at_least=-FLOAT32_MAX,
+                                                at_most=FLOAT32_MAX,
                                                 help="Initial weights of the added columns, comma-separated (default: "
                                                      "0.2 each, train-model.perl's value for phrase-table scores).")
     binarized_prefix: Path | None = None
     binarize: bool = setting(True, help="PhraseDictionaryCompact: run processPhraseTableMin (off: only print its "
                                         "command).")
-    threads: int = setting(1, at_least=1, help="processPhraseTableMin -threads.")
+    threads: int = setting(1, at_least=1, cores=True, help="processPhraseTableMin -threads.")
     moses_home: str | None = setting(None, type=str, envvar="MOSES_HOME",
                                      help="Moses installation root (default: $MOSES_HOME, or moses on PATH).")
 
@@ -108,7 +109,7 @@ def process_phrase_table_min_argv(binary: str | os.PathLike, table: str | os.Pat
                                   nscores: int, threads: int = 1) -> list[str]:
     """The argv that binarizes a text phrase table for PhraseDictionaryCompact (writes ``out_prefix.minphr``)."""
     return [os.fspath(binary), "-in", os.fspath(table), "-out", os.fspath(out_prefix),
-            "-nscores", str(int(nscores)), "-threads", str(int(threads))]
+            "-nscores", str(int(nscores)), "-threads", str(cap_to_cores(int(threads), "threads"))]
 
 
 def default_binarized_prefix(table: Path) -> Path:

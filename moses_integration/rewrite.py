@@ -197,6 +197,7 @@ def rewrite_moses_ini(cfg: RewriteConfig) -> RewriteResult:
         new_w = [DEFAULT_NEW_WEIGHT] * added
 
     result = RewriteResult(Path(cfg.out), feat.name, old_count, new_count, new_w, "")
+    result.notes.extend(ini.folded)        # [weight-overwrite]/[feature-overwrite] applied, as Moses applies them
     if unchecked is not None and cfg.weights is None:
         result.notes.append(f"the {added} added column(s) are counted from num-features={old_count} alone: "
                             f"{unchecked}; give --weights (one per added column) to have the count checked")

@@ -165,6 +165,7 @@ def test_moses_ini_writes_the_ini_moses_reads(tiny, tmp_path):
     out = tmp_path / "new.ini"
     r = CliRunner().invoke(main, ["moses-ini", str(ini), "--table", str(table), "--out", str(out)])
     assert r.exit_code == 0, r.output
+    assert "[weight-overwrite] applied as Moses applies it" in r.output and "[feature-overwrite] applied" in r.output
     text = out.read_text()
     assert "overwrite" not in text
     new = read_moses_ini(out)

@@ -139,7 +139,7 @@ EVALUATE = ["evaluate", "--system", "b=moses.ini", "--test-src", "dev.src", "--t
     (["build-smt", "src.txt", "tgt.txt", "--out", "s", "--eflomal-model", "4"], "--eflomal-model 4: expected one of 1, 2, 3"),
     (TUNE + ["--nbest", "0"], "--nbest 0: expected 1 to 10000"),
     (TUNE + ["--maximum-iterations", "0"], "--max-iterations 0: expected at least 1"),
-    (EVALUATE + ["--bootstrap", "0"], "--bootstrap-samples 0: expected at least 1"),
+    (EVALUATE + ["--bootstrap", "0"], "--bootstrap-samples 0: expected 1 to 100000"),
     (EVALUATE + ["--threads", "0"], "--threads 0: expected at least 1"),
     (["make-demo-data", "--out", "d", "--noise", "2"], "--noise 2.0: expected a number from 0 to 1"),
     (["translate", "src.txt", "-m", "model.pt", "-o", "o.txt", "-b", "0"], "--beam 0: expected 1 to 1000"),

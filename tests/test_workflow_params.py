@@ -44,7 +44,7 @@ DEMO = Path(__file__).parent.parent / "workflows" / "demo.toml"
     (["tune.backend='cdec'"], r"\[tune\] backend = 'cdec': expected one of 'moses', 'embedded'"),
     (["tune.nbest=0"], r"\[tune\] nbest = 0: expected 1 to 10000"),
     (["tune.decoder_flags='-threads 4'"], r"\[tune\] decoder_flags only apply to backend moses"),
-    (["evaluate.bootstrap_samples=0"], r"\[evaluate\] bootstrap_samples = 0: expected at least 1"),
+    (["evaluate.bootstrap_samples=0"], r"\[evaluate\] bootstrap_samples = 0: expected 1 to 100000"),
 ])
 def test_bad_stage_parameters_are_refused_when_the_workflow_loads(sets, message):
     with pytest.raises(PhraseRescoreError, match=r"demo.toml: " + message):

@@ -72,7 +72,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from phrase_rescore.core.config import parse_int
+from phrase_rescore.core.config import parse_int, parse_number
 from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.core.fileio import atomic_open, open_binary_read
 from phrase_rescore.core.words import words
@@ -529,8 +529,6 @@ class MosesIni:
             elif check == "threads":
                 ok = text == "all" or (parse_int(text) is not None and parse_int(text) >= 1)
             else:
-                from phrase_rescore.core.config import parse_number
-
                 ok = parse_number(text, check) is not None
             if not ok:
                 raise PhraseRescoreError(f"[{section}] {text!r}: expected {READ_SECTIONS[section]}"

@@ -331,7 +331,9 @@ def moses_ini_cmd(old_ini, table, out, binarized_prefix, **kw):
 @click.option("--dev-src", required=True, type=click.Path(exists=True, dir_okay=False), help="Tokenized dev source.")
 @click.option("--dev-ref", required=True, type=click.Path(exists=True, dir_okay=False), help="Tokenized dev reference.")
 @click.option("--workdir", required=True, type=click.Path(file_okay=False), help="Working directory (log, mert-work/).")
-@click.option("--out", type=click.Path(dir_okay=False), help="Tuned moses.ini (default WORKDIR/moses.tuned.ini).")
+@click.option("--out", type=click.Path(dir_okay=False),
+              help="Tuned moses.ini (default: WORKDIR/moses.tuned.ini with --backend moses, WORKDIR/moses.ini with "
+                   "--backend embedded).")
 @options("phrase_rescore.moses_integration.tuning:TuneConfig")
 def tune_cmd(ini, dev_src, dev_ref, workdir, out, **kw):
     """Tune the weights of a moses.ini on a dev set (mert-moses.pl or the embedded MERT)."""
@@ -382,8 +384,10 @@ def evaluate_cmd(systems, models, test_src, test_ref, dev_src, dev_ref, workdir,
     if unknown:
         raise click.BadParameter(f"--model for unknown configuration(s): {', '.join(sorted(unknown))}")
     values = collect(EvaluateConfig, kw)
+    models_of = {k: v for ini in named.values() for k, v in _ini_models(ini).items()}  # each ini read as Moses reads it
     _check_paths({"--system": list(named.values()), "--model": list(mods.values()), "--test-src": test_src,
-                   "--test-ref": test_ref, "--dev-src": dev_src, "--dev-ref": dev_ref}, {}, {"--workdir": workdir})
+                   "--test-ref": test_ref, "--dev-src": dev_src, "--dev-ref": dev_ref, **models_of}, {},
+                 {"--workdir": workdir})
     df = evaluate(named, test_src, test_ref, workdir, dev_src=dev_src, dev_ref=dev_ref, models=mods, **values)
     from phrase_rescore.app.pictures import command_report
 
@@ -554,9 +558,10 @@ def train_cmd(pairs_dir, out_dir, **kw):
     _check_paths({"PAIRS_DIR": pairs_dir}, {}, {"--out": out_dir})
     s = train(pairs_dir, out_dir, cfg)
     if os.environ.get("RANK", "0") == "0":  # under torchrun rank 0 reports for all ranks
-        click.echo(f"{s.steps} steps ({s.stop_reason}), {s.pairs_per_s:.0f} pairs/s on {s.device}; validation "
-                   f"perplexity {s.last_valid_ppl:.3f}, best {s.best_valid_ppl:.3f} (unigram "
-                   f"{s.unigram_valid_ppl:.3f}) -> {s.model}")
+        valid = (f"validation perplexity {s.last_valid_ppl:.3f}, best {s.best_valid_ppl:.3f} (unigram "
+                 f"{s.unigram_valid_ppl:.3f})" if s.best_valid_ppl < float("inf") else
+                 "no validation (prepare held out no pairs): the model is the last step's weights")
+        click.echo(f"{s.steps} steps ({s.stop_reason}), {s.pairs_per_s:.0f} pairs/s on {s.device}; {valid} -> {s.model}")
     _training_curves(out_dir, "train_log.csv", "RNN Encoder-Decoder")
 
 
@@ -595,7 +600,8 @@ def sample_cmd(model, phrase, greedy, device, **kw):
 @options("phrase_rescore.pipeline.score:ScoreConfig", exclude=("rejects", "vocab"))
 @click.option("--rejects", type=click.Path(dir_okay=False), help="Where --on-error keep lists bad lines.")
 @click.option("--vocab", type=click.Path(exists=True, dir_okay=False),
-              help="Vocabulary JSON, for a checkpoint that carries none.")
+              help="Vocabulary JSON, for a checkpoint that carries none (for one that carries its own: only the "
+                   "same words).")
 @click.option("--reverse-model", type=click.Path(exists=True),
               help="A model trained in the other direction (prepare on the swapped table): appends log p(e|f) "
                    "as one more column.")

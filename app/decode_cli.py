@@ -7,16 +7,27 @@ non-digit starts an option (so ``-0.5`` is a value), every argument up to the ne
 values, and a value holding spaces (``-weight-overwrite 'LM0= 0.5 WordPenalty0= -1'``, as mert-moses.pl
 quotes it) counts as its words. ``--name`` is taken as ``-name``.
 
+Numbers are read as every number of the tool is (:func:`~phrase_rescore.core.config.parse_number`: ASCII digits
+as Moses's strtol/strtod read a whole token). ``-threads`` above the machine's cores runs on the cores, with a
+note; without ``-threads`` the moses.ini's ``[threads]`` applies, as in Moses.
+
+**Input length.** ``-max-input-length N`` (default :data:`DEFAULT_MAX_INPUT_LENGTH` words; 0: no limit) refuses,
+before any model is loaded, an input line of more than N words, naming the line. Moses (commit 34452895f) has
+no such limit: it translates a line of any length, in a time that grows faster than the length (the
+future-cost table alone is cubic in it); so does this decoder, slower, and a line of thousands of words would
+run for hours with no output. ``-max-input-length 0`` translates whatever comes, as Moses does. A progress bar
+on stderr counts the words translated (one line; off with ``-v 0`` or ``--quiet``).
+
 Every problem is a :class:`~phrase_rescore.core.errors.PhraseRescoreError` (one line from the CLI).
 """
 from __future__ import annotations
 
 import dataclasses
-import os
 from dataclasses import dataclass
 from typing import IO, Sequence
 
 from phrase_rescore.core import progress
+from phrase_rescore.core.config import cap_to_cores, machine_cores, parse_float, parse_int
 from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.core.fileio import check_outputs, read_sentences
 from phrase_rescore.core.outdir import lock_output
@@ -38,7 +49,8 @@ OPTIONS: dict[str, tuple[tuple[str, ...], str, str]] = {
     "n-best-list": (("n-best-list",), "nbest",
                     "FILE N [distinct]: write N-best lists to FILE (-: to stdout, instead of the 1-best)"),
     "n-best-factor": (("n-best-factor",), "int", "distinct n-best: consider N * this many paths (default 20)"),
-    "threads": (("threads", "th"), "threads", "decoding processes, or 'all' (default 1)"),
+    "threads": (("threads", "th"), "threads",
+                "decoding processes, or 'all'; at most the cores (default: the ini's [threads], else 1)"),
     "stack": (("s", "stack"), "int", "hypotheses per stack (default: the ini's [stack], else 200)"),
     "beam-threshold": (("b", "beam-threshold"), "float", "drop hypotheses worse than best * this (default 1e-5)"),
     "search-algorithm": (("search-algorithm",), "int", "0: stack search; 1: cube pruning (when implemented)"),
@@ -49,10 +61,14 @@ OPTIONS: dict[str, tuple[tuple[str, ...], str, str]] = {
     "distortion-limit": (("distortion-limit", "dl"), "int", "longest jump; -1 unlimited (default: the ini's, 6)"),
     "max-phrase-length": (("max-phrase-length",), "int", "longest source phrase (default 20)"),
     "inputtype": (("inputtype",), "int", "0: plain text (the only type the embedded decoder reads)"),
+    "max-input-length": (("max-input-length",), "int",
+                         "refuse an input line of more words (default 200; 0: no limit, as Moses)"),
     "verbose": (("v", "verbose"), "int", "0: no progress bar on stderr"),
     "help": (("h", "help"), "flag", "this help"),
 }
 SPELLINGS = {s: name for name, (spellings, _, _) in OPTIONS.items() for s in spellings}
+#: ``-max-input-length``'s default: the longest input line, in words, translated unless the option says otherwise
+DEFAULT_MAX_INPUT_LENGTH = 200
 
 
 @dataclass
@@ -65,7 +81,7 @@ class DecodeArgs:
     nbest_size: int = 0
     nbest_distinct: bool = False
     nbest_factor: int | None = None
-    threads: int = 1
+    threads: int | None = None      # None: the moses.ini's [threads], else 1
     stack: int | None = None
     beam_threshold: float | None = None
     search_algorithm: int = 0
@@ -76,6 +92,7 @@ class DecodeArgs:
     distortion_limit: int | None = None
     max_phrase_length: int | None = None
     verbose: int = 1
+    max_input_length: int = DEFAULT_MAX_INPUT_LENGTH
     help: bool = False
 
 
@@ -92,20 +109,19 @@ def _is_option(arg: str) -> bool:
 
 
 def _int(name: str, v: str, at_least: int | None = None) -> int:
-    try:
-        x = int(v)
-    except ValueError:
-        raise PhraseRescoreError(f"-{name}: expected an integer, got {v!r}") from None
+    x = parse_int(v)
+    if x is None:
+        raise PhraseRescoreError(f"-{name}: expected an integer in ASCII digits, got {v!r}")
     if at_least is not None and x < at_least:
         raise PhraseRescoreError(f"-{name}: expected at least {at_least}, got {x}")
     return x
 
 
 def _float(name: str, v: str) -> float:
-    try:
-        return float(v)
-    except ValueError:
-        raise PhraseRescoreError(f"-{name}: expected a number, got {v!r}") from None
+    x = parse_float(v)
+    if x is None:
+        raise PhraseRescoreError(f"-{name}: expected a finite number in ASCII digits, got {v!r}")
+    return x
 
 
 def parse_decode_args(argv: Sequence[str]) -> DecodeArgs:
@@ -160,14 +176,14 @@ def parse_decode_args(argv: Sequence[str]) -> DecodeArgs:
             raise PhraseRescoreError(f"{spelled}: expected one value, got {len(words)}")
         v = words[0]
         if kind == "threads":
-            a.threads = (os.cpu_count() or 1) if v == "all" else _int(name, v, at_least=1)
+            a.threads = machine_cores() if v == "all" else cap_to_cores(_int(name, v, at_least=1), "-threads")
         elif kind == "float":
             a.beam_threshold = _float(name, v)
         else:
             dest = {"stack": "stack", "n-best-factor": "nbest_factor", "ttable-limit": "ttable_limit"}.get(
                 name, name.replace("-", "_"))
             at_least = {"stack": 1, "n-best-factor": 1, "ttable-limit": 0, "max-phrase-length": 1,
-                        "cube-pruning-pop-limit": 1, "verbose": 0}.get(name)
+                        "cube-pruning-pop-limit": 1, "verbose": 0, "max-input-length": 0}.get(name)
             x = _int(name, v, at_least)
             if name == "inputtype":
                 if x != 0:
@@ -211,13 +227,18 @@ def run_decode(argv: Sequence[str], stdin: IO[bytes], stdout: IO[str]) -> int:
         return 0
     if a.verbose == 0:
         progress.set_quiet(True)
-    req = DecodeRequest(a.config, decoder_config(a), a.weight_overwrite, a.nbest_file, a.nbest_size, a.threads)
+    ini = read_moses_ini(a.config, weight_overwrite=a.weight_overwrite)
+    threads = a.threads
+    if threads is None:          # Moses: the ini's [threads] unless -threads says otherwise
+        value = ini.get_value("threads", "1")
+        threads = machine_cores() if value == "all" else cap_to_cores(int(value), "[threads]")
+    req = DecodeRequest(a.config, decoder_config(a), a.weight_overwrite, a.nbest_file, a.nbest_size, threads)
     if a.show_weights:
         spec = load_spec(req)
         stdout.write("".join(line + "\n" for line in show_weights_lines(spec)))
         return 0
     if a.nbest_file is not None and a.nbest_file not in STDOUT_NAMES:
-        check_outputs({"-config": a.config, "-input-file": a.input_file, **read_moses_ini(a.config).model_files()},
+        check_outputs({"-config": a.config, "-input-file": a.input_file, **ini.model_files()},
                       {"-n-best-list": a.nbest_file})
         lock_output(a.nbest_file, "-n-best-list", "decode")     # held until the command ends
     if a.input_file is not None:
@@ -233,6 +254,23 @@ def run_decode(argv: Sequence[str], stdin: IO[bytes], stdout: IO[str]) -> int:
             except UnicodeDecodeError as e:
                 raise PhraseRescoreError(f"stdin line {n}: invalid UTF-8 at byte {e.start}: expected UTF-8 "
                                          "text") from None
+    check_input_length(sentences, a.max_input_length, a.input_file)
     decode_stream(req, sentences, stdout)
     return 0
+
+
+def check_input_length(sentences: Sequence[Sequence[str]], limit: int, path: str | None = None) -> None:
+    """Refuse the first input line of more than ``limit`` words (0: no limit), naming it (see the module doc).
+
+    :raises PhraseRescoreError: naming the input, the line, its length and how to translate it anyway.
+    """
+    if limit <= 0:
+        return
+    for n, s in enumerate(sentences, start=1):
+        if len(s) > limit:
+            raise PhraseRescoreError(
+                f"{len(s)} words, more than -max-input-length {limit}: the decoder's time grows faster than the "
+                f"length (Moses's too), so a line this long would run for minutes to hours; split it, or give "
+                f"-max-input-length {len(s)} (or 0, no limit, as Moses) to translate it as it is",
+                path or "stdin", n)
 

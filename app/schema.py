@@ -15,10 +15,41 @@ from typing import Any, Callable
 import click
 from click.core import ParameterSource
 
-from phrase_rescore.core.config import Setting, check, defaults, flag_name, parse_value, read_config_file, settings
+from phrase_rescore.core.config import (
+    Setting,
+    check,
+    defaults,
+    flag_name,
+    parse_float,
+    parse_number,
+    parse_value,
+    read_config_file,
+    settings,
+)
 
 CONFIG_HELP = ("A TOML file of option values, key = value with the names in snake_case (as in a workflow section); "
                "options given on the command line override it.")
+
+
+class Number(click.ParamType):
+    """A number option read by the project's one number parser (:func:`~phrase_rescore.core.config.parse_number`:
+    ASCII digits as strtol/strtod read a whole token), not by Python's ``int``/``float``, which also take
+    ``0_1``, ``٤`` and ``０.５``. A text that is not such a number is passed on as text, for the setting's check
+    to refuse in the same words as a ``--config`` file or a workflow (``--lr 0_1: expected a number above 0``)."""
+
+    def __init__(self, kind: type):
+        self.kind = kind
+        self.name = "integer" if kind is int else "float"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return value
+        parsed = parse_number(value, self.kind) if isinstance(value, str) else None
+        return value if parsed is None else parsed
+
+
+INT = Number(int)
+FLOAT = Number(float)
 
 
 def _alias_dest(s: Setting, alias: str) -> str:
@@ -33,14 +64,14 @@ def _options_of(s: Setting) -> list[click.Option]:
         off = s.secondary or f"no-{s.flag}"
         out = [click.Option([f"--{s.flag}/--{off}", s.name], default=s.default, **common)]
     else:
-        kind = {int: int, float: float}.get(s.type, str) if s.choices is None or s.type is int else str
+        kind = {int: INT, float: FLOAT}.get(s.type, str) if s.choices is None or s.type is int else str
         default = (",".join(str(v) for v in s.default) if s.type is tuple and s.default is not None
                    else None if s.type is dict else s.default)
         metavar = s.metavar or ("[" + "|".join(str(c) for c in s.choices) + "]" if s.choices else None)
         decls = [f"--{s.flag}"] + ([f"-{s.short}"] if s.short else [])
         out = [click.Option(decls + [s.name], type=kind, default=default, metavar=metavar, **common)]
     for alias in s.aliases:
-        kind = {int: int, float: float}.get(s.type, str)
+        kind = {int: INT, float: FLOAT}.get(s.type, str)
         out.append(click.Option([f"--{alias}", _alias_dest(s, alias)], type=kind, hidden=True,
                                 help=f"Same as --{s.flag}."))
     return out
@@ -90,13 +121,11 @@ def _from_text(s: Setting, text: Any) -> Any:
     if s.type is tuple:
         items = [t for t in text.replace(",", " ").split()]
         if s.item is float:
-            try:
-                return tuple(float(t) for t in items)
-            except ValueError:
-                return text
+            values = [parse_float(t) for t in items]
+            return text if None in values else tuple(values)   # the setting's check refuses the text
         return tuple(items)
     if s.type is dict:
-        return parse_value(text)
+        return parse_value(text, f"--{s.flag} {text}")
     return text
 
 
@@ -145,3 +174,64 @@ def stage_check(cls, exclude: tuple[str, ...] = ()) -> Callable[[dict], None]:
     def run(params: dict) -> None:
         check(cls, {k: v for k, v in params.items() if k in stage_params(cls, exclude)})
     return run
+
+
+#: Settings a workflow has that no command's options carry: ``(section, "module:Class")``.
+WORKFLOW_ONLY = (("moses-ini", "phrase_rescore.app.stages:AddedWeights"),
+                 ("evaluate", "phrase_rescore.app.stages:CSLMRerank"))
+
+
+def _limit_words(s: Setting) -> str | None:
+    """A setting's declared limit in words, or None when it declares none beyond a lower bound (a count of
+    threads is capped at the cores; a number with an upper bound has its range)."""
+    from phrase_rescore.core.config import expected
+
+    if s.cores:
+        return f"{expected(s)}; above the machine's cores: the cores, with a note"
+    if s.high is not None:
+        return expected(s)
+    return None
+
+
+def declared_limits(group: click.Group) -> list[tuple[str, str, str]]:
+    """``(command, option, limit)`` of every setting of ``group``'s commands (and of :data:`WORKFLOW_ONLY`'s
+    workflow sections) that declares an upper bound or a cap at the cores, in command order; a table setting's
+    keys (``--model-overrides hidden_dim``) each on a row of their own. ``docs/promises.md`` ("Limits") lists them."""
+    specs: list[tuple[str, str, tuple]] = []
+
+    def walk(g: click.Group, prefix: str) -> None:
+        for name in g.list_commands(click.Context(g)):
+            cmd = g.commands[name]
+            if isinstance(cmd, click.Group):
+                walk(cmd, f"{prefix}{name} ")
+                continue
+            spec = getattr(cmd.callback, "__settings__", None)
+            if spec is not None:
+                specs.append((f"{prefix}{name}", "--", spec))
+
+    walk(group, "")
+    rows = []
+    for command, _, (spec, exclude, _config_file) in specs:
+        for s in settings(load_class(spec)):
+            if s.name in exclude:
+                continue
+            words = _limit_words(s)
+            if words is not None:
+                rows.append((command, f"--{s.flag}", words))
+            for key, entry in s.table or ():
+                entry_words = _limit_words(entry)
+                if entry_words is not None:
+                    rows.append((command, f"--{s.flag} {key}", entry_words))
+    for section, spec in WORKFLOW_ONLY:
+        for s in settings(load_class(spec)):
+            words = _limit_words(s)
+            if words is not None:
+                rows.append((f"[{section}]", s.name, words))
+    return rows
+
+
+def limits_markdown(group: click.Group) -> str:
+    """:func:`declared_limits` as the Markdown table of ``docs/promises.md``."""
+    lines = ["| command | option | valid values |", "| --- | --- | --- |"]
+    lines += [f"| `{c}` | `{o}` | {w} |" for c, o, w in declared_limits(group)]
+    return "\n".join(lines) + "\n"

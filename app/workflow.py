@@ -234,7 +234,7 @@ def apply_set(data: dict, assignment: str) -> None:
     data.setdefault(section, {})
     if not isinstance(data[section], dict):
         raise PhraseRescoreError(f"--set {assignment!r}: [{section}] is not a table")
-    data[section][name] = parse_value(value.strip())
+    data[section][name] = parse_value(value.strip(), f"--set {assignment}")
 
 
 def load_workflow(path: str | os.PathLike | None, registry: Registry, overrides: Iterable[str] = (),

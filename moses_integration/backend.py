@@ -9,6 +9,7 @@ import os
 from pathlib import Path
 
 from phrase_rescore.core import children
+from phrase_rescore.core.config import cap_to_cores
 from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.core.fileio import atomic_path
 
@@ -41,7 +42,7 @@ class MosesBackend(Backend):
 
     def argv(self, ini, nbest_path=None, nbest: int = 0, threads: int = 1) -> list[str]:
         """The decoder's argv: ``moses -f INI -threads T [-n-best-list FILE N distinct]``."""
-        argv = [os.fspath(self.install.moses), "-f", os.fspath(ini), "-threads", str(int(threads))]
+        argv = [os.fspath(self.install.moses), "-f", os.fspath(ini), "-threads", str(cap_to_cores(int(threads), "threads"))]
         if nbest_path is not None and nbest > 0:
             argv += ["-n-best-list", os.fspath(nbest_path), str(int(nbest)), "distinct"]
         return argv

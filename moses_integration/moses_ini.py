@@ -38,6 +38,32 @@ commands treat as inputs that no output may overwrite.
 Every line is kept as read: writing an unmodified file gives back the same bytes; an edited
 feature or weight line is regenerated in Moses's own spacing with its trailing comment kept.
 The old format (``[ttable-file]``, ``[weight-t]``, ...) is refused with advice on converting it.
+
+**The file as Moses reads it.** ``[weight-overwrite]`` and ``[feature-overwrite]`` are applied as Moses applies
+them (moses/Parameter.cpp ``WeightOverwrite``, moses/StaticData.cpp ``OverrideFeatures``; checked against the
+``moses`` binary of commit 34452895f) and folded into the lines they change, and the two sections are dropped,
+so every reader (``moses-ini``, ``decode``, ``tune``, ``evaluate``, ``rescore-nbest --weights``) sees the weights
+and feature arguments Moses would use, and a file written from it means the same to Moses without them:
+
+* ``[weight-overwrite]``: one line (Moses: "weight-overwrite should only be on 1 line") of ``Name= v v ...``
+  groups; each named feature's weights are replaced by the group, ``x`` keeping the ``[weight]`` value of that
+  component ("Keeping previous weight failed" where there is none). A name that is no feature ("The following
+  weights have no feature function"), a group whose size is not the feature's ("Mismatch in number of features
+  and number of weights"), a name given twice, a group without values and a token Moses reads otherwise
+  (``LM0=0.5``, which Moses takes for a weight of 0, not a name) are refused, naming the line. Moses's
+  ``-weight-overwrite`` replaces this line (``Parameter::OverwriteParam``): :func:`read_moses_ini`'s
+  ``weight_overwrite``.
+* ``[feature-overwrite]``: lines of ``Name key=value ...``; each sets that argument of the feature (``SetParameter``
+  after the feature is built). ``name=`` and ``num-features=`` are refused, as Moses refuses them ("Unknown
+  argument"), and so is any key the feature's ``SetParameter`` does not take (:data:`OVERWRITABLE`); a feature
+  that does not exist and a malformed pair are refused.
+
+A section named by a command-line abbreviation (``[v]``, ``[s]``; :data:`MOSES_ABBREVIATIONS`) is kept and has no
+effect, as in Moses. Every other section is checked against :data:`READ_SECTIONS`, the sections this tool reads: a
+section Moses
+applies that the tool does not implement (``[cube-pruning-pop-limit]``, ``[drop-unknown]``, ...) and one Moses
+does not know at all ("Unknown parameter") are refused by name, so no command runs a system Moses would run
+otherwise. A ``[weight]`` line for a feature the file does not have is refused as Moses refuses it.
 """
 from __future__ import annotations
 
@@ -46,6 +72,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Sequence
 
+from phrase_rescore.core.config import parse_int, parse_number
 from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.core.fileio import atomic_open, open_binary_read
 from phrase_rescore.core.words import words
@@ -73,6 +100,90 @@ OLD_FORMAT_SECTIONS = {
 #: Characters a path in a [feature] line cannot hold: Moses splits the line at spaces and tabs, cuts it at
 #: ``#`` (a comment) and ends it at a newline (with ``\r`` trimmed from its end).
 _UNREADABLE_IN_INI = {" ": "a space", "\t": "a tab", "#": "'#'", "\n": "a newline", "\r": "a carriage return"}
+
+#: Every parameter of the Moses decoder (commit 34452895f, as ``moses`` with no arguments lists them): the sections
+#: a moses.ini may have for Moses. Anything else is refused by Moses ("Unknown parameter").
+MOSES_PARAMETERS = frozenset("""
+alignment-output-file alternate-weight-setting always-create-direct-transopt beam-threshold clean-lm-cache config
+consensus-decoding context-string context-weights context-window cube-pruning-deterministic-search
+cube-pruning-diversity cube-pruning-lazy-scoring cube-pruning-pop-limit daemon decoding-graph-backoff
+default-non-term-for-empty-range-only description disable-discarding distortion distortion-file distortion-limit
+dlm-model drop-unknown early-discarding-threshold early-distortion-cost factor-delimiter feature feature-add
+feature-name-overwrite feature-overwrite generation-file glm-feature global-lexical-file include-lhs-in-search-graph
+include-segmentation-in-n-best input-factors input-file input-scores inputtype labeled-n-best-list lattice-hypo-set
+lattice-samples link-param-count lmbr-map-weight lmbr-p lmbr-pruning-factor lmbr-r lmbr-thetas lminimum-bayes-risk
+lmodel-dub lmodel-file lmodel-oov-feature mapping mark-unknown max-chart-span max-partial-trans-opt
+max-phrase-length max-trans-opt-per-coverage mbr-scale mbr-size minimum-bayes-risk minlexr-memory minphr-memory
+mira monotone-at-punctuation n-best-factor n-best-list n-best-trees no-cache non-terminals output-factors
+output-hypo-score output-search-graph output-search-graph-extended output-search-graph-hypergraph
+output-search-graph-slf output-unknowns output-word-graph phrase-boundary-source-feature
+phrase-boundary-target-feature phrase-drop-allowed phrase-length-feature phrase-pair-feature placeholder-factor
+print-alignment-info print-alignment-info-in-n-best print-all-derivations print-id print-passthrough
+print-passthrough-in-n-best recover-input-path references report-all-factors report-all-factors-in-n-best
+report-segmentation report-segmentation-enriched rule-limit s2t-parsing-algorithm search-algorithm segment-time-out
+serial server server-keepalive-maxconn server-keepalive-timeout server-log server-maxconn server-maxconn-backlog
+server-port server-timeout session-cache-size session-timeout show-weights sort-word-alignment source-label-overlap
+source-word-deletion-feature spe-aln spe-src spe-trg stack stack-diversity start-translation-id
+target-word-insertion-feature text-type threads time-out translation-all-details translation-details
+translation-option-threshold tree-translation-details ttable-file unknown-lhs unknown-word-prefix
+unknown-word-suffix unpruned-search-graph verbose version weight weight-add weight-bl weight-d weight-dlm weight-e
+weight-file weight-generation weight-glm weight-i weight-l weight-lex weight-lr weight-overwrite weight-p weight-pb
+weight-pp weight-slm weight-t weight-u weight-w weight-wt word-translation-feature xml-brackets xml-input
+""".split())
+#: The one-letter abbreviations of some parameters (``-v``, ``-s``, ...). They are spellings of the command line
+#: only: in a moses.ini Moses keeps ``[v]`` under that name, which nothing reads (mert-moses.pl writes one for
+#: ``--decoder-flags "-v 0"``), so such a section has no effect, for Moses as here.
+MOSES_ABBREVIATIONS = {"f": "config", "i": "input-file", "v": "verbose", "b": "beam-threshold", "s": "stack",
+                       "T": "translation-details", "t": "report-segmentation", "r": "recover-input-path",
+                       "d": "weight-d", "g": "weight-generation", "I": "weight-i", "w": "weight-w", "u": "weight-u",
+                       "e": "weight-e"}
+
+#: The sections this tool reads, with what it takes from each (every other one is refused by name).
+READ_SECTIONS = {
+    "feature": "the feature functions, one a line",
+    "weight": "their weights, 'Name= w1 w2 ...' a line",
+    "weight-overwrite": "one line of 'Name= v ...' replacing those features' weights (x keeps one)",
+    "feature-overwrite": "'Name key=value ...' lines replacing arguments of those features",
+    "distortion-limit": "one whole number (-1: unlimited)",
+    "stack": "one whole number",
+    "beam-threshold": "one number",
+    "max-phrase-length": "one whole number",
+    "input-factors": "0 (unfactored input) only",
+    "mapping": "0 T 0 (one translation step) only",
+    "search-algorithm": "0 (stack search) only",
+    "threads": "a whole number of decoding threads, or all (no effect on the translations)",
+    "verbose": "a whole number (Moses's log level; no effect on the translations)",
+}
+
+#: The arguments Moses's ``FeatureFunction::SetParameter`` takes from every feature in ``[feature-overwrite]``
+#: (others: "Unknown argument"), and those a phrase dictionary takes besides (``PhraseDictionary``,
+#: ``DecodeFeature``). Measured with the ``moses`` binary of commit 34452895f: ``KENLM``, ``LexicalReordering``,
+#: ``Distortion``, ``WordPenalty``, ``PhrasePenalty`` and ``UnknownWordPenalty`` take only the first set.
+OVERWRITABLE_ALL = ("tuneable", "verbosity", "filterable", "require-sorting-after-source-context")
+OVERWRITABLE_PHRASE_DICTIONARY = ("path", "table-limit", "input-factor", "output-factor", "cache-size")
+#: Taken by Moses but not implemented here: refused, naming the feature.
+OVERWRITE_NOT_IMPLEMENTED = {"tuneable-components": "tuning some components of a feature and not others"}
+#: The number of weights of features whose line need not say ``num-features`` (Moses's defaults).
+DEFAULT_NUM_FEATURES = {"KENLM": 1, "Distortion": 1, "WordPenalty": 1, "PhrasePenalty": 1, "UnknownWordPenalty": 1}
+#: How Moses reads a boolean argument (``Scan<bool>``, moses/Util.cpp): these, after lowercasing; others are an error.
+MOSES_TRUE = ("yes", "y", "true", "1")
+MOSES_FALSE = ("no", "n", "false", "0")
+
+
+def moses_bool(text: str | None, default: bool, what: str = "a boolean", path=None, line_no=None) -> bool:
+    """A boolean argument as Moses reads it (``tuneable=false``, ``tuneable=0``, ``tuneable=No``).
+
+    :raises PhraseRescoreError: a text Moses refuses ("Could not interpret ... as a boolean").
+    """
+    if text is None:
+        return default
+    if text.lower() in MOSES_TRUE:
+        return True
+    if text.lower() in MOSES_FALSE:
+        return False
+    raise PhraseRescoreError(f"{what}: expected one of {', '.join(MOSES_TRUE + MOSES_FALSE)} (any case) as Moses "
+                             f"reads a boolean, got {text!r}", path, line_no)
+
 
 CONVERSION_ADVICE = (
     "regenerate it in the current format with a current Moses "
@@ -122,6 +233,13 @@ class FeatureLine:
         """``num-features`` as an int, or None when the line does not say (the class's default applies)."""
         v = self.get("num-features")
         return None if v is None else int(v)
+
+    @property
+    def tuneable(self) -> bool:
+        """Whether Moses tunes the feature and prints it in n-best lists: ``tuneable=`` read as Moses reads a
+        boolean; without it, every feature but ``UnknownWordPenalty`` (whose ``m_tuneable`` is false)."""
+        return moses_bool(self.get("tuneable"), self.type != "UnknownWordPenalty", f"tuneable= of {self.name}",
+                          None, self.line_no or None)
 
     @property
     def is_phrase_dictionary(self) -> bool:
@@ -203,6 +321,8 @@ class MosesIni:
     def __init__(self, lines: list[_Line], path: str | None = None):
         self._lines = lines
         self.path = path
+        #: what reading applied and dropped: ``[weight-overwrite]``/``[feature-overwrite]`` (see the module doc)
+        self.folded: list[str] = []
 
     # -- construction -------------------------------------------------------------------------------
     @classmethod
@@ -333,7 +453,7 @@ class MosesIni:
         """
         for ln in self._lines:
             f = ln.feature
-            if f is None or f.num_features is None or f.get("tuneable") == "false":
+            if f is None or f.num_features is None or not f.tuneable:
                 continue
             w = self._weight_line(f.name)
             if w is None:
@@ -375,6 +495,175 @@ class MosesIni:
                     check_ini_path(value, f"{key}= of {ln.feature.name}")
         with atomic_open(path, "wb") as f:
             f.write(self.text().encode("utf-8"))
+
+    # -- Moses's reading: the sections it applies ----------------------------------------------------------
+    def _check_sections(self) -> None:
+        """Refuse a section this tool does not read (:data:`READ_SECTIONS`), naming it and its line, and a
+        value of a section it reads that is not one it implements."""
+        for ln in self._lines:
+            if ln.kind == "header":
+                name = ln.content[1:ln.content.index("]")]
+                if name in READ_SECTIONS or name in MOSES_ABBREVIATIONS:
+                    continue
+                read = ", ".join(f"[{k}]" for k in READ_SECTIONS)
+                if name in MOSES_PARAMETERS:
+                    raise PhraseRescoreError(
+                        f"[{name}] is a Moses setting this tool does not implement, so no command here would run "
+                        f"the system as Moses runs it; the sections it reads are {read}. Remove [{name}] (or run "
+                        "the system with Moses alone)", self.path, ln.line_no)
+                raise PhraseRescoreError(f"[{name}] is no Moses setting (Moses stops with 'Unknown parameter "
+                                         f"{name}'); the sections this tool reads are {read}", self.path, ln.line_no)
+        for section, check in (("distortion-limit", int), ("stack", int), ("max-phrase-length", int),
+                               ("beam-threshold", float), ("verbose", int), ("threads", "threads"),
+                               ("input-factors", ("0",)), ("mapping", ("0 T 0", "T 0")),
+                               ("search-algorithm", ("0",))):
+            lines = [ln for ln in self._lines if ln.kind == "value" and ln.section == section]
+            if not lines:
+                continue
+            if len(lines) > 1:
+                raise PhraseRescoreError(f"[{section}] has {len(lines)} values; expected one: "
+                                         f"{READ_SECTIONS[section]}", self.path, lines[1].line_no)
+            text = " ".join(words(lines[0].content))
+            if isinstance(check, tuple):
+                ok = text in check
+            elif check == "threads":
+                ok = text == "all" or (parse_int(text) is not None and parse_int(text) >= 1)
+            else:
+                ok = parse_number(text, check) is not None
+            if not ok:
+                raise PhraseRescoreError(f"[{section}] {text!r}: expected {READ_SECTIONS[section]}"
+                                         + (", in ASCII digits as Moses reads a number" if not isinstance(check, tuple)
+                                            else " (this tool does not implement the others)"),
+                                         self.path, lines[0].line_no)
+
+    def _apply_overwrites(self, weight_overwrite: str | None) -> None:
+        """Apply ``[feature-overwrite]`` and ``[weight-overwrite]`` (or ``weight_overwrite``, the command line's
+        ``-weight-overwrite``, in place of the section's line) as Moses does, then drop both sections."""
+        for ln in [ln for ln in self._lines if ln.kind == "value" and ln.section == "feature-overwrite"]:
+            self._overwrite_feature(ln.content, ln.line_no)
+        lines = [(ln.content, ln.line_no) for ln in self._lines
+                 if ln.kind == "value" and ln.section == "weight-overwrite"]
+        if weight_overwrite is not None:       # Parameter::OverwriteParam: the switch's value replaces line 1
+            lines[:1] = [(weight_overwrite, None)]
+        if len(lines) > 1:
+            raise PhraseRescoreError("[weight-overwrite] has more than one line; expected all its 'Name= v ...' "
+                                     "groups on one line (Moses stops with 'weight-overwrite should only be on 1 "
+                                     "line')", self.path, lines[1][1])
+        if lines:
+            self._overwrite_weights(*lines[0])
+        dropped = {ln.section for ln in self._lines if ln.kind == "header"} & {"weight-overwrite", "feature-overwrite"}
+        if dropped or weight_overwrite is not None:
+            self._lines = [ln for ln in self._lines if ln.section not in ("weight-overwrite", "feature-overwrite")]
+            # a line left without its line ending by the dropped section: the file's last line
+            if self._lines and not self._lines[-1].raw.endswith("\n") and self._lines[-1].raw:
+                self._lines[-1].raw += "\n"
+        for section in sorted(dropped):
+            what = "weights" if section == "weight-overwrite" else "feature arguments"
+            self.folded.append(f"[{section}] applied as Moses applies it: its {what} are written into the lines "
+                               f"they replace, and the section is dropped")
+
+    def _overwrite_weights(self, text: str, line_no: int | None) -> None:
+        where = "-weight-overwrite" if line_no is None else "[weight-overwrite]"
+        names = {f.name: f for f in self.features}
+        groups: list[tuple[str, list[str]]] = []
+        for tok in words(text):
+            if tok.endswith("=") and len(tok) > 1:
+                groups.append((tok[:-1], []))
+            elif "=" in tok:
+                name, _, value = tok.partition("=")
+                raise PhraseRescoreError(
+                    f"{where}: {tok!r}: Moses takes a word ending in '=' for a feature name and any other word for a "
+                    f"weight, so it reads {tok!r} as the weight 0, not as {name!r}'s weight; expected "
+                    f"'{name}= {value}' (with a space)", self.path, line_no)
+            elif not groups:
+                raise PhraseRescoreError(f"{where}: the weight {tok!r} comes before any 'Name='; expected 'Name= v ...' "
+                                         "groups (Moses would add it to the first feature's weights)", self.path, line_no)
+            else:
+                groups[-1][1].append(tok)
+        seen: set[str] = set()
+        for name, values in groups:
+            f = names.get(name)
+            if f is None:
+                raise PhraseRescoreError(
+                    f"{where}: no feature named {name!r} (have: {', '.join(names) or 'none'}); Moses stops with 'The "
+                    f"following weights have no feature function. Maybe incorrectly spelt weights: {name},'",
+                    self.path, line_no)
+            if name in seen:
+                raise PhraseRescoreError(f"{where}: {name} is given twice", self.path, line_no)
+            seen.add(name)
+            if not values:
+                raise PhraseRescoreError(f"{where}: {name}= has no weights; expected 'Name= v ...' (Moses would give "
+                                         "it its default weights)", self.path, line_no)
+            old = self._weight_line(name)
+            new = []
+            for i, v in enumerate(values):
+                if v == "x":
+                    if old is None or i >= len(old.weights):
+                        raise PhraseRescoreError(
+                            f"{where}: {name}'s weight {i + 1} is x (keep the [weight] value) but [weight] gives "
+                            f"{name} {0 if old is None else len(old.weights)} weight(s) (Moses stops with 'Keeping "
+                            "previous weight failed in weight-overwrite')", self.path, line_no)
+                    new.append(old.weights[i])
+                else:
+                    new.append(_parse_weight_token(v, name, self.path, line_no))
+            size = f.num_features if f.num_features is not None else DEFAULT_NUM_FEATURES.get(f.type)
+            if size is not None and len(new) != size:
+                raise PhraseRescoreError(
+                    f"{where}: {name} has {size} weight(s) (num-features) but {len(new)} are given (Moses stops with "
+                    f"'Mismatch in number of features and number of weights for Feature Function {name} (features: "
+                    f"{size} vs. weights: {len(new)})')", self.path, line_no)
+            self.set_weights(name, new)
+            if line_no is not None:
+                self._weight_line(name).line_no = line_no    # a later error about these weights names this line
+
+    def _overwrite_feature(self, text: str, line_no: int | None) -> None:
+        toks = words(text)
+        if len(toks) < 2:
+            raise PhraseRescoreError(f"[feature-overwrite]: expected 'FeatureName key=value ...', got {text!r} (Moses "
+                                     f"stops with 'Incorrect format for feature override: {text}')", self.path, line_no)
+        names = {f.name: f for f in self.features}
+        f = names.get(toks[0])
+        if f is None:
+            raise PhraseRescoreError(f"[feature-overwrite]: no feature named {toks[0]!r} (have: "
+                                     f"{', '.join(names) or 'none'}); Moses stops on it", self.path, line_no)
+        allowed = OVERWRITABLE_ALL + (OVERWRITABLE_PHRASE_DICTIONARY if f.is_phrase_dictionary else ())
+        for tok in toks[1:]:
+            key, eq, value = tok.partition("=")
+            if not key or not value or "=" in value:
+                raise PhraseRescoreError(f"[feature-overwrite]: {f.name}: expected key=value, got {tok!r} (Moses stops "
+                                         f"with 'Incorrect format for parameter override: {tok}')", self.path, line_no)
+            if key in OVERWRITE_NOT_IMPLEMENTED:
+                raise PhraseRescoreError(f"[feature-overwrite]: {f.name} {tok}: {OVERWRITE_NOT_IMPLEMENTED[key]} is not "
+                                         "implemented by this tool", self.path, line_no)
+            if key not in allowed:
+                raise PhraseRescoreError(
+                    f"[feature-overwrite]: {f.name} {tok}: Moses does not take {key}= here (it stops with "
+                    f"'{f.name}: Unknown argument {tok}'); a {f.type} takes {', '.join(allowed)}",
+                    self.path, line_no)
+            if key == "tuneable":
+                moses_bool(value, True, f"[feature-overwrite] {f.name} tuneable=", self.path, line_no)
+            f.set(key, value)
+            self.mark_feature_changed(f)
+
+    def _check_weight_names(self) -> None:
+        """Refuse a [weight] line naming no feature, as Moses does (only when the file has [feature] lines: a
+        [weight] section on its own is a set of weights, e.g. ``rescore-nbest --weights``)."""
+        names = {f.name for f in self.features}
+        if not names:
+            return
+        for ln in self._lines:
+            if ln.weight_name is not None and ln.weight_name not in names:
+                raise PhraseRescoreError(
+                    f"[weight] gives weights for {ln.weight_name!r}, which is no feature of [feature] (have: "
+                    f"{', '.join(sorted(names))}); Moses stops with 'The following weights have no feature function. "
+                    f"Maybe incorrectly spelt weights: {ln.weight_name},'", self.path, ln.line_no)
+
+    def without_section(self, section: str) -> "MosesIni":
+        """This file without ``[section]`` (its header, values and the comments under it), e.g. mert-moses.pl's
+        tuned moses.ini without the ``[weight-overwrite]`` it copied, which would replace the tuned weights."""
+        out = MosesIni([ln for ln in self._lines if ln.section != section], self.path)
+        out.folded = list(self.folded)
+        return out
 
     # -- internals ----------------------------------------------------------------------------------
     def _weight_line(self, name: str) -> _Line | None:
@@ -442,31 +731,41 @@ def _parse_feature(content: str, path: str | None, line_no: int) -> FeatureLine:
     return feat
 
 
+def _parse_weight_token(t: str, name: str, path: str | None, line_no: int | None) -> float:
+    """One weight of feature ``name`` as Moses reads it: a decimal number that is a finite float."""
+    if SCORE_TOKEN_RE.fullmatch(t) is None:
+        if t.lstrip("+-").lower() in ("inf", "infinity", "nan"):
+            raise PhraseRescoreError(f"weight of {name} is not finite: {t!r}", path, line_no)
+        raise PhraseRescoreError(
+            f"expected a number as weight of {name}, in the form Moses reads (ASCII digits with an "
+            f"optional sign, point and exponent, e.g. 0.2, -1 or 3e-05), got {t!r}", path, line_no)
+    v = float(t)
+    if not (math.isfinite(v) and abs(v) < FLOAT32_OVERFLOW):
+        raise PhraseRescoreError(f"weight of {name} is out of range: {t!r} (Moses reads weights as "
+                                 "float, up to 3.4028235e+38)", path, line_no)
+    return v
+
+
 def _parse_weight(content: str, path: str | None, line_no: int) -> tuple[str, list[float]]:
     toks = words(content)
     if len(toks) < 2 or not toks[0].endswith("=") or len(toks[0]) < 2:
         raise PhraseRescoreError(f"expected 'FeatureName= w1 w2 ...' in [weight], got {content!r}", path, line_no)
-    values = []
-    for t in toks[1:]:
-        if SCORE_TOKEN_RE.fullmatch(t) is None:
-            if t.lstrip("+-").lower() in ("inf", "infinity", "nan"):
-                raise PhraseRescoreError(f"weight of {toks[0][:-1]} is not finite: {t!r}", path, line_no)
-            raise PhraseRescoreError(
-                f"expected a number as weight of {toks[0][:-1]}, in the form Moses reads (ASCII digits with an "
-                f"optional sign, point and exponent, e.g. 0.2, -1 or 3e-05), got {t!r}", path, line_no)
-        v = float(t)
-        if not (math.isfinite(v) and abs(v) < FLOAT32_OVERFLOW):
-            raise PhraseRescoreError(f"weight of {toks[0][:-1]} is out of range: {t!r} (Moses reads weights as "
-                                     "float, up to 3.4028235e+38)", path, line_no)
-        values.append(v)
-    return toks[0][:-1], values
+    return toks[0][:-1], [_parse_weight_token(t, toks[0][:-1], path, line_no) for t in toks[1:]]
 
 
-def parse_moses_ini(text: str, path: str | os.PathLike | None = None) -> MosesIni:
-    """Parse moses.ini text (current format) into a :class:`MosesIni`.
+def parse_moses_ini(text: str, path: str | os.PathLike | None = None, weight_overwrite: str | None = None,
+                    as_moses_reads: bool = True, check_weight_names: bool = True) -> MosesIni:
+    """Parse moses.ini text (current format) into a :class:`MosesIni`, as Moses reads it (see the module doc).
 
+    :param weight_overwrite: the ``-weight-overwrite`` of a Moses command line, which replaces the file's
+        ``[weight-overwrite]`` line.
+    :param as_moses_reads: False: the lines as they are, overwrite sections kept and not applied, other sections
+        not checked (to edit a file another program wrote, as mert-moses.pl's tuned moses.ini).
+    :param check_weight_names: False: a ``[weight]`` line may name a feature the file does not have (a set of
+        weights for re-ranking an n-best list, with one for a feature added after decoding).
     :raises PhraseRescoreError: for the old format (with conversion advice), a malformed feature or weight
-        line, or a feature/weight name given twice; the message names the line.
+        line, a feature/weight name given twice, a section this tool does not read, an overwrite Moses refuses;
+        the message names the line.
     """
     path = None if path is None else os.fspath(path)
     lines: list[_Line] = []
@@ -477,7 +776,7 @@ def parse_moses_ini(text: str, path: str | os.PathLike | None = None) -> MosesIn
     for line_no, raw in enumerate(_physical_lines(text), start=1):
         content = _strip_comment(raw)
         if not content:
-            lines.append(_Line(raw, section, "", "blank"))
+            lines.append(_Line(raw, section, "", "blank", line_no=line_no))
             continue
         if content.startswith("["):
             end = content.find("]")
@@ -489,7 +788,7 @@ def parse_moses_ini(text: str, path: str | os.PathLike | None = None) -> MosesIn
                     f"[{section}] is the old moses.ini format, which this tool does not read; "
                     f"in the current format it is {OLD_FORMAT_SECTIONS[section]}. To convert: {CONVERSION_ADVICE}",
                     path, line_no)
-            lines.append(_Line(raw, section, content, "header"))
+            lines.append(_Line(raw, section, content, "header", line_no=line_no))
             continue
         if section is None:
             raise PhraseRescoreError(f"expected a section header '[name]' before the value {content!r}", path, line_no)
@@ -516,10 +815,17 @@ def parse_moses_ini(text: str, path: str | os.PathLike | None = None) -> MosesIn
             weight_lines[name] = line_no
             ln.weight_name, ln.weights = name, values
         lines.append(ln)
-    return MosesIni(lines, path)
+    ini = MosesIni(lines, path)
+    if as_moses_reads:
+        ini._check_sections()
+        ini._apply_overwrites(weight_overwrite)
+        if check_weight_names:
+            ini._check_weight_names()
+    return ini
 
 
-def read_moses_ini(path: str | os.PathLike) -> MosesIni:
+def read_moses_ini(path: str | os.PathLike, weight_overwrite: str | None = None,
+                   as_moses_reads: bool = True, check_weight_names: bool = True) -> MosesIni:
     """Read and parse a moses.ini file (plain or gzip by content); see :func:`parse_moses_ini`."""
     with open_binary_read(path) as f:
         data = f.read()
@@ -529,4 +835,4 @@ def read_moses_ini(path: str | os.PathLike) -> MosesIni:
         column = e.start - data.rfind(b"\n", 0, e.start) - 1
         raise PhraseRescoreError(f"invalid UTF-8 at byte {column} of the line ({e.reason}): expected UTF-8 text",
                                  path, data.count(b"\n", 0, e.start) + 1) from None
-    return parse_moses_ini(text, path)
+    return parse_moses_ini(text, path, weight_overwrite, as_moses_reads, check_weight_names)

@@ -12,37 +12,39 @@ last line), unless a feature is added, which appends ``" Name= v ..."`` to the f
 Moses would have printed it (as marian-scorer's ``--n-best`` does) and leaves the total score alone (it
 is recomputed by whoever applies new weights).
 
-Every feature value and total must be a finite decimal number (a NaN total would otherwise win every
-comparison it is in, and an infinite one every re-ranking); a line that is not, or is not UTF-8, is an
-error naming the file and line. So is a UTF-8 byte-order mark starting the file (see
+Every feature value and total must be a finite decimal number, read by the project's one number parser
+(:func:`~phrase_rescore.core.config.parse_float`: ASCII digits as strtod reads a whole token; a NaN total would
+otherwise win every comparison it is in, and an infinite one every re-ranking); a line that is not, or is not
+UTF-8, is an error naming the file and line. So is a UTF-8 byte-order mark starting the file (see
 :mod:`phrase_rescore.core.fileio`): dropping it would make a copied line differ from its input.
+
+**Complete or refused.** Moses writes every sentence's hypotheses, in input order, starting at id 0 (a sentence
+it cannot translate, an empty line among them, still gets one: the empty hypothesis). A list in which an id is
+missing, repeated after another or out of order is refused by :func:`read_nbest_groups`, naming the file, the line
+and the missing id; so is one that ends before the source's last sentence (:func:`check_list_end`). Nothing is
+filled in for a missing sentence: an empty 1-best line there would look like a translation.
 """
 from __future__ import annotations
 
 import math
 import os
-import re
 from dataclasses import dataclass, field
 from typing import IO, Iterable, Iterator, Sequence
 
+from phrase_rescore.core.config import COUNT_TOKEN_RE, parse_float
 from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.core.fileio import atomic_open, read_lines
 
 from .moses_values import format_weight
 
 SEP = "|||"
-#: A number as Moses prints it and mert's extractor reads it: decimal, optional sign, point and exponent.
-_NUMBER_RE = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 
 
 def parse_number(text: str) -> float | None:
     """``text`` (surrounding whitespace ignored) as a finite float, or None when it is not a finite decimal
-    number (``nan``, ``inf``, ``1_0`` and ``1e999`` are not)."""
-    text = text.strip()
-    if not _NUMBER_RE.fullmatch(text):
-        return None
-    x = float(text)
-    return x if math.isfinite(x) else None
+    number as Moses prints it and mert's extractor reads it (``nan``, ``inf``, ``1_0``, ``٤`` and ``1e999`` are
+    not): :func:`~phrase_rescore.core.config.parse_float`."""
+    return parse_float(text.strip())
 
 
 def parse_features(text: str, path=None, line_no=None) -> list[tuple[str, list[float]]]:
@@ -149,7 +151,7 @@ def parse_nbest_line(line: str, path=None, line_no: int = 0, ending: str = "\n")
         raise PhraseRescoreError(f"expected at least 4 fields 'id ||| hypothesis ||| features ||| total', "
                                  f"found {len(fields)}", path, line_no)
     sid = fields[0].strip()
-    if not sid.isdigit():
+    if COUNT_TOKEN_RE.fullmatch(sid) is None:      # ASCII digits: str.isdigit() also takes '٣'
         raise PhraseRescoreError(f"expected a sentence id (a non-negative integer) in the first field, got {sid!r}",
                                  path, line_no)
     total = parse_number(fields[3])
@@ -174,40 +176,61 @@ def read_nbest(path: str | os.PathLike) -> Iterator[NBestEntry]:
         yield entry
 
 
-def read_nbest_groups(path: str | os.PathLike, num_sentences: int | None = None
+def read_nbest_groups(path: str | os.PathLike, num_sentences: int | None = None, source=None
                       ) -> Iterator[tuple[int, list[NBestEntry]]]:
-    """Stream ``(sentence id, hypotheses)`` groups in id order.
+    """Stream ``(sentence id, hypotheses)`` groups in id order: ids ``0, 1, 2, ...``, each once.
 
-    :param num_sentences: when given, yield every id ``0 .. num_sentences-1`` (an empty list where the decoder
-        found no translation) and fail when the list mentions an id at or beyond it.
+    :param num_sentences: the source's sentence count: the list must have hypotheses for every id
+        ``0 .. num_sentences-1`` and none beyond.
+    :param source: the source file, for the message of a list that ends early.
+    :raises PhraseRescoreError: an id missing (naming the line where the next one starts and the ids missing), an
+        id at or beyond ``num_sentences``, or a list that ends before ``num_sentences`` (:func:`check_list_end`).
     """
     cur: list[NBestEntry] = []
     cur_id = None
-    next_id = 0
-
-    def fill_to(stop: int):
-        nonlocal next_id
-        if num_sentences is not None:
-            while next_id < stop:
-                yield next_id, []
-                next_id += 1
-
-    for e in read_nbest(path):
+    for e in read_nbest(path):                  # ids never go down (read_nbest)
         if num_sentences is not None and e.sent_id >= num_sentences:
             raise PhraseRescoreError(f"sentence id {e.sent_id} but the input has only {num_sentences} sentences",
                                      path, e.line_no)
         if e.sent_id != cur_id:
+            expected = 0 if cur_id is None else cur_id + 1
+            if e.sent_id != expected:
+                gap = (f"sentence {expected}" if e.sent_id == expected + 1
+                       else f"sentences {expected} to {e.sent_id - 1}")
+                where = "the list starts at" if cur_id is None else f"after sentence {cur_id} comes"
+                raise PhraseRescoreError(
+                    f"{where} sentence {e.sent_id}: no hypotheses for {gap}; expected every sentence's hypotheses, "
+                    "in order, as Moses writes them (an untranslatable sentence still gets one, the empty "
+                    "hypothesis)", path, e.line_no)
             if cur_id is not None:
                 yield cur_id, cur
-                next_id = cur_id + 1
-            yield from fill_to(e.sent_id)
             cur, cur_id = [], e.sent_id
         cur.append(e)
     if cur_id is not None:
         yield cur_id, cur
-        next_id = cur_id + 1
     if num_sentences is not None:
-        yield from fill_to(num_sentences)
+        check_list_end(path, -1 if cur_id is None else cur_id, num_sentences, source)
+
+
+def check_list_end(nbest_path, last: int, num_sentences: int, source=None) -> None:
+    """Refuse an n-best list whose last sentence with hypotheses (``last``; -1: none) is not the source's last.
+
+    :param source: the source file, for the message.
+    :raises PhraseRescoreError: naming the list, the first sentence id without hypotheses from which on
+        the list is empty, and the source's sentence count.
+    """
+    if last >= num_sentences - 1:
+        return
+    first = last + 1
+    src = f"the source {source}" if source is not None else "the source"
+    if last < 0:
+        what = "has no hypotheses (none for sentence 0 or any after it)"
+    else:
+        what = (f"ends after sentence {last}: no hypotheses for sentence {first}"
+                + (" or any after it" if first < num_sentences - 1 else ""))
+    raise PhraseRescoreError(f"the n-best list {what}, but {src} has {num_sentences} sentences (ids 0 to "
+                             f"{num_sentences - 1}); expected hypotheses up to its last sentence (a list cut short, "
+                             "as when the decoder is stopped, is refused)", nbest_path)
 
 
 class NBestWriter:

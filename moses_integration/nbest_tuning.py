@@ -117,12 +117,13 @@ def check_layout(layout: Sequence[tuple[str, int]], path, line_no: int) -> None:
         seen.add(name)
 
 
-def nbest_layout(nbest_path: str | os.PathLike, num_sentences: int
+def nbest_layout(nbest_path: str | os.PathLike, num_sentences: int, source=None
                  ) -> tuple[list[tuple[str, int]], list[int]]:
     """The features of the list (name, number of values), the same on every line and each name once
-    (:func:`check_layout`), and the sentence ids ``0 .. num_sentences-1`` that have no hypothesis."""
+    (:func:`check_layout`), and the sentence ids ``0 .. num_sentences-1`` that have no hypothesis (none: a list
+    without every sentence is refused by :func:`~.nbest.read_nbest_groups`, ``source`` naming the source)."""
     layout, missing = None, []
-    for sid, group in read_nbest_groups(nbest_path, num_sentences=num_sentences):
+    for sid, group in read_nbest_groups(nbest_path, num_sentences=num_sentences, source=source):
         if not group:
             missing.append(sid)
         for e in group:

@@ -28,7 +28,7 @@ from typing import Iterator, Sequence
 import numpy as np
 import pandas as pd
 
-from phrase_rescore.core.config import setting
+from phrase_rescore.core.config import SEED_MAX, setting
 from phrase_rescore.core.cores import DEFAULT_WORDS as CORES
 from phrase_rescore.core.cores import threads_or_cores
 from phrase_rescore.core.errors import PhraseRescoreError
@@ -92,10 +92,10 @@ class EvaluateConfig:
                         help="lower: the system is lowercased, so the references are lowercased too and BLEU and chrF "
                              "are case-insensitive (as sacrebleu -lc); the report says so. truecase: the output is "
                              "detruecased (as detruecase.perl) before it is detokenized.")
-    bootstrap_samples: int = setting(DEFAULT_BOOTSTRAP, at_least=1, aliases=("bootstrap",),
+    bootstrap_samples: int = setting(DEFAULT_BOOTSTRAP, at_least=1, at_most=100_000, aliases=("bootstrap",),
                                      help="Paired bootstrap resamples (sacrebleu --paired-bs-n).")
-    seed: int = setting(DEFAULT_SEED, at_least=1, help="Bootstrap seed (sacrebleu's default).")
-    threads: int | None = setting(None, type=int, at_least=1, help=f"Decoder threads [default: {CORES}].")
+    seed: int = setting(DEFAULT_SEED, at_least=1, at_most=SEED_MAX, help="Bootstrap seed (sacrebleu's default).")
+    threads: int | None = setting(None, type=int, at_least=1, cores=True, help=f"Decoder threads [default: {CORES}].")
     out_md: Path | None = None
     out_csv: Path | None = None
 

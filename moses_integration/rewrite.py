@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Sequence
 
 from phrase_rescore.core import children
-from phrase_rescore.core.config import setting
+from phrase_rescore.core.config import FLOAT32_MAX, cap_to_cores, setting
 from phrase_rescore.core.cores import DEFAULT_WORDS as CORES
 from phrase_rescore.core.cores import threads_or_cores
 from phrase_rescore.core.errors import PhraseRescoreError
@@ -92,13 +92,14 @@ class RewriteConfig:
     out: Path
     feature: str | None = setting(None, type=str, help="Phrase dictionary to repoint (default: the only one, else "
                                                        "TranslationModel0).")
-    weights: tuple[float, ...] | None = setting(None, type=tuple, item=float,
+    weights: tuple[float, ...] | None = setting(None, type=tuple, item=float, at_least=-FLOAT32_MAX,
+                                                at_most=FLOAT32_MAX,
                                                 help="Initial weights of the added columns, comma-separated (default: "
                                                      "0.2 each, train-model.perl's value for phrase-table scores).")
     binarized_prefix: Path | None = None
     binarize: bool = setting(True, help="PhraseDictionaryCompact: run processPhraseTableMin (off: only print its "
                                         "command).")
-    threads: int | None = setting(None, type=int, at_least=1,
+    threads: int | None = setting(None, type=int, at_least=1, cores=True,
                                   help=f"processPhraseTableMin -threads [default: {CORES}].")
     moses_home: str | None = setting(None, type=str, envvar="MOSES_HOME",
                                      help="Moses installation root (default: $MOSES_HOME, or moses on PATH).")
@@ -132,7 +133,7 @@ def process_phrase_table_min_argv(binary: str | os.PathLike, table: str | os.Pat
                                   nscores: int, threads: int = 1) -> list[str]:
     """The argv that binarizes a text phrase table for PhraseDictionaryCompact (writes ``out_prefix.minphr``)."""
     return [os.fspath(binary), "-in", os.fspath(table), "-out", os.fspath(out_prefix),
-            "-nscores", str(int(nscores)), "-threads", str(int(threads))]
+            "-nscores", str(int(nscores)), "-threads", str(cap_to_cores(int(threads), "threads"))]
 
 
 def default_binarized_prefix(table: Path) -> Path:
@@ -257,6 +258,7 @@ def rewrite_moses_ini(cfg: RewriteConfig) -> RewriteResult:
         new_w = [DEFAULT_NEW_WEIGHT] * added
 
     result = RewriteResult(Path(cfg.out), feat.name, old_count, new_count, new_w, "")
+    result.notes.extend(ini.folded)        # [weight-overwrite]/[feature-overwrite] applied, as Moses applies them
     if unchecked is not None and cfg.weights is None:
         result.notes.append(f"the {added} added column(s) are counted from num-features={old_count} alone: "
                             f"{unchecked}; give --weights (one per added column) to have the count checked")

@@ -247,10 +247,11 @@ def _read_record(path: Path) -> dict | None:
     return rec if isinstance(rec, dict) else None
 
 
-def original_paths(tuned_ini: str | os.PathLike, original_ini: str | os.PathLike) -> MosesIni:
-    """The tuned ini (of a run on a filtered ini) with every feature's ``path=`` set back to the
-    original ini's, so that it names the full tables."""
-    tuned, original = read_moses_ini(tuned_ini), read_moses_ini(original_ini)
+def original_paths(tuned_ini: str | os.PathLike | MosesIni, original_ini: str | os.PathLike) -> MosesIni:
+    """The tuned ini (of a run on a filtered ini; a path, or the ini already read) with every feature's
+    ``path=`` set back to the original ini's, so that it names the full tables."""
+    tuned = tuned_ini if isinstance(tuned_ini, MosesIni) else read_moses_ini(tuned_ini)
+    original = read_moses_ini(original_ini)
     paths = {f.name: f.get("path") for f in original.features}
     for f in tuned.features:
         if paths.get(f.name) is not None and f.get("path") != paths[f.name]:

@@ -61,7 +61,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from phrase_rescore.core import children
-from phrase_rescore.core.config import setting
+from phrase_rescore.core.config import SEED_MAX, cap_to_cores, setting
 from phrase_rescore.core.cores import DEFAULT_WORDS as CORES
 from phrase_rescore.core.cores import threads_or_cores
 from phrase_rescore.core.errors import PhraseRescoreError
@@ -69,7 +69,7 @@ from phrase_rescore.core.fileio import atomic_open, naming, read_text_lines, sha
 
 from .embedded.bleu_stats import corpus_bleu
 from .mert_seeds import ITERATIONS_PER_SEED, write_launchers
-from .moses_ini import read_moses_ini
+from .moses_ini import parse_moses_ini, read_moses_ini
 from .moses_install import MosesInstall, require_moses
 from .table_filter import filtered_ini, original_paths
 
@@ -98,17 +98,17 @@ class MosesTuneConfig:
     dev_ref: Path
     workdir: Path
     out: Path | None = None
-    nbest: int = setting(100, at_least=1, help="n-best list size per iteration.")
+    nbest: int = setting(100, at_least=1, at_most=10_000, help="n-best list size per iteration.")
     max_iterations: int = setting(25, at_least=1, below=ITERATIONS_PER_SEED, aliases=("maximum-iterations",),
                                   help="Most MERT iterations.")
-    threads: int | None = setting(None, type=int, at_least=1,
+    threads: int | None = setting(None, type=int, at_least=1, cores=True,
                                   help="moses: mert-moses.pl --threads (the optimizer) and the decoder's -threads "
                                        "(unless --decoder-flags sets it); embedded: decoder processes [default: "
                                        f"{CORES}].")
     decoder_flags: str = setting("", help="moses: passed as mert-moses.pl --decoder-flags, e.g. '-threads 8'.")
     batch_mira: bool = setting(False, help="moses: tune with batch MIRA instead of MERT.")
     return_best_dev: bool = setting(False, help="Keep the weights of the best dev iteration, not the last.")
-    seed: int = setting(1, at_least=0, help="MERT's random seed (its random restarts, drawn anew in each "
+    seed: int = setting(1, at_least=0, at_most=SEED_MAX, help="MERT's random seed (its random restarts, drawn anew in each "
                                             "iteration; moses: mert's -r, or kbmira's with --batch-mira).")
     predictable_seeds: bool = setting(False, help="moses: mert-moses.pl's own seeds (1000 times the iteration's "
                                                   "number) in place of --seed.")
@@ -148,8 +148,9 @@ def decoder_flags(flags: str, threads: int) -> str:
     """``flags`` with ``-threads T`` appended when ``threads > 1`` and the flags do not set the decoder's
     threads themselves, so that a workflow's ``threads`` reaches the decoder mert-moses.pl runs."""
     flags = flags.strip()
-    if int(threads) > 1 and not any(t in DECODER_THREAD_FLAGS for t in flags.split()):
-        flags = f"{flags} -threads {int(threads)}".strip()
+    threads = cap_to_cores(int(threads), "threads")
+    if threads > 1 and not any(t in DECODER_THREAD_FLAGS for t in flags.split()):
+        flags = f"{flags} -threads {threads}".strip()
     return flags
 
 
@@ -163,7 +164,7 @@ def mert_moses_argv(cfg: MosesTuneConfig, install: MosesInstall) -> list[str]:
             os.fspath(install.moses), os.fspath(Path(cfg.ini).resolve()),
             f"--mertdir={mertdir}", f"--working-dir={workdir / MERT_WORK}",
             f"--nbest={int(cfg.nbest)}", f"--maximum-iterations={int(cfg.max_iterations)}",
-            f"--threads={int(cfg.threads)}"]
+            f"--threads={cap_to_cores(int(cfg.threads), 'threads')}"]
     flags = decoder_flags(cfg.decoder_flags, cfg.threads)
     if flags:
         argv.append(f"--decoder-flags={flags}")
@@ -382,11 +383,15 @@ def tune_moses(cfg: MosesTuneConfig, echo: Callable[[str], None] | None = None) 
             raise PhraseRescoreError(f"mert-moses.pl finished but left no tuned configuration at {tuned}; see {log}")
         state["finished"] = True
         save()
-    ini = original_paths(tuned, cfg.ini)         # the full tables again, not the filtered ones
+    text = without_finish_date(tuned.read_bytes()).decode("utf-8")
+    # mert-moses.pl copies every section but [weight] from the input ini: a [weight-overwrite] there would replace
+    # the tuned weights whenever Moses reads the tuned ini (in tuning, its -weight-overwrite took that line's place)
+    text = parse_moses_ini(text, tuned, as_moses_reads=False).without_section("weight-overwrite").text()
+    ini = original_paths(parse_moses_ini(text, tuned), cfg.ini)   # the full tables again, not the filtered ones
     ini.check_weights_match()
     out = Path(cfg.out) if cfg.out is not None else workdir / "moses.tuned.ini"
     with atomic_open(out, "wb") as f:
-        f.write(without_finish_date(ini.text().encode("utf-8")))
+        f.write(ini.text().encode("utf-8"))
     return MosesTuneResult(out, log, argv, ini.weights)
 
 

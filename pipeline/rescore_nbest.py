@@ -6,9 +6,13 @@ re-ranked either by the paper's even average ``0.5 * log p(hyp|src) + 0.5 * SMT 
 weighted sum of all features with weights from a moses.ini (e.g. tuned by MERT with the new feature).
 Outputs: the n-best list with the feature added (every hypothesis in its original place, every other byte
 of its line unchanged, the decoder's total score left alone) and the re-ranked 1-best, one line per source
-sentence (empty where the decoder produced no hypothesis). Sentences are streamed a chunk at a time. A list
-without hypotheses for the source's last sentence (empty, or cut short as when the decoder was stopped) is
-refused, naming the first sentence it lacks.
+sentence. Sentences are streamed a chunk at a time. An n-best list must be complete: every sentence of the source
+present once, in order (:func:`~phrase_rescore.moses_integration.nbest.read_nbest_groups`; a list with a sentence
+missing, or cut short as when the decoder was stopped, is refused, naming the line and the sentence it lacks), and,
+when weights re-rank it, every hypothesis must carry every feature the weights name (one without ``LM0=`` would be
+scored as if its LM0 were 0): else an error names the file, the line and the feature. The features a weights
+moses.ini declares untuneable (``UnknownWordPenalty``, ``tuneable=false``) are not expected, as Moses does not
+print them in n-best lists.
 
 The scorer is a Seq2Seq checkpoint or the phrase-level RNN Encoder-Decoder of Cho et al. applied to whole
 sentences, for comparison; several checkpoints of one kind are an ensemble (log-probabilities averaged).
@@ -25,7 +29,7 @@ import os
 import re
 import time
 from dataclasses import dataclass
-from typing import Protocol, Sequence
+from typing import Collection, Protocol, Sequence
 
 import numpy as np
 import torch
@@ -174,13 +178,23 @@ def load_scorer(checkpoints: Sequence[str], device: torch.device, hyp_batch: int
 
 
 def combined_score(entry: NBestEntry, model_logp: float, weights: dict[str, list[float]] | None,
-                   path: str | os.PathLike | None = None) -> float:
+                   path: str | os.PathLike | None = None, required: Collection[str] | None = None) -> float:
     """The re-ranking score: the paper's even average of the model's log-probability and the SMT total
     score when ``weights`` is None, else the weighted sum of every feature (the new one included).
 
-    :param path: the n-best list ``entry`` was read from, for the error of a feature without a weight."""
+    :param path: the n-best list ``entry`` was read from, for the errors.
+    :param required: the features every hypothesis must carry [every feature ``weights`` names].
+    :raises PhraseRescoreError: a feature of the hypothesis without a weight (or with another number of values),
+        or a required feature the hypothesis lacks (it would count as 0), naming the file, line and feature."""
     if weights is None:
         return 0.5 * model_logp + 0.5 * entry.total
+    have = {name for name, _ in entry.features}
+    for name in (weights if required is None else required):
+        if name not in have:
+            raise PhraseRescoreError(
+                f"this hypothesis has no feature {name!r}, which the weights name; expected every hypothesis to carry "
+                f"every weighted feature, as Moses prints them (without it, it would be scored as if {name} were 0)",
+                path, entry.line_no or None)
     total = 0.0
     for name, values in entry.features:
         w = weights.get(name)
@@ -222,9 +236,6 @@ def tune_rerank_weights(nbest_path: str | os.PathLike, ref_path: str | os.PathLi
             pool.add(sid, np.asarray(e.dense_vector()), sentence_stats(e.hypothesis, ref))
     if pool is None:
         raise PhraseRescoreError("the dev n-best list has no hypotheses", nbest_path)
-    for sid in range(len(refs)):  # a sentence the decoder could not translate: its (empty) output
-        if not pool.feats[sid]:
-            pool.add(sid, np.zeros(pool.dim), sentence_stats("", Reference(refs[sid])))
     start = start_vector(layout, init)     # each feature's own number of values, or an error naming it
     res = optimize(pool, start, [True] * pool.dim, restarts=restarts, seed=seed)
     out, i = {}, 0
@@ -264,62 +275,24 @@ def tune_rerank_weights_with(tuner: str, nbest_path: str | os.PathLike, ref_path
 
 
 def rerank_nbest(nbest_path: str | os.PathLike, weights: dict[str, list[float]], out_1best: str | os.PathLike,
-                 num_sentences: int) -> int:
+                 num_sentences: int, required: Collection[str] | None = None) -> int:
     """Write the best hypothesis of every sentence of an n-best list under ``weights`` (every feature of the
-    list weighted; an empty line where it has none), without any model. Returns the sentences whose
-    best is not the decoder's first."""
+    list weighted; every hypothesis carrying every feature of ``required``, by default every feature the weights
+    name), without any model. Returns the sentences whose best is not the decoder's first.
+
+    :raises PhraseRescoreError: a list that is not complete (:func:`read_nbest_groups`) or a hypothesis without a
+        weighted feature (:func:`combined_score`); nothing is written then."""
     changed = 0
-    ends = _ListEnd(nbest_path, num_sentences)
     with atomic_open(out_1best, "w") as one:
-        for sid, group in read_nbest_groups(nbest_path, num_sentences=num_sentences):
-            ends.add(sid, group)
+        for _, group in read_nbest_groups(nbest_path, num_sentences=num_sentences):
             best, best_score = None, None
             for e in group:
-                sc = combined_score(e, 0.0, weights, nbest_path)
+                sc = combined_score(e, 0.0, weights, nbest_path, required)
                 if best_score is None or sc > best_score:  # ties keep the decoder's order
                     best, best_score = e, sc
-            one.write((best.hypothesis if best is not None else "") + "\n")
-            changed += best is not None and best is not group[0]
-        ends.check()
+            one.write(best.hypothesis + "\n")
+            changed += best is not group[0]
     return changed
-
-
-class _ListEnd:
-    """Where an n-best list's hypotheses end: :meth:`check` refuses a list that has none for the last
-    sentence of its source (empty, or cut short as when the decoder was killed); a sentence without
-    hypotheses before the last is the decoder's own (no translation found) and stays an empty 1-best."""
-
-    def __init__(self, nbest_path, num_sentences: int, source=None):
-        self.path, self.num_sentences, self.source = nbest_path, num_sentences, source
-        self.last = -1               # the last sentence id with hypotheses
-
-    def add(self, sid: int, group: list) -> None:
-        if group:
-            self.last = sid
-
-    def check(self) -> None:
-        check_list_end(self.path, self.last, self.num_sentences, self.source)
-
-
-def check_list_end(nbest_path, last: int, num_sentences: int, source=None) -> None:
-    """Refuse an n-best list whose last sentence with hypotheses (``last``; -1: none) is not the source's last.
-
-    :param source: the source file, for the message.
-    :raises PhraseRescoreError: naming the list, the first sentence id without hypotheses from which on
-        the list is empty, and the source's sentence count.
-    """
-    if last >= num_sentences - 1:
-        return
-    first = last + 1
-    src = f"the source {source}" if source is not None else "the source"
-    if last < 0:
-        what = "has no hypotheses (none for sentence 0 or any after it)"
-    else:
-        what = (f"ends after sentence {last}: no hypotheses for sentence {first}"
-                + (" or any after it" if first < num_sentences - 1 else ""))
-    raise PhraseRescoreError(f"the n-best list {what}, but {src} has {num_sentences} sentences (ids 0 to "
-                             f"{num_sentences - 1}); expected hypotheses up to its last sentence (a list cut short, "
-                             "as when the decoder is stopped, is refused)", nbest_path)
 
 
 def write_weights(path: str | os.PathLike, weights: dict[str, list[float]]) -> None:
@@ -401,14 +374,15 @@ class RescoreConfig:
     feature_name: str | None = setting(None, type=str,
                                        help="Name of the added feature (default Seq2Seq0, or RNNEncDec0).")
     weights_ini: str | None = None
-    sentences_per_chunk: int = setting(32, at_least=1, help="Sentences whose hypotheses are scored together.")
-    hyp_batch: int = setting(256, at_least=1, help="Hypotheses per model batch.")
+    sentences_per_chunk: int = setting(32, at_least=1, at_most=100_000, help="Sentences whose hypotheses are scored together.")
+    hyp_batch: int = setting(256, at_least=1, at_most=65_536, help="Hypotheses per model batch.")
     device: str | None = setting(None, type=str, help="torch device (default: cuda when present).")
     dev_nbest: str | None = None
     dev_src: str | None = None
     dev_ref: str | None = None
     mert_restarts: int = setting(20, at_least=1, help="MERT's random restarts.")
-    seed: int = setting(0, at_least=0, help="Seed of MERT's random restarts (mert -r, kbmira --random-seed).")
+    seed: int = setting(0, at_least=0, at_most=2 ** 31 - 1,
+                       help="Seed of MERT's random restarts (mert -r, kbmira --random-seed, which read a C int).")
     tuner: str = setting("embedded", choices=TUNERS,
                          help="Who tunes the re-ranking weights on the dev n-best list: the embedded MERT, or "
                               "Moses's mert or kbmira (from MOSES_HOME).")
@@ -482,20 +456,20 @@ def rescore_nbest(cfg: RescoreConfig) -> RescoreSummary:
         if n_ref != len(dev_sources):
             raise PhraseRescoreError(f"{n_ref} lines, but the dev source {cfg.dev_src} has {len(dev_sources)}: "
                                      "expected one reference per dev sentence", cfg.dev_ref)
-        dev_layout, dev_missing = nbest_layout(cfg.dev_nbest, len(dev_sources))
-        last = len(dev_sources) - 1
-        while dev_missing and dev_missing[-1] == last:   # the sentences the list lacks at its end
-            dev_missing.pop()
-            last -= 1
-        check_list_end(cfg.dev_nbest, last, len(dev_sources), cfg.dev_src)
+        # a complete list (read_nbest_groups), the same features on every line
+        dev_layout, _ = nbest_layout(cfg.dev_nbest, len(dev_sources), cfg.dev_src)
     device = default_device(cfg.device)
     scorer, kind = load_scorer(cfg.checkpoints, device, cfg.hyp_batch)
     name = cfg.feature_name or FEATURE_NAMES[kind]
-    weights = None
+    weights, required = None, None
     if cfg.weights_ini:
         from phrase_rescore.moses_integration.moses_ini import read_moses_ini
 
-        weights = read_moses_ini(cfg.weights_ini).weights
+        # a set of weights, not a system for Moses: a weight for the new feature need not name a [feature] line
+        weights_ini = read_moses_ini(cfg.weights_ini, check_weight_names=False)
+        weights = weights_ini.weights
+        unprinted = {f.name for f in weights_ini.features if not f.tuneable}   # Moses prints them in no n-best list
+        required = [n for n in weights if n not in unprinted]
         if name not in weights and not cfg.dev_nbest:
             raise PhraseRescoreError(f"no weight for the rescoring feature {name!r} in [weight]", cfg.weights_ini)
         for feature, k in [*dev_layout, (name, 1)]:     # MERT's starting point: a value per value of the list
@@ -510,25 +484,27 @@ def rescore_nbest(cfg: RescoreConfig) -> RescoreSummary:
         t_tune = time.perf_counter()
         weights, dev_bleu = tune_rerank_weights_with(cfg.tuner, dev_out, cfg.dev_ref, weights, cfg.mert_restarts,
                                                      cfg.seed, install, tuner_dir)
+        required = None            # the tuned weights name the dev list's features: every hypothesis has them
         tune_seconds = time.perf_counter() - t_tune
         write_weights(tuned_path, weights)
     sources = read_sentences(cfg.source)
     n_hyp, changed = _rescore_file(scorer, name, cfg.nbest, sources, cfg.out_nbest, cfg.out_1best, weights,
-                                   cfg.sentences_per_chunk, "rescore", cfg.source)
+                                   cfg.sentences_per_chunk, "rescore", cfg.source, required)
     dt = time.perf_counter() - t0
     return RescoreSummary(len(sources), n_hyp, changed, name, kind, dt, n_hyp / dt if dt else 0.0,
                           tuned_path if tuning else None, dev_bleu, cfg.tuner, tune_seconds)
 
 
 def _rescore_file(scorer: SentenceScorer, name: str, nbest_path, sources: list[list[str]], out_nbest,
-                  out_1best, weights, sentences_per_chunk: int, desc: str, source_path=None) -> tuple[int, int]:
+                  out_1best, weights, sentences_per_chunk: int, desc: str, source_path=None,
+                  required: Collection[str] | None = None) -> tuple[int, int]:
     """Stream ``nbest_path``: add the feature, write the n-best and (when ``out_1best``) the re-ranked 1-best;
-    a list cut short is refused and nothing is written (:func:`check_list_end`; ``source_path`` names the
-    source in its message). Returns (hypotheses, sentences whose 1-best changed)."""
+    a list that is not complete (:func:`read_nbest_groups`; ``source_path`` names the source in the message of
+    one cut short) or a hypothesis without a weighted feature is refused and nothing is written. Returns
+    (hypotheses, sentences whose 1-best changed)."""
     import contextlib
 
     n_hyp = changed = 0
-    ends = _ListEnd(nbest_path, len(sources), source_path)
     chunk: list[tuple[int, list[NBestEntry]]] = []
     with contextlib.ExitStack() as stack:
         nb = stack.enter_context(NBestWriter(out_nbest))
@@ -544,21 +520,20 @@ def _rescore_file(scorer: SentenceScorer, name: str, nbest_path, sources: list[l
                 for e, lp in zip(group, lps):
                     e.add_feature(name, [lp], nbest_path)
                     nb.write(e)
-                    sc = combined_score(e, lp, weights, nbest_path)
+                    sc = combined_score(e, lp, weights, nbest_path, required)
                     if best_score is None or sc > best_score:  # ties keep the decoder's order
                         best, best_score = e, sc
                 if one is not None:
-                    one.write((best.hypothesis if best is not None else "") + "\n")
-                changed += best is not None and best is not group[0]
+                    one.write(best.hypothesis + "\n")
+                changed += best is not group[0]
                 n_hyp += len(group)
             pb.update(len(chunk))
             chunk.clear()
 
-        for sid, group in read_nbest_groups(nbest_path, num_sentences=len(sources)):
-            ends.add(sid, group)
+        # a list that is not complete raises before the outputs are renamed into place
+        for sid, group in read_nbest_groups(nbest_path, num_sentences=len(sources), source=source_path):
             chunk.append((sid, group))
             if len(chunk) >= sentences_per_chunk:
                 flush()
-        ends.check()       # before the outputs are renamed into place
         flush()
     return n_hyp, changed

@@ -37,7 +37,7 @@ import numpy as np
 import torch
 
 from phrase_rescore.core import progress
-from phrase_rescore.core.config import check, setting, setting_values
+from phrase_rescore.core.config import cap_to_cores, check, setting, setting_values
 from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.core.fileio import sha256_file, wants_gzip
 from phrase_rescore.core.version import code_version
@@ -73,7 +73,8 @@ class ScoreConfig:
         values and lists it in ``rejects`` [raise].
     :param rejects: where ``--on-error keep`` lists rejected lines [OUT.rejects; an existing file of that name
         that is not a reject list is refused (:func:`rejects_path`)].
-    :param vocab: a vocabulary JSON, for a checkpoint that carries none [the checkpoint's].
+    :param vocab: a vocabulary JSON, for a checkpoint that carries none [the checkpoint's]; for one that carries
+        its own, it must hold the same words (a model's vocabulary is part of the model).
     :param device: ``"auto"`` (CUDA when present), ``"cpu"``, ``"cuda"``, ``"cuda:1"``... [auto].
     :param precision: ``"fp32"``, or ``"bf16"``/``"fp16"`` autocast (for CUDA) [fp32].
     :param precompute_vocab: look up word-input products in per-vocabulary tables [None: auto, when
@@ -117,7 +118,7 @@ class ScoreConfig:
                           help="BLAS of the CPU matrix products; auto: chosen from the BLAS libraries and the CPU, "
                                "never timed.")
     chunk_lines: int = setting(10_000, at_least=1, help="Lines per resumable chunk.")
-    threads: int | None = setting(None, type=int, at_least=1,
+    threads: int | None = setting(None, type=int, at_least=1, cores=True,
                                   help="CPU scoring workers, one torch thread each [default: torch's thread count].")
     compresslevel: int = setting(6, at_least=0, at_most=9, help="gzip level of a .gz output.")
     rare_words: str = setting("class", choices=RARE_WORDS,
@@ -146,6 +147,8 @@ class ScoreConfig:
             raise PhraseRescoreError("--rare-words unigram needs --rare-counts, the tokenized corpus of the "
                                      "target side")
         check(ScoreConfig, setting_values(self), combined=False)  # the device is resolved when scoring starts
+        if self.threads is not None:
+            self.threads = cap_to_cores(self.threads, "--threads")
 
     def output_identity(self) -> dict:
         """The options that change the output's bytes (a resume requires them unchanged)."""
@@ -212,10 +215,20 @@ def load_model(model_path, config: ScoreConfig):
     ck = load_checkpoint(model_path, "cpu", ENCDEC)
     model, vocabs = ck.model, ck.vocabs
     if config.vocab is not None:
-        vocabs = Vocabularies.load(config.vocab)
-        if (len(vocabs.source), len(vocabs.target)) != (model.cfg.src_vocab_size, model.cfg.tgt_vocab_size):
-            raise PhraseRescoreError(f"vocabulary sizes {len(vocabs.source)}/{len(vocabs.target)} differ from the "
+        given = Vocabularies.load(config.vocab)
+        if (len(given.source), len(given.target)) != (model.cfg.src_vocab_size, model.cfg.tgt_vocab_size):
+            raise PhraseRescoreError(f"vocabulary sizes {len(given.source)}/{len(given.target)} differ from the "
                                      f"model's {model.cfg.src_vocab_size}/{model.cfg.tgt_vocab_size}", config.vocab)
+        if vocabs is not None:          # a model's word lists are part of the model: another list changes its input
+            for side, mine, theirs in (("source", vocabs.source, given.source), ("target", vocabs.target, given.target)):
+                if mine != theirs:
+                    i = next((i for i, (a, b) in enumerate(zip(mine.words, theirs.words)) if a != b), 0)
+                    raise PhraseRescoreError(
+                        f"the {side} words differ from the checkpoint's own (entry {i}: {theirs.words[i]!r} here, "
+                        f"{mine.words[i]!r} in the checkpoint): a model's vocabulary is part of the model, and with "
+                        "other words every id would mean another word; leave out --vocab (the checkpoint carries its "
+                        "vocabulary)", config.vocab)
+        vocabs = given
     if vocabs is None:
         raise PhraseRescoreError("the checkpoint carries no vocabulary: give one with --vocab", model_path)
     return model, vocabs
@@ -252,6 +265,28 @@ def _is_reject_list(path: str) -> bool:
         return all(_REJECT_LINE.match(line) for line in f)
 
 
+def require_regular_file(path, what: str) -> None:
+    """Refuse a path that is not a regular file (a pipe such as ``<(zcat t.gz)``, ``/dev/stdin``, a device):
+    score reads the table more than once (its first line for the columns, then every line, and again on a
+    resume), and a pipe gives its lines to the first reading only.
+
+    :raises PhraseRescoreError: naming the path and what to give instead.
+    """
+    import stat
+
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise PhraseRescoreError(f"{what} not found", path) from None
+    if not stat.S_ISREG(st.st_mode):
+        kind = "a pipe" if stat.S_ISFIFO(st.st_mode) else "a directory" if stat.S_ISDIR(st.st_mode) else \
+            "a socket" if stat.S_ISSOCK(st.st_mode) else "a device" if stat.S_ISCHR(st.st_mode) else "not a file"
+        raise PhraseRescoreError(
+            f"{what} is {kind}, not a regular file: score reads it more than once (to count its columns, then to "
+            "score it, and again to resume), which a pipe such as <(zcat t.gz) or /dev/stdin cannot give; give the "
+            "file itself (a .gz is read as it is) or write the stream to a file first", path)
+
+
 def score_table(model_path, table_path, out_path, config: ScoreConfig | None = None) -> ScoreSummary:
     """Score every line of a phrase table and write it with the new columns appended.
 
@@ -265,6 +300,7 @@ def score_table(model_path, table_path, out_path, config: ScoreConfig | None = N
     config = config or ScoreConfig()
     from .model.checkpoint import resolve_checkpoint
 
+    require_regular_file(table_path, "the phrase table")
     model_file = resolve_checkpoint(model_path)
     rejects = rejects_path(out_path, config)
     check_not_same_file(table_path, out_path, rejects, model_file, config.vocab, config.rare_counts)

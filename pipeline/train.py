@@ -34,7 +34,7 @@ import numpy as np
 import torch
 
 from phrase_rescore.core import progress
-from phrase_rescore.core.config import setting
+from phrase_rescore.core.config import MODEL_DIM_MAX, SEED_MAX, cap_to_cores, setting
 from phrase_rescore.core.errors import PhraseRescoreError
 
 from .device import check_device
@@ -73,6 +73,13 @@ class TrainSummary:
     target_tokens_per_s: float | None = None     # Seq2Seq: target tokens per second of training
     resumed_from: float | None = None            # Seq2Seq: the epoch (with its fraction) a resume started at
 
+#: The keys of ``--model-overrides`` and their ranges: the preset's sizes (:class:`EncDecConfig`) a run may change.
+MODEL_OVERRIDES = {**{k: dict(type=int, at_least=1, at_most=MODEL_DIM_MAX)
+                      for k in ("emb_dim", "hidden_dim", "maxout_units", "rank")},
+                   "maxout_pieces": dict(type=int, at_least=1, at_most=16),
+                   "orthogonal_recurrent": dict(type=bool)}
+
+
 @dataclass
 class TrainConfig:
     """Everything that decides a training run. Sources in the comments."""
@@ -83,10 +90,10 @@ class TrainConfig:
     gru: str = setting("paper", choices=RESET_FORMS,
                        help="Reset gate before U (paper, eq. 8) or after U (cudnn: torch.nn.GRU).")
     bias: bool = setting(False, help="Biases (the paper's listing has none).")
-    model_overrides: dict = setting(default_factory=dict, metavar="TABLE",
+    model_overrides: dict = setting(default_factory=dict, metavar="TABLE", table=MODEL_OVERRIDES,
                                     help="Override the preset's sizes, a TOML table, e.g. "
                                          "'{hidden_dim = 500, rank = 50}'.")
-    batch_size: int = setting(64, at_least=1, help="Phrase pairs per update (Cho et al. 3.1: 64).")
+    batch_size: int = setting(64, at_least=1, at_most=4096, help="Phrase pairs per update (Cho et al. 3.1: 64).")
     lr: float = setting(1.0, above=0, help="Adadelta's update scale (1.0: Zeiler's Adadelta unscaled).")
     rho: float = setting(0.95, at_least=0, at_most=1, help="Adadelta rho (Cho et al. 3.1: 0.95).")
     eps: float = setting(1e-6, above=0, help="Adadelta epsilon (Cho et al. 3.1: 1e-6).")
@@ -94,7 +101,7 @@ class TrainConfig:
     init_std: float | None = setting(None, above=0, type=float,
                                      help="Weights ~ N(0, std^2) [default: the preset's, 0.01 (the paper's) for "
                                           "paper, 0.05 for small].")
-    seed: int = setting(1, at_least=0, help="Initial weights and pair sampling.")
+    seed: int = setting(1, at_least=0, at_most=SEED_MAX, help="Initial weights and pair sampling.")
     max_steps: int = setting(100_000, at_least=1, help="Stop after this many updates.")
     time_budget_s: float | None = setting(None, above=0, type=float, aliases=("time-budget",),
                                           help="Stop after this many seconds of training (this and earlier runs).")
@@ -103,12 +110,12 @@ class TrainConfig:
     valid_every: int = setting(500, at_least=1, help="Updates between validations and checkpoints.")
     valid_max_pairs: int | None = setting(20_000, at_least=1, optional=True,
                                           help="Validate on at most this many held-out pairs.")
-    valid_batch_tokens: int = setting(4096, at_least=1,
+    valid_batch_tokens: int = setting(4096, at_least=1, at_most=262_144,
                                       help="Padded tokens per validation batch (its output layer holds about "
                                            "half as many rows of target-vocabulary scores: 4096 with 15,000 "
                                            "words peaks near 300 MB).")
     device: str = setting("auto", help="auto (CUDA when present), cpu, cuda or cuda:N.")
-    torch_threads: int = setting(1, at_least=1,
+    torch_threads: int = setting(1, at_least=1, cores=True,
                                  help="torch threads on a CPU (1: the small matrices of a batch of phrases gain little "
                                       "from more, and lose much when the cores are busy; see benchmarks/train_bench.py).")
     resume: bool = setting(False, workflow=False, help="Continue exactly from MODEL_DIR/last.pt.")
@@ -217,7 +224,7 @@ def train(pairs_dir, out_dir, config: TrainConfig | None = None) -> TrainSummary
     dist = setup_distributed(config.device)
     device = dist.device
     if device.type == "cpu":
-        torch.set_num_threads(config.torch_threads)   # for this process, as the command's option asks
+        torch.set_num_threads(cap_to_cores(config.torch_threads, "--torch-threads"))   # for this process, as the command's option asks
     if dist.world_size > config.batch_size:
         raise PhraseRescoreError(f"{dist.world_size} processes (WORLD_SIZE) for a batch of {config.batch_size} "
                                  "pairs: each rank needs at least one pair; start fewer processes or raise --batch-size")

@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from phrase_rescore.core.config import setting
+from phrase_rescore.core.config import MODEL_DIM_MAX, SEED_MAX, setting
 from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.core.fileio import atomic_open, read_sentences, sha256_file
 
@@ -51,13 +51,14 @@ class TrainCSLMConfig:
     preset: str = setting("small", choices=tuple(CSLMConfig.PRESETS),
                           help="Model sizes. paper: embeddings 512, rectifier layers 1,536 and 1,024 (Cho et al. "
                                "section 5); small: 64, 256, 128.")
-    emb_dim: int | None = setting(None, type=int, at_least=1, help="Override the preset's embedding size.")
-    hidden1: int | None = setting(None, type=int, at_least=1, help="Override the preset's first layer.")
-    hidden2: int | None = setting(None, type=int, at_least=1, help="Override the preset's second layer.")
-    order: int = setting(7, at_least=2, help="n: the previous n-1 words are the context (the paper: 7).")
+    emb_dim: int | None = setting(None, type=int, at_least=1, at_most=MODEL_DIM_MAX, help="Override the preset's embedding size.")
+    hidden1: int | None = setting(None, type=int, at_least=1, at_most=MODEL_DIM_MAX, help="Override the preset's first layer.")
+    hidden2: int | None = setting(None, type=int, at_least=1, at_most=MODEL_DIM_MAX, help="Override the preset's second layer.")
+    order: int = setting(7, at_least=2, at_most=20, help="n: the previous n-1 words are the context (the paper: 7; at "
+                                                          "most 20, the longest n-gram Moses and KenLM take).")
     shortlist: int = setting(8192, at_least=1, help="Most frequent words the softmax names; the rest share <unk>.")
     dropout: float = setting(0.2, at_least=0, below=1, help="Dropout on embeddings and hidden layers in training.")
-    batch_size: int = setting(256, at_least=1, help="Events (words) per update.")
+    batch_size: int = setting(256, at_least=1, at_most=16_384, help="Events (words) per update.")
     lr: float = setting(1e-3, above=0, help="Adam's learning rate.")
     max_steps: int = setting(100_000, at_least=1, help="Stop after this many updates.")
     time_budget_s: float | None = setting(None, above=0, type=float,
@@ -66,7 +67,7 @@ class TrainCSLMConfig:
                                    help="Stop after this many validations without improvement (0: never).")
     valid_every: int = setting(500, at_least=1, help="Updates between validations and checkpoints.")
     valid_size: int = setting(1000, at_least=1, help="Sentences held out of the corpus when no --valid is given.")
-    seed: int = setting(1, at_least=0, help="Initial weights, batch order and dropout.")
+    seed: int = setting(1, at_least=0, at_most=SEED_MAX, help="Initial weights, batch order and dropout.")
     device: str = setting("auto", help="auto (CUDA when present), cpu, cuda or cuda:N.")
     resume: bool = setting(False, workflow=False, help="Continue exactly from OUT/last.pt.")
 

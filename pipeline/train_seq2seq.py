@@ -37,7 +37,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from phrase_rescore.core.config import setting
+from phrase_rescore.core.config import MODEL_DIM_MAX, SEED_MAX, setting
 from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.core.fileio import atomic_open, sha256_file
 from phrase_rescore.core.progress import bar, set_quiet
@@ -74,13 +74,13 @@ class TrainSeq2SeqConfig:
     valid_tgt: str | None = None
     valid_size: int = setting(500, at_least=1, help="Pairs held out when no validation files are given.")
     vocab: str | None = None
-    src_vocab_size: int = setting(160_000, at_least=1, help="Source shortlist size when building (the paper: 160k).")
-    tgt_vocab_size: int = setting(80_000, at_least=1, help="Target shortlist size when building (the paper: 80k).")
+    src_vocab_size: int = setting(160_000, at_least=1, at_most=1_000_000, help="Source shortlist size when building (the paper: 160k).")
+    tgt_vocab_size: int = setting(80_000, at_least=1, at_most=1_000_000, help="Target shortlist size when building (the paper: 80k).")
     preset: str = setting("small", choices=("small", "paper"),
                           help="Model sizes. paper: 4 layers x 1000, embeddings 1000; small: 2 x 256, embeddings 128.")
-    emb_dim: int | None = setting(None, type=int, at_least=1, help="Override the preset's embedding size.")
-    hidden_dim: int | None = setting(None, type=int, at_least=1, help="Override the preset's LSTM size.")
-    num_layers: int | None = setting(None, type=int, at_least=1, help="Override the preset's depth.")
+    emb_dim: int | None = setting(None, type=int, at_least=1, at_most=MODEL_DIM_MAX, help="Override the preset's embedding size.")
+    hidden_dim: int | None = setting(None, type=int, at_least=1, at_most=MODEL_DIM_MAX, help="Override the preset's LSTM size.")
+    num_layers: int | None = setting(None, type=int, at_least=1, at_most=64, help="Override the preset's depth.")
     reverse: bool = setting(True, help="Reverse the source (the paper); off trains the forward baseline.")
     init_range: float = setting(0.08, above=0, help="Parameters uniform in [-r, r].")
     lr: float = setting(0.7, above=0, help="SGD learning rate (no momentum).")
@@ -88,13 +88,13 @@ class TrainSeq2SeqConfig:
     decay_every: float = setting(0.5, above=0, help="Epochs between halvings.")
     decay_factor: float = setting(0.5, above=0, at_most=1, help="Learning-rate factor at each decay.")
     epochs: float = setting(7.5, above=0, help="Epochs to train.")
-    batch_size: int = setting(128, at_least=1, help="Sentence pairs per update.")
+    batch_size: int = setting(128, at_least=1, at_most=4096, help="Sentence pairs per update.")
     clip_norm: float = setting(5.0, above=0, help="Global L2 norm limit of the batch-averaged gradient.")
     length_grouped: bool = setting(True, secondary="random-batches",
                                    help="Batches of sentences of similar length, or random batches.")
     valid_every: float = setting(0.5, above=0, help="Epochs between validations.")
     save_every: int = setting(1000, at_least=1, help="Updates between checkpoints of last.pt.")
-    seed: int = setting(1, at_least=0, help="Initial weights and batch order.")
+    seed: int = setting(1, at_least=0, at_most=SEED_MAX, help="Initial weights and batch order.")
     device: str | None = setting(None, type=str, help="torch device (default: cuda when present).")
     resume: bool = setting(True, help="Continue from OUT_DIR/last.pt.")
 

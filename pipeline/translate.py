@@ -230,11 +230,11 @@ class TranslateConfig:
     checkpoints: list[str]
     source: str
     output: str
-    beam: int = setting(12, at_least=1, short="b", help="Beam width (1 = greedy; the paper's best used 12).")
+    beam: int = setting(12, at_least=1, at_most=1_000, short="b", help="Beam width (1 = greedy; the paper's best used 12).")
     length_penalty: float = setting(0.0, at_least=0, help="Rank by logp / len**alpha (0 = raw logp, the paper).")
     max_len_a: float = setting(2.0, at_least=0, help="Output budget: a * source words + b.")
     max_len_b: int = setting(10, at_least=1, help="Output budget: a * source words + b.")
-    batch_size: int = setting(64, at_least=1, help="Sentences decoded together.")
+    batch_size: int = setting(64, at_least=1, at_most=4096, help="Sentences decoded together.")
     device: str | None = setting(None, type=str, help="torch device (default: cuda when present).")
     scores: str | None = None
 

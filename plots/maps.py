@@ -31,7 +31,7 @@ LABEL_CHARS = 42
 class MapConfig:
     """Options of ``plot embeddings``: which vectors are mapped and how t-SNE places them."""
 
-    seed: int = setting(1, at_least=0, help="Seed of t-SNE (scikit-learn's random_state; from the PCA start "
+    seed: int = setting(1, at_least=0, at_most=2 ** 32 - 1, help="Seed of t-SNE (scikit-learn's random_state; from the PCA start "
                                             "the map hardly depends on it).")
     iterations: int = setting(500, at_least=250, help="t-SNE iterations (Barnes-Hut; 250 at least).")
     perplexity: float = setting(30.0, above=0, help="t-SNE perplexity; lowered to (points - 1) / 3 for few points.")

@@ -24,3 +24,12 @@ def one_thread():
 # the real-Moses tests say in the summary which Moses they used, or why they were skipped; tiny_system is
 # the small system they share, built once per session
 from _real_moses import pytest_terminal_summary, tiny_system  # noqa: E402,F401
+
+
+@pytest.fixture
+def many_cores(monkeypatch):
+    """A machine of 64 cores, for the tests of how a count of threads reaches a program: a count above the
+    cores is capped at them (``core.config.cap_to_cores``), which on a small machine would hide what is passed."""
+    from phrase_rescore.core import config
+
+    monkeypatch.setattr(config, "machine_cores", lambda: 64)

@@ -19,7 +19,7 @@ from phrase_rescore.pipeline.model.cslm import BOS_ID, CSLM, CSLMConfig, CSLMVoc
 from phrase_rescore.pipeline.rescore_nbest import CSLMScorer, RescoreConfig, rescore_nbest
 from phrase_rescore.pipeline.train_cslm import TrainCSLMConfig, train_cslm
 
-NBEST = Path(__file__).parent / "fixtures" / "moses" / "moses.nbest"  # ids 0, 0, 1, 3 (2 has no hypothesis)
+NBEST = Path(__file__).parent / "fixtures" / "moses" / "moses.nbest"  # ids 0, 0, 1, 2, 3 (2: the empty hypothesis, as Moses writes for an empty line)
 CORPUS = ["the house is small", "the house is little", "it is a small house", "hello", "a house is a house",
           "the small house is old", "it is old", "hello house"] * 3
 
@@ -105,7 +105,7 @@ def test_cslm0_added_to_every_nbest_line(tmp_path):
     out = tmp_path / "out.nbest"
     s = rescore_nbest(RescoreConfig(str(NBEST), str(tmp_path / "src.txt"), [str(tmp_path / "cslm.pt")], str(out),
                                     str(tmp_path / "1best.txt")))
-    assert (s.hypotheses, s.feature_name, s.model_kind) == (4, "CSLM0", "cslm")
+    assert (s.hypotheses, s.feature_name, s.model_kind) == (5, "CSLM0", "cslm")
     before, after = NBEST.read_text().splitlines(), out.read_text().splitlines()
     assert len(after) == len(before)
     for b, a, e in zip(before, after, read_nbest(out)):

@@ -16,6 +16,7 @@ from click.testing import CliRunner
 
 from phrase_rescore.app.cli import main
 from phrase_rescore.app.decode_cli import parse_decode_args
+from phrase_rescore.core.config import machine_cores
 from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.moses_integration.embedded.decoder import Decoder, DecoderConfig, decode_file
 from phrase_rescore.moses_integration.moses_ini import read_moses_ini
@@ -45,11 +46,11 @@ def decode(*argv: str, stdin: str = "", ok: bool = True):
 
 
 @pytest.mark.parametrize("argv, expected", [
-    (["-f", "m.ini"], dict(config="m.ini", nbest_file=None, threads=1, stack=None)),
+    (["-f", "m.ini"], dict(config="m.ini", nbest_file=None, threads=None, stack=None)),   # threads: the ini's
     (["-config", "m.ini", "-s", "50", "-b", "0.001", "-dl", "-1", "-ttable-limit", "10"],
      dict(stack=50, beam_threshold=0.001, distortion_limit=-1, ttable_limit=10)),
     (["--config", "m.ini", "-stack", "7", "-beam-threshold", "1e-3", "-distortion-limit", "0", "-threads", "3"],
-     dict(stack=7, beam_threshold=1e-3, distortion_limit=0, threads=3)),
+     dict(stack=7, beam_threshold=1e-3, distortion_limit=0, threads=min(3, machine_cores()))),
     (["-f", "m.ini", "-n-best-list", "nb.txt", "100", "distinct"], dict(nbest_file="nb.txt", nbest_size=100,
                                                                        nbest_distinct=True)),
     (["-f", "m.ini", "-n-best-list", "nb.txt", "20"], dict(nbest_file="nb.txt", nbest_size=20, nbest_distinct=False)),
@@ -63,7 +64,7 @@ def decode(*argv: str, stdin: str = "", ok: bool = True):
     (["-f", "m.ini", "-inputtype", "0", "-show-weights", "-v", "0", "-i", "in.txt"],
      dict(show_weights=True, verbose=0, input_file="in.txt")),
     (["-f", "m.ini", "-search-algorithm", "0", "-cube-pruning-pop-limit", "500", "-threads", "all"],
-     dict(search_algorithm=0, cube_pruning_pop_limit=500, threads=os.cpu_count() or 1)),
+     dict(search_algorithm=0, cube_pruning_pop_limit=500, threads=machine_cores())),
 ])
 def test_moses_spellings_parse(argv, expected):
     a = parse_decode_args(argv)
@@ -75,7 +76,7 @@ def test_moses_spellings_parse(argv, expected):
     (["-s", "10"], "no moses.ini: give -f INI"),
     (["m.ini"], "unexpected argument 'm.ini'"),
     (["-f", "m.ini", "-s", "10", "-stack", "20"], "-stack given twice"),
-    (["-f", "m.ini", "-stack", "ten"], "-stack: expected an integer, got 'ten'"),
+    (["-f", "m.ini", "-stack", "ten"], "-stack: expected an integer in ASCII digits, got 'ten'"),
     (["-f", "m.ini", "-stack", "0"], "-stack: expected at least 1"),
     (["-f", "m.ini", "-n-best-list", "nb.txt"], "-n-best-list: expected FILE N [distinct]"),
     (["-f", "m.ini", "-n-best-list", "nb.txt", "10", "unique"], "-n-best-list: expected FILE N [distinct]"),

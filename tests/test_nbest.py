@@ -39,35 +39,54 @@ def test_fields_of_a_moses_line():
     assert last.extra == [" 0-0 "]
 
 
-def test_groups_by_sentence_with_gaps():
+def test_groups_by_sentence():
     groups = [(i, [e.hypothesis for e in es]) for i, es in read_nbest_groups(NBEST)]
-    assert groups == [(0, ["the house is small", "the house is little"]), (1, ["it is a small house"]),
+    assert groups == [(0, ["the house is small", "the house is little"]), (1, ["it is a small house"]), (2, [""]),
                       (3, ["hello"])]
-    full = [(i, len(es)) for i, es in read_nbest_groups(NBEST, num_sentences=5)]
-    assert full == [(0, 2), (1, 1), (2, 0), (3, 1), (4, 0)]
+    full = [(i, len(es)) for i, es in read_nbest_groups(NBEST, num_sentences=4)]
+    assert full == [(0, 2), (1, 1), (2, 1), (3, 1)]
     with pytest.raises(PhraseRescoreError, match="only 3 sentences"):
         list(read_nbest_groups(NBEST, num_sentences=3))
+    with pytest.raises(PhraseRescoreError, match="ends after sentence 3: no hypotheses for sentence 4,"):
+        list(read_nbest_groups(NBEST, num_sentences=5))
+
+
+@pytest.mark.parametrize("drop, line, message", [
+    ("1", 3, "after sentence 0 comes sentence 2: no hypotheses for sentence 1;"),
+    ("0", 1, "the list starts at sentence 1: no hypotheses for sentence 0;"),
+    ("1 2", 3, "after sentence 0 comes sentence 3: no hypotheses for sentences 1 to 2;"),
+])
+def test_a_sentence_missing_from_the_list_is_refused_naming_line_and_id(tmp_path, drop, line, message):
+    """Moses writes every sentence (an untranslatable one gets the empty hypothesis): a gap is a broken list, and
+    an empty 1-best line there would pass for a translation."""
+    kept = [x for x in NBEST.read_text().splitlines(keepends=True) if x.split(" ")[0] not in drop.split()]
+    cut = tmp_path / "gap.nbest"
+    cut.write_text("".join(kept))
+    for num in (None, 4):
+        with pytest.raises(PhraseRescoreError, match=message) as e:
+            list(read_nbest_groups(cut, num_sentences=num))
+        assert e.value.path == str(cut) and e.value.line == line
 
 
 def test_add_feature_appends_exactly_what_moses_would_print(tmp_path):
     out = tmp_path / "rnn.nbest.gz"
-    n = add_feature_to_nbest(NBEST, out, "RNN0", [np.float32(-3.5), -2.25, [-7.0, 1.0], 0])
-    assert n == 4
+    n = add_feature_to_nbest(NBEST, out, "RNN0", [np.float32(-3.5), -2.25, [-7.0, 1.0], 0.5, 0])
+    assert n == 5
     got = gzip.open(out, "rt", encoding="utf-8").read().splitlines()
     want = NBEST.read_text().splitlines()
-    appended = [" RNN0= -3.5", " RNN0= -2.25", " RNN0= -7 1", " RNN0= 0"]
+    appended = [" RNN0= -3.5", " RNN0= -2.25", " RNN0= -7 1", " RNN0= 0.5", " RNN0= 0"]
     for g, w, a in zip(got, want, appended, strict=True):
         fields = w.split("|||")
         fields[2] = fields[2].rstrip(" ") + a + " "
         assert g == "|||".join(fields)
     back = list(read_nbest(out))
-    assert [e.feature("RNN0") for e in back] == [[-3.5], [-2.25], [-7.0, 1.0], [0.0]]
+    assert [e.feature("RNN0") for e in back] == [[-3.5], [-2.25], [-7.0, 1.0], [0.5], [0.0]]
     # the others are untouched
     assert [e.feature("TranslationModel0") for e in back] == [e.feature("TranslationModel0") for e in read_nbest(NBEST)]
 
 
 @pytest.mark.parametrize("values, expected", [([1.0, 2.0, 3.0], "ran out of values"),
-                                              ([1.0] * 5, "more values for feature")])
+                                              ([1.0] * 6, "more values for feature")])
 def test_add_feature_refuses_misaligned_values(tmp_path, values, expected):
     out = tmp_path / "x.nbest"
     with pytest.raises(PhraseRescoreError, match=expected):

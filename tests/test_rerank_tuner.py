@@ -63,17 +63,17 @@ def test_kbmira_returns_finite_weights_for_every_feature(tmp_path):
     assert reranked_bleu(nbest, refs, res.weights) > reranked_bleu(nbest, refs, START)
 
 
-@needs_moses
-def test_a_sentence_without_hypotheses_counts_as_an_empty_translation(tmp_path, moses):
+@pytest.mark.parametrize("tuner", ["embedded", "mert"])
+def test_a_sentence_without_hypotheses_is_refused(tmp_path, tuner):
+    """Moses writes every sentence (the empty hypothesis where it finds none): a list without one is broken, and
+    padding it with an empty translation would tune on a sentence the decoder never output."""
     nbest, ref = write_dev(tmp_path, n_sent=12, skip=(4,))
-    weights, bleu = tune_rerank_weights_with("mert", nbest, ref, START, restarts=3, seed=0, install=moses,
-                                             workdir=tmp_path / "w")
-    res_log = read_text_lines(tmp_path / "w" / "mert.log")
-    tool = [ln for ln in res_log if ln.startswith("Best point:")]
-    # mert scored the padded list: its BLEU counts sentence 4's reference length, as ours does
-    assert tool and float(tool[-1].rsplit("=>", 1)[1]) == pytest.approx(bleu, abs=1e-4)
-    assert bleu == pytest.approx(reranked_bleu(nbest, read_text_lines(ref), weights))
-    assert "4 |||  ||| " in (tmp_path / "w" / "nbest.filled").read_text()
+    line = 1 + 4 * 8          # the first line of sentence 5
+    with pytest.raises(PhraseRescoreError, match="after sentence 3 comes sentence 5: no hypotheses for sentence 4") as e:
+        tune_rerank_weights_with(tuner, nbest, ref, START, restarts=3, seed=0, install=object(),
+                                 workdir=tmp_path / "w")
+    assert (e.value.path, e.value.line) == (str(nbest), line)
+    assert not (tmp_path / "w").exists()       # refused before any tool ran
 
 
 @needs_moses

@@ -17,7 +17,7 @@ from phrase_rescore.pipeline.rescore_nbest import GroupedScorer, RescoreConfig, 
 from phrase_rescore.pipeline.translate import Ensemble
 from phrase_rescore.pipeline.vocab import Vocab, Vocabularies
 
-NBEST = Path(__file__).parent / "fixtures" / "moses" / "moses.nbest"  # ids 0, 0, 1, 3 (2 has no hypothesis)
+NBEST = Path(__file__).parent / "fixtures" / "moses" / "moses.nbest"  # ids 0, 0, 1, 2, 3 (2: the empty hypothesis, as Moses writes for an empty line)
 SOURCES = ["la maison est petite", "c' est une petite maison", "rien", "bonjour"]
 VOCABS = Vocabularies(Vocab(["<eos>", "<unk>", "la", "maison", "est", "petite", "c'", "une", "bonjour"]),
                       Vocab(["<eos>", "<unk>", "the", "house", "is", "small", "it", "a", "hello", "little"]))
@@ -54,7 +54,7 @@ def test_feature_added_without_disturbing_anything_else(files):
     out = files / "out.nbest"
     s = rescore_nbest(RescoreConfig(str(NBEST), str(files / "src.txt"), [str(files / "m.pt")], str(out),
                                     str(files / "1best.txt")))
-    assert (s.sentences, s.hypotheses, s.feature_name, s.model_kind) == (4, 4, "Seq2Seq0", "seq2seq")
+    assert (s.sentences, s.hypotheses, s.feature_name, s.model_kind) == (4, 5, "Seq2Seq0", "seq2seq")
     before = NBEST.read_text().splitlines()
     after = out.read_text().splitlines()
     assert len(after) == len(before)
@@ -69,7 +69,7 @@ def test_feature_added_without_disturbing_anything_else(files):
         assert e.feature("Seq2Seq0")[0] == pytest.approx(direct_logp(m, SOURCES[e.sent_id], e.hypothesis), abs=1e-5)
 
 
-def test_even_average_reranking_and_missing_sentences(files):
+def test_even_average_reranking(files):
     one = files / "1best.txt"
     rescore_nbest(RescoreConfig(str(NBEST), str(files / "src.txt"), [str(files / "m.pt")], str(files / "o.nbest"),
                                 str(one)))
@@ -78,7 +78,7 @@ def test_even_average_reranking_and_missing_sentences(files):
     m = model(0)
     e0 = [(h, t) for h, t in (("the house is small", -4.71301), ("the house is little", -5.04137))]
     best0 = max(e0, key=lambda ht: 0.5 * direct_logp(m, SOURCES[0], ht[0]) + 0.5 * ht[1])[0]
-    assert lines[:4] == [best0, "it is a small house", "", "hello"]  # sentence 2 had no hypothesis
+    assert lines[:4] == [best0, "it is a small house", "", "hello"]  # sentence 2's one hypothesis is empty
 
 
 def test_weights_from_moses_ini_decide_the_ranking(files):
@@ -132,7 +132,7 @@ def test_phrase_level_encoder_decoder_scores_whole_sentences(files):
     s = rescore_nbest(RescoreConfig(str(NBEST), str(files / "src.txt"), [str(files / "ed.pt")],
                                     str(files / "o.nbest"), str(files / "1.txt")))
     assert (s.model_kind, s.feature_name) == ("encdec", "RNNEncDec0")
-    assert [e.feature_names()[-1] for e in read_nbest(files / "o.nbest")] == ["RNNEncDec0"] * 4
+    assert [e.feature_names()[-1] for e in read_nbest(files / "o.nbest")] == ["RNNEncDec0"] * 5
 
 
 def test_ensembles_take_either_model_but_one_kind(files):
@@ -160,7 +160,7 @@ def test_ensembles_take_either_model_but_one_kind(files):
 
 def test_nbest_ids_beyond_the_source_fail(files):
     (files / "short.txt").write_text("a\nb\n")
-    with pytest.raises(PhraseRescoreError, match="sentence id 3 but the input has only 2"):
+    with pytest.raises(PhraseRescoreError, match="sentence id 2 but the input has only 2"):
         rescore_nbest(RescoreConfig(str(NBEST), str(files / "short.txt"), [str(files / "m.pt")],
                                     str(files / "o.nbest"), str(files / "1.txt")))
     assert not (files / "o.nbest").exists() and not (files / "1.txt").exists()  # atomic: nothing half-written
@@ -173,7 +173,7 @@ def test_rescore_nbest_command(files):
                                   "-m", str(files / "m2.pt"), "--out-nbest", str(files / "o.nbest"),
                                   "--out-1best", str(files / "1.txt")])
     assert r.exit_code == 0, r.output
-    assert "rescored 4 hypotheses of 4 sentences" in r.output
+    assert "rescored 5 hypotheses of 4 sentences" in r.output
     assert len((files / "1.txt").read_text().split("\n")) == 5
 
 
@@ -214,7 +214,7 @@ def test_crlf_nbest_keeps_every_line_ending(files):
     rescore_nbest(RescoreConfig(str(crlf), str(files / "src.txt"), [str(files / "m.pt")], str(out),
                                 str(files / "1.txt")))
     got = out.read_bytes()
-    assert got.count(b"\r\n") == 3 and not got.endswith(b"\n") and got.count(b"\r") == 3
+    assert got.count(b"\r\n") == 4 and not got.endswith(b"\n") and got.count(b"\r") == 4
     for b, a in zip(data[:-2].split(b"\r\n"), got.split(b"\r\n"), strict=True):
         fb, fa = b.split(b"|||"), a.split(b"|||")
         assert fa[:2] + fa[3:] == fb[:2] + fb[3:] and fa[2].startswith(fb[2].rstrip(b" ") + b" Seq2Seq0= ")
@@ -265,7 +265,7 @@ def test_source_lines_end_at_newlines_only(files):
 @pytest.mark.parametrize("keep, extra_source, message", [
     (0, 0, r"has no hypotheses \(none for sentence 0 or any after it\), but the source .*src.txt has 4 sentences"),
     (3, 0, r"ends after sentence 1: no hypotheses for sentence 2 or any after it, but the source .* has 4 sentences"),
-    (4, 1, r"ends after sentence 3: no hypotheses for sentence 4, but the source .* has 5 sentences"),
+    (5, 1, r"ends after sentence 3: no hypotheses for sentence 4, but the source .* has 5 sentences"),
 ])
 def test_an_empty_or_cut_short_nbest_list_is_refused(files, keep, extra_source, message):
     from phrase_rescore.app.cli import main
@@ -283,8 +283,7 @@ def test_an_empty_or_cut_short_nbest_list_is_refused(files, keep, extra_source, 
     assert r.exit_code == 1 and r.output.startswith(f"error: {cut}: the n-best list "), r.output
     # the same list as the dev list: refused before any model is loaded or list written
     (files / "ref.txt").write_text("\n".join(["x"] * (4 + extra_source)) + "\n")
-    dev_message = message if keep else "the dev n-best list has no hypotheses"
-    with pytest.raises(PhraseRescoreError, match=dev_message):
+    with pytest.raises(PhraseRescoreError, match=message):
         rescore_nbest(RescoreConfig(str(NBEST), str(files / "src.txt"), [str(files / "missing.pt")],
                                     str(files / "o.nbest"), str(files / "1.txt"), dev_nbest=str(cut),
                                     dev_src=str(files / "src.txt"), dev_ref=str(files / "ref.txt")))
@@ -314,3 +313,38 @@ def test_tuning_refuses_user_files_named_like_its_derived_outputs(files, derived
         s = rescore_nbest(cfg)
         assert s.tuned_weights == str(files / "1.txt.weights.ini")
         assert (files / "o.nbest.dev").is_file() and (files / "1.txt.weights.ini").read_text().startswith("[weight]\n")
+
+
+def test_a_hypothesis_without_a_weighted_feature_is_refused(files):
+    """Without LM0= a hypothesis would be scored as if its LM0 were 0 and, with a negative LM score on every other
+    line, become the 1-best."""
+    ini = files / "w.ini"
+    ini.write_text("[weight]\nLexicalReordering0= 0 0 0 0 0 0\nDistortion0= 0\nLM0= 1\nWordPenalty0= 0\n"
+                   "PhrasePenalty0= 0\nTranslationModel0= 0 0 0 0\nSeq2Seq0= 0\n")
+    bad = files / "no-lm.nbest"
+    lines = NBEST.read_text().splitlines(keepends=True)
+    lines[1] = lines[1].replace(" LM0= -15.1189", "")
+    bad.write_text("".join(lines))
+    with pytest.raises(PhraseRescoreError, match="this hypothesis has no feature 'LM0', which the weights name") as e:
+        rescore_nbest(RescoreConfig(str(bad), str(files / "src.txt"), [str(files / "m.pt")], str(files / "o.nbest"),
+                                    str(files / "1.txt"), weights_ini=str(ini)))
+    assert (e.value.path, e.value.line) == (str(bad), 2)
+    assert not (files / "o.nbest").exists() and not (files / "1.txt").exists()
+    from phrase_rescore.pipeline.rescore_nbest import rerank_nbest
+
+    with pytest.raises(PhraseRescoreError, match="no feature 'LM0'"):
+        rerank_nbest(bad, {"LexicalReordering0": [0.0] * 6, "Distortion0": [0.0], "LM0": [1.0], "WordPenalty0": [0.0],
+                           "PhrasePenalty0": [0.0], "TranslationModel0": [0.0] * 4}, files / "r.txt", 4)
+    assert not (files / "r.txt").exists()
+    # a whole moses.ini as --weights: UnknownWordPenalty0 and a tuneable=false feature are in [weight], but Moses
+    # never prints them in an n-best list, so no hypothesis is expected to carry them
+    ini = files / "moses.ini"
+    ini.write_text("[feature]\nUnknownWordPenalty\nLexicalReordering name=LexicalReordering0 num-features=6 "
+                   "type=msd-bidirectional-fe path=lr\nDistortion\nKENLM name=LM0 factor=0 path=lm order=2\n"
+                   "WordPenalty\nPhrasePenalty\nPhraseDictionaryMemory name=TranslationModel0 num-features=4 path=pt\n"
+                   "KENLM name=LM1 factor=0 path=lm2 order=2 tuneable=false\n\n"
+                   "[weight]\nUnknownWordPenalty0= 1\nLexicalReordering0= 0 0 0 0 0 0\nDistortion0= 0\nLM0= 1\n"
+                   "LM1= 0.5\nWordPenalty0= 0\nPhrasePenalty0= 0\nTranslationModel0= 0 0 0 0\nSeq2Seq0= 0\n")
+    rescore_nbest(RescoreConfig(str(NBEST), str(files / "src.txt"), [str(files / "m.pt")], str(files / "o.nbest"),
+                                str(files / "1.txt"), weights_ini=str(ini)))
+    assert (files / "1.txt").read_text().split("\n")[:4] == ["the house is small", "it is a small house", "", "hello"]

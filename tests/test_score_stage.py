@@ -5,6 +5,7 @@ import gzip
 import json
 import math
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -189,7 +190,7 @@ def test_resume_after_kill_is_byte_identical(tmp_path, model_path):
     assert len(gzip.open(out).read().splitlines()) == n
 
 
-def test_output_does_not_depend_on_the_worker_count(tmp_path, model_path):
+def test_output_does_not_depend_on_the_worker_count(tmp_path, model_path, many_cores):
     # each group of sources is scored by one worker with one torch thread: the same bytes however many
     path, _, _ = model_path
     table = tmp_path / "pt.gz"
@@ -321,7 +322,9 @@ def test_auto_matmul_does_not_depend_on_the_machine_load(tmp_path, model_path, m
 
 
 def test_a_partial_output_from_another_vocabulary_is_not_resumed(tmp_path, model_path, monkeypatch):
-    path, _, vocabs = model_path
+    _, model, vocabs = model_path
+    path = tmp_path / "no-vocab.pt"        # --vocab gives the words of a checkpoint that carries none
+    save_checkpoint(path, model, None)
     table = tmp_path / "pt"
     _big_table(table, n_sources=50)
     out = tmp_path / "new"
@@ -335,6 +338,36 @@ def test_a_partial_output_from_another_vocabulary_is_not_resumed(tmp_path, model
     ref = tmp_path / "ref"
     score_table(path, table, ref, ScoreConfig(chunk_lines=30, matmul="torch", vocab=str(vocab_b)))
     assert out.read_bytes() == ref.read_bytes()
+
+
+def test_vocab_must_be_the_checkpoints_own_words(tmp_path, model_path):
+    """A model's vocabulary is part of the model: other words of the same sizes would make every id another word."""
+    path, _, vocabs = model_path
+    table = tmp_path / "pt"
+    _big_table(table, n_sources=5)
+    same, other = tmp_path / "same.json", tmp_path / "other.json"
+    vocabs.save(same)
+    Vocabularies(vocabs.source, Vocab(vocabs.target.words[:2] + vocabs.target.words[2:][::-1])).save(other)
+    with pytest.raises(PhraseRescoreError, match=r"the target words differ from the checkpoint's own \(entry 2") as e:
+        score_table(path, table, tmp_path / "o", ScoreConfig(vocab=str(other)))
+    assert e.value.path == str(other) and not (tmp_path / "o").exists()
+    score_table(path, table, tmp_path / "a", ScoreConfig())
+    score_table(path, table, tmp_path / "b", ScoreConfig(vocab=str(same)))
+    assert (tmp_path / "a").read_bytes() == (tmp_path / "b").read_bytes()
+
+
+def test_a_table_from_a_pipe_is_refused(tmp_path, model_path):
+    """score reads its table more than once; a pipe gives its lines to the first reading only (and one nobody
+    writes to blocks the reader: the command runs in a process of its own, with a time limit)."""
+    path, _, _ = model_path
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    exe = shutil.which("phrase-rescore", path=os.path.dirname(sys.executable)) or shutil.which("phrase-rescore")
+    cmd = [exe, "--quiet", "score", str(path), str(fifo), "--out", str(tmp_path / "o")]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=dict(os.environ, OMP_NUM_THREADS="1"))
+    assert r.returncode == 1, r.stderr
+    assert r.stderr.startswith(f"error: {fifo}: the phrase table is a pipe, not a regular file"), r.stderr
+    assert not (tmp_path / "o").exists()
 
 
 def test_a_table_rewritten_with_its_size_and_time_kept_is_not_resumed(tmp_path, model_path, monkeypatch):

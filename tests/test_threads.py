@@ -30,11 +30,11 @@ def _tune_cfg(params: dict) -> MosesTuneConfig:
     ("-th 2", 4, "-th 2"),                              # Moses's abbreviation of -threads
     ("", 1, ""),                                        # one thread: Moses's default, nothing to add
 ])
-def test_decoder_flags_carry_the_threads(flags, threads, want):
+def test_decoder_flags_carry_the_threads(flags, threads, want, many_cores):
     assert decoder_flags(flags, threads) == want
 
 
-def test_a_workflows_common_threads_reach_mert_moses_decoder_and_evaluate():
+def test_a_workflows_common_threads_reach_mert_moses_decoder_and_evaluate(many_cores):
     wf = load_workflow(WORKFLOWS / "rescore-existing.toml", default_registry(), overrides=["common.threads=3"])
     argv = mert_moses_argv(_tune_cfg(wf.params["tune-baseline"]), INSTALL)
     assert "--threads=3" in argv and "--decoder-flags=-threads 3" in argv

@@ -80,7 +80,7 @@ def test_rewrite_refuses_a_table_with_fewer_columns(tmp_path):
         rewrite_moses_ini(RewriteConfig(FIX / "train-model.moses.ini", t, tmp_path / "x.ini"))
 
 
-def test_compact_table_is_binarized_with_process_phrase_table_min(tmp_path, table6, moses_home):
+def test_compact_table_is_binarized_with_process_phrase_table_min(tmp_path, table6, moses_home, many_cores):
     compact = tmp_path / "compact.ini"
     compact.write_text((FIX / "train-model.moses.ini").read_text().replace(
         "PhraseDictionaryMemory name=TranslationModel0", "PhraseDictionaryCompact name=TranslationModel0"))
@@ -100,12 +100,12 @@ def test_compact_table_is_binarized_with_process_phrase_table_min(tmp_path, tabl
     assert (tm.type, tm.num_features, tm.get("path")) == ("PhraseDictionaryCompact", 6, prefix + ".minphr")
 
 
-def test_process_phrase_table_min_argv():
+def test_process_phrase_table_min_argv(many_cores):
     assert process_phrase_table_min_argv("/m/bin/processPhraseTableMin", "/t/pt.gz", "/t/pt", 6, 8) == [
         "/m/bin/processPhraseTableMin", "-in", "/t/pt.gz", "-out", "/t/pt", "-nscores", "6", "-threads", "8"]
 
 
-def test_mert_moses_argv_exact(tmp_path, moses_home):
+def test_mert_moses_argv_exact(tmp_path, moses_home, many_cores):
     install = require_moses()
     cfg = MosesTuneConfig(ini=Path("/m/moses.ini"), dev_src=Path("/d/dev.fr"), dev_ref=Path("/d/dev.en"),
                           workdir=Path("/w"), nbest=200, max_iterations=10, threads=4,

@@ -29,6 +29,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
+from phrase_rescore.core.config import cap_to_cores
 from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.core.fileio import atomic_open, read_sentences
 from phrase_rescore.core.progress import bar
@@ -219,8 +220,10 @@ class Decoder:
 
     def translate_all(self, sentences: Sequence[Sequence[str]], nbest: int = 0, threads: int = 1,
                       desc: str = "decoding") -> list[Translation]:
-        """Translate many sentences, in input order, in ``threads`` processes (fork)."""
+        """Translate many sentences, in input order, in ``threads`` processes (fork): at most the machine's
+        cores (:func:`~phrase_rescore.core.config.cap_to_cores`, with a note) and at most one a sentence."""
         results: list[Translation] = []
+        threads = min(cap_to_cores(int(threads), "threads"), max(1, len(sentences)))
         with bar(total=len(sentences), desc=desc, unit="sent") as pb:
             if threads <= 1 or len(sentences) < 2:
                 for s in sentences:

@@ -51,6 +51,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from phrase_rescore.core.config import parse_int
 from phrase_rescore.core.errors import PhraseRescoreError
 
 from ..moses_ini import MosesIni, read_moses_ini
@@ -297,7 +298,7 @@ def load_decoder_spec(ini_path: str | os.PathLike, ini: MosesIni | None = None) 
             size = lr.size
         else:
             size = 1
-        tuneable = f.type != "UnknownWordPenalty" and f.get("tuneable", "true").lower() != "false"
+        tuneable = f.tuneable          # tuneable= as Moses reads a boolean; UnknownWordPenalty: false unless set
         spec = FeatureSpec(f.name, f.type, size, tuneable)
         if not tuneable:
             untuneable.append(spec)
@@ -337,15 +338,13 @@ def load_decoder_spec(ini_path: str | os.PathLike, ini: MosesIni | None = None) 
         if not p or not os.path.exists(p):
             raise PhraseRescoreError(f"{feat.name}: {what} file {p!r} not found", ini_path, feat.line_no or None)
     dl = ini.get_value("distortion-limit")
-    try:
-        distortion_limit = 6 if dl is None else int(dl)
-    except ValueError:
-        raise PhraseRescoreError(f"[distortion-limit] expected an integer, got {dl!r}", ini_path) from None
-    try:
-        table_limit = int(pt.get("table-limit", "20"))
-    except ValueError:
-        raise PhraseRescoreError(f"{pt.name}: table-limit expected an integer, got {pt.get('table-limit')!r}",
-                                 ini_path, pt.line_no or None) from None
+    distortion_limit = 6 if dl is None else parse_int(dl)
+    if distortion_limit is None:
+        raise PhraseRescoreError(f"[distortion-limit] expected an integer, got {dl!r}", ini_path)
+    table_limit = parse_int(pt.get("table-limit", "20"))
+    if table_limit is None or table_limit < 0:
+        raise PhraseRescoreError(f"{pt.name}: table-limit expected a whole number of at least 0 in ASCII digits, got "
+                                 f"{pt.get('table-limit')!r}", ini_path, pt.line_no or None)
     opts = {}
     for sec in ("stack", "beam-threshold", "max-phrase-length"):
         v = ini.get_value(sec)

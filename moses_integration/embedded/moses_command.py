@@ -12,14 +12,14 @@ Formats, as Moses writes them (moses-smt/mosesdecoder, commit 34452895f):
   stateful features in [feature] order, then the stateless ones in [feature] order; a tuneable one as
   ``Name= v v ...`` (fixed, six decimals), an untuneable one as ``Name UNTUNEABLE``. mert-moses.pl reads
   the feature list and the starting weights from this output.
-* ``-weight-overwrite "Name= v v Name2= v ..."`` (``Parameter::OverwriteParam`` with ``[weight]``):
-  replaces the weights of the features named, the others keep the moses.ini's; mert-moses.pl writes
-  ``x`` for an untuneable component, which keeps its weight.
+* ``-weight-overwrite "Name= v v Name2= v ..."`` (``Parameter::OverwriteParam``): takes the place of the
+  moses.ini's ``[weight-overwrite]`` line and replaces the weights of the features named, the others keep the
+  moses.ini's ``[weight]``; mert-moses.pl writes ``x`` for an untuneable component, which keeps its weight
+  (read by :func:`~phrase_rescore.moses_integration.moses_ini.read_moses_ini`, as the ini's own section).
 """
 from __future__ import annotations
 
 import dataclasses
-import math
 from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import IO, Iterable, Sequence
@@ -38,50 +38,6 @@ from .features import STATEFUL, DecoderSpec, load_decoder_spec
 
 #: ``-n-best-list`` names that mean stdout (Moses's IOWrapper)
 STDOUT_NAMES = ("-", "/dev/stdout")
-
-
-def parse_weight_overwrite(text: str, spec: DecoderSpec) -> np.ndarray:
-    """The weights of ``spec`` with ``-weight-overwrite`` ``text`` applied (full vector, spec order).
-
-    :raises PhraseRescoreError: a value before any ``Name=``, a feature the system does not have, a value
-        that is not a number (or ``x``), or a count that differs from the feature's number of components.
-    """
-    by_name = {f.name: f for f in spec.features}
-    given: list[tuple[str, list[str]]] = []
-    for tok in text.split():
-        if tok.endswith("=") and len(tok) > 1:
-            given.append((tok[:-1], []))
-        elif "=" in tok and not tok.startswith("="):      # "Name=0.5": a name and its first value
-            name, _, v = tok.partition("=")
-            given.append((name, [v]))
-        elif not given:
-            raise PhraseRescoreError(f"-weight-overwrite: expected 'Name= v ...', got {tok!r} before any name")
-        else:
-            given[-1][1].append(tok)
-    w = spec.weights.copy()
-    seen = set()
-    for name, values in given:
-        f = by_name.get(name)
-        if f is None:
-            raise PhraseRescoreError(f"-weight-overwrite: the system has no feature {name!r}; its features: "
-                                     f"{', '.join(x.name for x in spec.features)}", spec.ini_path)
-        if name in seen:
-            raise PhraseRescoreError(f"-weight-overwrite: {name} given twice")
-        seen.add(name)
-        if len(values) != f.size:
-            raise PhraseRescoreError(f"-weight-overwrite: {name} has {f.size} component(s), got {len(values)} "
-                                     f"value(s) {' '.join(values)!r}")
-        for i, v in enumerate(values):
-            if v == "x":
-                continue
-            try:
-                x = float(v)
-            except ValueError:
-                x = math.nan
-            if not math.isfinite(x):
-                raise PhraseRescoreError(f"-weight-overwrite: {name}: expected a number or x, got {v!r}")
-            w[f.offset + i] = x
-    return w
 
 
 def show_weights_lines(spec: DecoderSpec, weights: np.ndarray | None = None) -> list[str]:
@@ -130,11 +86,8 @@ class DecodeRequest:
 
 
 def load_spec(req: DecodeRequest) -> DecoderSpec:
-    """The system of ``req.ini`` with ``-weight-overwrite`` applied to its weights."""
-    spec = load_decoder_spec(req.ini)
-    if req.weight_overwrite is not None:
-        spec.weights = parse_weight_overwrite(req.weight_overwrite, spec)
-    return spec
+    """The system of ``req.ini`` as Moses reads it with ``-weight-overwrite`` in place of its ``[weight-overwrite]``."""
+    return load_decoder_spec(req.ini, read_moses_ini(req.ini, weight_overwrite=req.weight_overwrite))
 
 
 def decode_stream(req: DecodeRequest, sentences: Sequence[Sequence[str]], out: IO[str]) -> int:
@@ -162,8 +115,9 @@ def _results(dec: Decoder, sentences: Sequence[Sequence[str]], k: int, threads: 
     if threads > 1:
         yield from dec.translate_all(sentences, k, threads)
         return
-    with bar(total=len(sentences), desc="decoding", unit="sent") as pb:
+    # words, not sentences: one long line moves the bar as much as many short ones
+    with bar(total=sum(len(s) for s in sentences), desc="decoding", unit="word") as pb:
         for s in sentences:
             yield dec.translate(s, k)
-            pb.update(1)
+            pb.update(len(s))
 

@@ -115,7 +115,11 @@ def weight_column_names(spec) -> list[str]:
 
 
 def write_tuned_ini(ini_path, out_path, spec, weights: np.ndarray) -> None:
-    """Copy ``ini_path`` to ``out_path`` with the tuneable features' [weight] lines set to ``weights``."""
+    """Copy ``ini_path`` to ``out_path`` with the tuneable features' [weight] lines set to ``weights``.
+
+    The copy is the ini as Moses reads it: a ``[weight-overwrite]`` (or ``[feature-overwrite]``) is applied to the
+    lines it changes and dropped (:func:`~phrase_rescore.moses_integration.moses_ini.read_moses_ini`), so no
+    section of the tuned ini replaces the tuned weights."""
     ini = read_moses_ini(ini_path)
     for f in spec.features:
         if f.tuneable:

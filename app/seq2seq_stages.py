@@ -246,7 +246,7 @@ def _rerank_tuned(ctx: StageContext, lists: dict[str, Path], ini: Path, starts: 
     )
 
     p = ctx.params
-    init = {**read_moses_ini(ini).weights, **{k: [v] for k, v in starts.items()}}
+    init = {**printed_weights(ini), **{k: [v] for k, v in starts.items()}}
     init_path = ctx.dir / f"{tag}.init-weights.ini"
     write_weights(init_path, init)
     out = {"dev": ctx.dir / f"dev.{tag}.tok", "test": ctx.dir / f"test.{tag}.tok"}
@@ -266,13 +266,21 @@ def _rerank_tuned(ctx: StageContext, lists: dict[str, Path], ini: Path, starts: 
     return out, scored, summary
 
 
+def printed_weights(ini: Path) -> dict[str, list[float]]:
+    """The ini's weights of the features Moses prints in an n-best list (the tuneable ones: not
+    ``UnknownWordPenalty``, whose hypotheses' lines carry no value to weigh)."""
+    from phrase_rescore.moses_integration.moses_ini import read_moses_ini
+
+    read = read_moses_ini(ini)
+    printed = {f.name for f in read.features if f.tuneable}
+    return {k: v for k, v in read.weights.items() if k in printed}
+
+
 def even_weights(ini: Path, feature: str = "Seq2Seq0") -> dict[str, list[float]]:
     """The paper's even average as weights of an n-best list's features: 0.5 × the LSTM's log p(e|f) + 0.5 ×
     the decoder's score, which is the tuned ini's weights times the features (:func:`rerank_nbest` then picks
     what ``rescore-nbest`` without ``--weights`` does)."""
-    from phrase_rescore.moses_integration.moses_ini import read_moses_ini
-
-    w = {k: [0.5 * x for x in v] for k, v in read_moses_ini(ini).weights.items()}
+    w = {k: [0.5 * x for x in v] for k, v in printed_weights(ini).items()}
     w[feature] = [0.5]
     return w
 

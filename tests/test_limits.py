@@ -69,7 +69,7 @@ def test_a_value_reads_the_same_from_the_command_line_a_config_file_and_a_workfl
     refused(cli(*TRAIN, "--model-overrides", "{hidden_dim = 1_000}"), "1_000 is not a number")
     refused(cli(*TRAIN, "--model-overrides", "{hidden_dim = 1e400}"),
             "hidden_dim = inf: expected a whole number 1 to 16384")
-    refused(cli(*TRAIN, "--hidden-dim", "1_6"), "hidden_dim = '1_6': expected a whole number 1 to 16384")
+    refused(cli(*TRAIN, "--model-overrides", "{hidden_dim = '1_6'}"), "hidden_dim = '1_6': expected a whole number 1 to 16384")
 
 
 @pytest.mark.parametrize("argv, words", [

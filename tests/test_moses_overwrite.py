@@ -160,8 +160,8 @@ def test_moses_ini_writes_the_ini_moses_reads(tiny, tmp_path):
     ini = _with(tiny, "[weight-overwrite]\nTranslationModel0= 0.1 0.2 0.3 0.4\n\n"
                       "[feature-overwrite]\nTranslationModel0 table-limit=5\n")
     table = tmp_path / "rescored"
-    table.write_text("".join(line.replace(" ||| 0-0", " 0.5 2.71828 ||| 0-0") + "\n"
-                             for line in (tiny["ini"].parent / "phrase-table").read_text().splitlines()))
+    table.write_text("".join(line.replace(" ||| 0-0", f" 0.{i + 1} {'2.71828' if i % 2 else '1'} ||| 0-0") + "\n"
+                             for i, line in enumerate((tiny["ini"].parent / "phrase-table").read_text().splitlines())))
     out = tmp_path / "new.ini"
     r = CliRunner().invoke(main, ["moses-ini", str(ini), "--table", str(table), "--out", str(out)])
     assert r.exit_code == 0, r.output

@@ -9,6 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from phrase_rescore.app.cli import main
+from phrase_rescore.app.seq2seq_stages import NBestLists, Seq2SeqRerank, Seq2SeqTranslate
 from phrase_rescore.app.stages import DemoDataConfig, default_registry
 from phrase_rescore.app.workflow import load_workflow
 from phrase_rescore.core.config import settings
@@ -22,6 +23,7 @@ from phrase_rescore.pipeline.prepare import PrepareConfig
 from phrase_rescore.pipeline.score import ScoreConfig
 from phrase_rescore.pipeline.train import TrainConfig
 from phrase_rescore.pipeline.train_cslm import TrainCSLMConfig
+from phrase_rescore.pipeline.train_seq2seq import TrainSeq2SeqConfig
 
 #: stage -> (its command, the config both are generated from, workflow keys that are no option of the command)
 STAGES = {
@@ -34,6 +36,8 @@ STAGES = {
     "train-reverse": ("train", TrainConfig, set()),
     "train-ensemble": ("train", TrainConfig, set()),          # a second forward model, the next seed
     "score": ("score", ScoreConfig, set()),
+    "train-seq2seq": ("train-seq2seq", TrainSeq2SeqConfig, set()),   # the source reversed: the stage decides
+    "train-seq2seq-forward": ("train-seq2seq", TrainSeq2SeqConfig, set()),
     "tune-baseline": ("tune", TuneConfig, set()),
     "tune-rnn": ("tune", TuneConfig, set()),
     "tune-rnn-wp": ("tune", TuneConfig, set()),
@@ -48,7 +52,10 @@ STAGES = {
 #: command -> its options that are neither settings nor paths: evaluate's NAME=PATH lists
 NOT_SETTINGS = {"evaluate": {"systems", "models"}}
 #: command -> its settings a workflow section holds otherwise (see STAGES)
-REPLACED = {"moses-ini": {"weights"}}
+REPLACED = {"moses-ini": {"weights"}, "train-seq2seq": {"reverse", "resume"}}
+#: stages of Sutskever et al.'s rows that combine several commands' work: the settings of their own config
+OWN_SETTINGS = {"translate-seq2seq": Seq2SeqTranslate, "nbest-baseline": NBestLists, "nbest-rnn-wp": NBestLists,
+                "rerank-seq2seq": Seq2SeqRerank, "rerank-stack": Seq2SeqRerank}
 
 
 def _cli_default(opt: click.Option):
@@ -80,22 +87,19 @@ def test_each_workflow_section_holds_exactly_its_commands_options(stage):
 
 
 def test_every_stage_has_its_commands_options():
-    """tokenize, which has no command of its own, takes build-smt's preprocessing settings and defaults;
-    the optional stages of Sutskever et al.'s rows (app/seq2seq_stages.py) are the only others without one."""
-    from phrase_rescore.app.seq2seq_stages import add_stages
-    from phrase_rescore.app.workflow import Registry
-
-    seq2seq = Registry()
-    add_stages(seq2seq)
+    """tokenize, which has no command of its own, takes build-smt's preprocessing settings and defaults; the
+    stages of Sutskever et al.'s rows without a command hold exactly their own settings."""
     stages = default_registry().stages
-    assert set(stages) - set(STAGES) - set(seq2seq.stages) == {"tokenize"}
+    assert set(stages) - set(STAGES) - set(OWN_SETTINGS) == {"tokenize"}
+    for stage, cls in OWN_SETTINGS.items():
+        assert stages[stage].params == {s.name: s.default for s in settings(cls)}, stage
     build = main.commands["build-smt"]
     opts = {p.name: p.default for p in build.get_params(click.Context(build)) if isinstance(p, click.Option)}
     assert stages["tokenize"].params == {k: opts[k] for k in ("source_lang", "target_lang", "case", "escape")}
 
 
 def test_every_setting_has_help():
-    for _, cls, _ in STAGES.values():
+    for cls in [c for _, c, _ in STAGES.values()] + list(OWN_SETTINGS.values()):
         for s in settings(cls):
             assert len(s.help) > 10 and s.help.endswith((".", "]", ")")), (cls.__name__, s.name)
 

@@ -242,3 +242,27 @@ def test_the_table_on_a_truecased_system_detruecases_without_the_user_setting_it
     detok = (work / "test.Baseline.detok").read_text(encoding="utf-8").splitlines()
     assert sum(s[:1].islower() for s in tok) > 10                   # the system writes truecased output ...
     assert all(d[:1] == detruecase_line(t)[:1] for d, t in zip(detok, tok))     # ... which the Table detruecases
+
+
+def test_a_folder_and_raw_text_give_a_tuned_rescored_system_and_its_table(built, tmp_path):
+    """The newcomer's path end to end, naming only the system's folder and raw dev and test text: init writes
+    the workflow, run tunes every configuration and writes Table 1 (settings shrunk to seconds)."""
+    from phrase_rescore.app.stages import default_registry
+    from phrase_rescore.app.workflow import load_workflow, run_workflow
+
+    out = tmp_path / "mine.toml"
+    r, text = _init("--folder", str(built["smt"]), *_raw(built), "--out", str(out))
+    assert r.exit_code == 0, text
+    data = _toml(out)
+    assert data["common"]["backend"] == "embedded"                  # no Moses here: init says which it chose
+    data["common"]["threads"] = 1
+    data["train"].update(max_steps=20, valid_every=10, model_overrides={"emb_dim": 8, "hidden_dim": 16,
+                                                                        "maxout_units": 8, "rank": 8})
+    data["train-cslm"].update(max_steps=20, valid_every=10)
+    data["tune"].update(max_iterations=1, nbest=10)
+    data.setdefault("evaluate", {}).update(bootstrap_samples=10, nbest_size=10)
+    reg = default_registry()
+    run_workflow(load_workflow(out, reg, data=data), reg, tmp_path / "work", echo=lambda _: None)
+    table = (tmp_path / "work" / "evaluate" / "table1.csv").read_text(encoding="utf-8")
+    rows = [line.split(",")[0] for line in table.splitlines()[1:]]
+    assert rows[:1] == ["Baseline"] and {"+RNN", "+RNN+WP", "+CSLM+RNN"} <= set(rows), rows

@@ -41,13 +41,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Sequence, Union
 
+from phrase_rescore import __all__ as _package_names
 from phrase_rescore.core.errors import PhraseRescoreError
 
 if TYPE_CHECKING:
     import pandas as pd
 
     from phrase_rescore.moses_integration.embedded.decoder import DecoderConfig
-    from phrase_rescore.moses_integration.phrase_table import PhraseEntry, PhraseTableReader
+    from phrase_rescore.moses_integration.phrase_table import PhraseTableReader
     from phrase_rescore.moses_integration.report import SystemSpec
     from phrase_rescore.moses_integration.rewrite import RewriteResult
     from phrase_rescore.pipeline.prepare import PrepareConfig
@@ -56,17 +57,8 @@ if TYPE_CHECKING:
 
 PathLike = Union[str, os.PathLike]
 
-__all__ = [
-    # phrase tables
-    "read_phrase_table", "write_phrase_table", "PhraseEntry", "PhraseTableReader",
-    # the neural side
-    "prepare", "PrepareSummary", "PrepareConfig", "train", "TrainSummary", "TrainConfig",
-    "score_table", "ScoreSummary", "ScoreConfig", "score_pairs", "PairScore",
-    # the Moses side
-    "rewrite_ini", "RewriteResult", "Decoder", "DecoderOutput", "Hypothesis", "DecoderConfig",
-    "tune", "TuneResult", "evaluate",
-    "PhraseRescoreError",
-]
+#: the API's names: one list, the root package's (which must hold them without importing this module)
+__all__ = list(_package_names)
 
 #: names defined in other modules, loaded on first use: name -> module
 _ELSEWHERE = {

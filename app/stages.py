@@ -604,18 +604,21 @@ def run_evaluate(ctx: StageContext) -> dict:
 
 def default_registry() -> Registry:
     """Every real stage, in pipeline order."""
-    from phrase_rescore.data.split import SplitConfig
-    from phrase_rescore.moses_integration.embedded.build import BuildConfig
-    from phrase_rescore.moses_integration.report import EvaluateConfig
-    from phrase_rescore.moses_integration.tuning import TuneConfig
-    from phrase_rescore.pipeline.prepare import PrepareConfig
-    from phrase_rescore.pipeline.score import ScoreConfig
-    from phrase_rescore.pipeline.train import TrainConfig
-    from phrase_rescore.pipeline.train_cslm import TrainCSLMConfig
-
     from .preflight import CHECKS
 
     reg = Registry(checks=CHECKS)
+    _add_corpus_stages(reg)
+    _add_neural_stages(reg)
+    add_stages(reg)   # Sutskever et al.'s rows: the deep LSTM, its translations and its re-ranking (seq2seq_stages)
+    _add_moses_stages(reg)
+    return reg
+
+
+def _add_corpus_stages(reg: Registry) -> None:
+    """The corpora and the phrase-based system: demo-data, split, build-smt, tokenize."""
+    from phrase_rescore.data.split import SplitConfig
+    from phrase_rescore.moses_integration.embedded.build import BuildConfig
+
     reg.add(StageDef("demo-data", "demo-data", run_demo_data,
                      stage_params(DemoDataConfig), produces=DEMO_FILES, doc="generate the English-French demo corpus",
                      check=stage_check(DemoDataConfig)))
@@ -638,6 +641,16 @@ def default_registry() -> Registry:
                                "test_src_tok": "test.tok.src"},
                      doc="tokenize and case dev/test as the training corpus",
                      check=_check_build_subset(TOKENIZE_KEYS), follows={"build-smt": TOKENIZE_KEYS}))
+
+
+def _add_neural_stages(reg: Registry) -> None:
+    """The neural models and the scored tables: prepare, train (and its reverse and ensemble models), score,
+    train-cslm."""
+    from phrase_rescore.pipeline.prepare import PrepareConfig
+    from phrase_rescore.pipeline.score import ScoreConfig
+    from phrase_rescore.pipeline.train import TrainConfig
+    from phrase_rescore.pipeline.train_cslm import TrainCSLMConfig
+
     reg.add(StageDef("prepare", "prepare", _run_prepare(False), stage_params(PrepareConfig),
                      consumes=("phrase_table", "train_src_tok", "train_tgt_tok"),
                      optional=frozenset({"train_src_tok", "train_tgt_tok"}), produces={"pairs": "pairs"},
@@ -681,7 +694,13 @@ def default_registry() -> Registry:
                      produces={"cslm": "model/model.pt", "pictures_cslm": "pictures"},
                      doc="train the target-language CSLM (held-out perplexity beside the n-gram LM's)",
                      choices=stage_choices(TrainCSLMConfig), check=stage_check(TrainCSLMConfig), resumable=True))
-    add_stages(reg)   # Sutskever et al.'s rows: the deep LSTM, its translations and its re-ranking (seq2seq_stages)
+
+
+def _add_moses_stages(reg: Registry) -> None:
+    """The tuned systems and Table 1: moses-ini, tune, evaluate."""
+    from phrase_rescore.moses_integration.report import EvaluateConfig
+    from phrase_rescore.moses_integration.tuning import TuneConfig
+
     for config in ("rnn", "rnn-wp"):
         c = CONFIGURATIONS[config]
         reg.add(StageDef(f"moses-ini-{config}", "moses-ini", _run_moses_ini(config), _moses_ini_params(config),
@@ -708,4 +727,3 @@ def default_registry() -> Registry:
                      doc="decode dev/test with each tuned configuration (+CSLM: re-rank n-best lists); Table 1",
                      choices=stage_choices(EvaluateConfig), check=_check_evaluate,
                      follows={"build-smt": EVALUATE_BUILD_KEYS}))
-    return reg

@@ -48,6 +48,7 @@ import dataclasses
 import json
 import os
 from pathlib import Path
+from typing import NamedTuple
 
 from phrase_rescore.core.config import FLOAT32_MAX, SEED_MAX, check, setting
 from phrase_rescore.core.errors import PhraseRescoreError
@@ -57,19 +58,41 @@ from .schema import stage_check, stage_choices, stage_params
 from .seq2seq_stages import ROW_ARTIFACTS, add_stages, paper_systems
 from .workflow import Registry, StageContext, StageDef
 
-CONFIGURATIONS = {  # configuration -> (display name, its ini artifact, its table artifact, tuned artifact)
-    "baseline": ("Baseline", "moses_ini", "phrase_table", "tuned_baseline"),
-    "rnn": ("+RNN", "ini_rnn", "table_rnn", "tuned_rnn"),
-    "rnn-wp": ("+RNN+WP", "ini_rnn_wp", "table_rnn_wp", "tuned_rnn_wp"),
+
+class Configuration(NamedTuple):
+    """A system of Table 1 and the artifacts of its pipeline."""
+
+    label: str      # its display name
+    ini: str        # its moses.ini artifact
+    table: str      # its phrase-table artifact
+    tuned: str      # its tuned moses.ini artifact
+
+
+class CSLMRow(NamedTuple):
+    """A +CSLM row of Table 1: a configuration's n-best lists re-ranked with the CSLM."""
+
+    label: str      # its display name
+    base: str       # the configuration whose n-best lists it re-ranks
+
+
+CONFIGURATIONS = {
+    "baseline": Configuration("Baseline", "moses_ini", "phrase_table", "tuned_baseline"),
+    "rnn": Configuration("+RNN", "ini_rnn", "table_rnn", "tuned_rnn"),
+    "rnn-wp": Configuration("+RNN+WP", "ini_rnn_wp", "table_rnn_wp", "tuned_rnn_wp"),
 }
 
 
-CSLM_CONFIGURATIONS = {  # +CSLM row -> (display name, the configuration whose n-best lists it re-ranks)
-    "cslm-rnn": ("+CSLM+RNN", "rnn"),
-    "cslm-rnn-wp": ("+CSLM+RNN+WP", "rnn-wp"),
+CSLM_CONFIGURATIONS = {
+    "cslm-rnn": CSLMRow("+CSLM+RNN", "rnn"),
+    "cslm-rnn-wp": CSLMRow("+CSLM+RNN+WP", "rnn-wp"),
 }
 #: Table 1's rows in the paper's order, +RNN+WP (which the paper does not report without the CSLM) last
 ROW_ORDER = ("baseline", "rnn", "cslm-rnn", "cslm-rnn-wp", "rnn-wp")
+
+
+def _moses_home(params: dict) -> str | None:
+    """The stage's ``moses_home``; None for the empty default (then ``MOSES_HOME`` or the PATH find Moses)."""
+    return params["moses_home"] or None
 
 
 def _config(cls, params: dict, **fixed):
@@ -307,6 +330,7 @@ def _run_train(pairs: str, model: str, pictures: str):
 def run_score(ctx: StageContext) -> dict:
     """Score once with both columns (+RNN+WP), then derive the +RNN table from it without the model. With a
     reverse model (``train-reverse``), both tables end with its log p(e|f) column."""
+    from phrase_rescore.moses_integration.table_columns import drop_unk_column
     from phrase_rescore.pipeline.score import ScoreConfig, score_table
     from phrase_rescore.pipeline.score_columns import score_with_extras
 
@@ -330,44 +354,6 @@ def run_score(ctx: StageContext) -> dict:
             "device": res.device, "workers": res.workers, "matmul": res.matmul,
             **({"reverse_pairs_per_s": res.reverse_pairs_per_s} if reverse is not None else {}),
             **({"ensemble_pairs_per_s": res.ensemble_pairs_per_s} if ensemble is not None else {})}
-
-
-def drop_unk_column(original: Path, rescored: Path, out: Path, appended: int = 2, compresslevel: int = 6) -> int:
-    """Write ``original`` with the columns ``rescored`` appended to it, less the unknown-word column.
-
-    Every line of ``rescored`` must be the same line of ``original`` with exactly ``appended`` score columns
-    appended: log p(f|e), the unknown-word column, and with 3 the reverse model's log p(e|f) (as ``score
-    --columns logprob,unk [--reverse-model]`` writes them). The kept columns' text is copied as it is, so
-    with 2 the output is byte for byte what ``score --columns logprob`` would write.
-    :returns: the number of lines.
-    """
-    import itertools
-
-    from phrase_rescore.core.fileio import open_binary_read
-    from phrase_rescore.moses_integration.phrase_table import FIELD_SEP, append_columns, scored_line
-
-    if appended not in (2, 3):
-        raise ValueError(f"appended must be 2 or 3, not {appended}")
-    n = 0
-    with open_binary_read(original) as fo, open_binary_read(rescored) as fr, \
-            atomic_open(out, "wb", compresslevel=compresslevel) as w:
-        for n, (line, b) in enumerate(itertools.zip_longest(fo, fr), start=1):
-            if line is None or b is None:
-                raise PhraseRescoreError(f"has {'fewer' if line is None else 'more'} lines than the rescored table "
-                                         f"{rescored}; expected the same number", original, n)
-            a, b = line.removesuffix(b"\n"), b.rstrip(b"\n")
-            if a == b and append_columns(a, b"0") == a:  # no scores field (a line kept by --on-error keep)
-                w.write(line)
-                continue
-            fields = b.split(FIELD_SEP)
-            cols = fields[2].split() if len(fields) >= 3 else []
-            if len(cols) < appended or append_columns(a, b" ".join(cols[-appended:])) != b:
-                raise PhraseRescoreError(f"is not line {n} of {original} with {('two', 'three')[appended - 2]} score "
-                                         "columns appended", rescored, n)
-            kept = cols[-appended:]
-            del kept[1]
-            w.write(scored_line(line, b" ".join(kept)))
-    return n
 
 
 def run_train_cslm(ctx: StageContext) -> dict:
@@ -419,7 +405,7 @@ def _run_moses_ini(config: str):
     def run(ctx: StageContext) -> dict:
         from phrase_rescore.moses_integration.rewrite import RewriteConfig, rewrite_moses_ini
 
-        _, ini_art, table_art, _ = CONFIGURATIONS[config]
+        c = CONFIGURATIONS[config]
         p = ctx.params
         weights = (p["rnn_weight"],) if config == "rnn" else (p["rnn_weight"], p["wp_weight"])
         if ctx.input("model_reverse") is not None:   # score appended its log p(e|f) column last
@@ -427,10 +413,10 @@ def _run_moses_ini(config: str):
         names = ("RNN log p(f|e)",) if config == "rnn" else ("RNN log p(f|e)", "WP, the unknown-word count")
         if ctx.input("model_reverse") is not None:
             names += ("the reverse model's log p(e|f)",)
-        res = rewrite_moses_ini(RewriteConfig(old_ini=ctx.input("moses_ini"), table=ctx.input(table_art),
-                                              out=ctx.output(ini_art), feature=p["feature"] or None,
+        res = rewrite_moses_ini(RewriteConfig(old_ini=ctx.input("moses_ini"), table=ctx.input(c.table),
+                                              out=ctx.output(c.ini), feature=p["feature"] or None,
                                               weights=weights, binarize=p["binarize"], threads=p["threads"],
-                                              moses_home=p["moses_home"] or None, column_names=names))
+                                              moses_home=_moses_home(p), column_names=names))
         return {"summary": res.summary()}
     return run
 
@@ -439,11 +425,11 @@ def _run_tune(config: str):
     def run(ctx: StageContext) -> dict:
         from phrase_rescore.moses_integration.tuning import TuneConfig, tune
 
-        _, ini_art, _, tuned_art = CONFIGURATIONS[config]
+        c = CONFIGURATIONS[config]
         p = ctx.params
-        cfg = _config(TuneConfig, p, ini=ctx.input(ini_art), dev_src=ctx.input("dev_src_tok"),
-                      dev_ref=ctx.input("dev_ref_tok"), workdir=ctx.dir / "work", out=ctx.output(tuned_art))
-        cfg.moses_home = p["moses_home"] or None
+        cfg = _config(TuneConfig, p, ini=ctx.input(c.ini), dev_src=ctx.input("dev_src_tok"),
+                      dev_ref=ctx.input("dev_ref_tok"), workdir=ctx.dir / "work", out=ctx.output(c.tuned))
+        cfg.moses_home = _moses_home(p)
         tuned = tune(cfg)
         log = ctx.dir / "work" / "tune-log.csv"
         return {"tuned_ini": os.fspath(tuned), "log": os.fspath(log) if log.exists() else None}
@@ -497,7 +483,7 @@ def _cslm_row(ctx: StageContext, config: str, base, cslm: Path, work: Path):
     )
 
     p = ctx.params
-    label = CSLM_CONFIGURATIONS[config][0]
+    label = CSLM_CONFIGURATIONS[config].label
     out = {"dev": work / f"dev.{config}.tok", "test": work / f"test.{config}.tok"}
     weights_path = Path(f"{out['test']}.weights.ini")
     stamp = {"cslm": sha256_file(cslm), "ini": sha256_file(base.ini), "dev_ref": sha256_file(ctx.input("dev_ref_tok")),
@@ -516,7 +502,7 @@ def _cslm_row(ctx: StageContext, config: str, base, cslm: Path, work: Path):
                                         dev_nbest=os.fspath(base.nbest["dev"]),
                                         dev_src=os.fspath(ctx.input("dev_src_tok")),
                                         dev_ref=os.fspath(ctx.input("dev_ref_tok")), mert_restarts=p["rerank_restarts"],
-                                        tuner=p["rerank_tuner"], moses_home=p["moses_home"] or None))
+                                        tuner=p["rerank_tuner"], moses_home=_moses_home(p)))
         weights = read_moses_ini(s.tuned_weights).weights
         n_dev = len(read_sentences(ctx.input("dev_src_tok")))
         changed_dev = rerank_nbest(f"{work / f'test.{config}.nbest'}.dev", weights, out["dev"], n_dev)
@@ -531,6 +517,39 @@ def _cslm_row(ctx: StageContext, config: str, base, cslm: Path, work: Path):
     return row, {"weights": os.fspath(weights_path), **summary}
 
 
+def _cslm_rows(ctx: StageContext, rows: dict, cslm: Path, work: Path) -> dict:
+    """Add the +CSLM rows to ``rows``: each base configuration's tuned system decodes dev and test to n-best
+    lists (its row becomes their first hypotheses), which :func:`_cslm_row` re-ranks with the CSLM; returns
+    each +CSLM row's re-ranking summary."""
+    from phrase_rescore.moses_integration.backend import get_backend
+    from phrase_rescore.moses_integration.report import decode_split
+
+    p, dev_src = ctx.params, ctx.input("dev_src_tok")
+    if not any(row.base in rows for row in CSLM_CONFIGURATIONS.values()):
+        raise PhraseRescoreError("the +CSLM rows re-rank the n-best lists of the tuned +RNN or +RNN+WP system; "
+                                 "add tune-rnn or tune-rnn-wp to the workflow")
+    if dev_src is None or ctx.input("dev_ref_tok") is None:
+        raise PhraseRescoreError("the +CSLM rows retune their weights on the dev n-best list; they need the "
+                                 "tokenized dev set (dev_src_tok, dev_ref_tok)")
+    if p["rerank_tuner"] != "embedded":   # before any decoding
+        from phrase_rescore.moses_integration.nbest_tuning import require_tuner
+
+        require_tuner(p["rerank_tuner"], _moses_home(p), option="rerank_tuner =")
+    backend = get_backend(p["backend"], _moses_home(p))
+    reranked = {}
+    for config, row in CSLM_CONFIGURATIONS.items():
+        if row.base not in rows:
+            continue
+        spec = rows[row.base]
+        for split, src in (("dev", dev_src), ("test", ctx.input("test_src_tok"))):
+            spec.outputs[split] = decode_split(backend, spec, Path(src), work / f"{split}.{row.base}.tok",
+                                               p["threads"], nbest_path=work / f"{split}.{row.base}.nbest",
+                                               nbest=p["nbest_size"])
+            spec.nbest[split] = work / f"{split}.{row.base}.nbest"
+        rows[config], reranked[config] = _cslm_row(ctx, config, spec, cslm, work)
+    return reranked
+
+
 def run_evaluate(ctx: StageContext) -> dict:
     """Decode dev and test with each tuned configuration and write Table 1.
 
@@ -538,11 +557,10 @@ def run_evaluate(ctx: StageContext) -> dict:
     (``case = "lower"``) the references are lowercased too, so the scores are case-insensitive
     (as ``sacrebleu -lc``), and the report says so. With a CSLM (artifact ``cslm``) the +RNN and +RNN+WP
     systems decode to n-best lists (their rows are the lists' first hypotheses) and the +CSLM rows re-rank
-    those lists (:func:`_cslm_row`); the report gives the lists' oracle BLEU.
+    those lists (:func:`_cslm_rows`); the report gives the lists' oracle BLEU.
     """
     from phrase_rescore.core.fileio import sha256_file
-    from phrase_rescore.moses_integration.backend import get_backend
-    from phrase_rescore.moses_integration.report import EvaluateConfig, SystemSpec, decode_split, evaluate
+    from phrase_rescore.moses_integration.report import EvaluateConfig, SystemSpec, evaluate
 
     p = ctx.params
     work = ctx.dir / "work"
@@ -550,44 +568,23 @@ def run_evaluate(ctx: StageContext) -> dict:
     rows = {}
     more = {f"{what}_model_sha256": ctx.input(f"model_{what}") for what in ("ensemble", "reverse")}
     more = {k: sha256_file(v) for k, v in more.items() if v is not None}
-    for config, (label, _, _, tuned_art) in CONFIGURATIONS.items():
-        ini = ctx.input(tuned_art)
+    for config, c in CONFIGURATIONS.items():
+        ini = ctx.input(c.tuned)
         if ini is not None:
             neural = config != "baseline"
-            rows[config] = SystemSpec(label, Path(ini), ctx.input("model") if neural else None,
+            rows[config] = SystemSpec(c.label, Path(ini), ctx.input("model") if neural else None,
                                       hashes=more if neural else {})
     if "baseline" not in rows:
         raise PhraseRescoreError("evaluate needs the tuned baseline (tune-baseline, or tuned_baseline in [inputs])")
     dev_src, dev_ref = ctx.input("dev_src_tok"), ctx.input("dev_ref")
-    cslm, reranked = ctx.input("cslm"), {}
-    if cslm is not None:
-        if not any(base in rows for _, base in CSLM_CONFIGURATIONS.values()):
-            raise PhraseRescoreError("the +CSLM rows re-rank the n-best lists of the tuned +RNN or +RNN+WP system; "
-                                     "add tune-rnn or tune-rnn-wp to the workflow")
-        if dev_src is None or ctx.input("dev_ref_tok") is None:
-            raise PhraseRescoreError("the +CSLM rows retune their weights on the dev n-best list; they need the "
-                                     "tokenized dev set (dev_src_tok, dev_ref_tok)")
-        if p["rerank_tuner"] != "embedded":   # before any decoding
-            from phrase_rescore.moses_integration.nbest_tuning import require_tuner
-
-            require_tuner(p["rerank_tuner"], p["moses_home"] or None, option="rerank_tuner =")
-        backend = get_backend(p["backend"], p["moses_home"] or None)
-        for config, (_, base) in CSLM_CONFIGURATIONS.items():
-            if base not in rows:
-                continue
-            spec = rows[base]
-            for split, src in (("dev", dev_src), ("test", ctx.input("test_src_tok"))):
-                spec.outputs[split] = decode_split(backend, spec, Path(src), work / f"{split}.{base}.tok",
-                                                   p["threads"], nbest_path=work / f"{split}.{base}.nbest",
-                                                   nbest=p["nbest_size"])
-                spec.nbest[split] = work / f"{split}.{base}.nbest"
-            rows[config], reranked[config] = _cslm_row(ctx, config, spec, cslm, work)
+    cslm = ctx.input("cslm")
+    reranked = {} if cslm is None else _cslm_rows(ctx, rows, cslm, work)
     systems = [rows[c] for c in ROW_ORDER if c in rows]
     systems += paper_systems(ctx, rows["baseline"].ini, dev_src is not None and dev_ref is not None)  # Sutskever's
     cfg = EvaluateConfig(systems=systems, test_src=ctx.input("test_src_tok"), test_ref=ctx.input("test_ref"),
                          workdir=work, dev_src=dev_src if dev_ref is not None else None,
                          dev_ref=dev_ref if dev_src is not None else None, backend=p["backend"],
-                         moses_home=p["moses_home"] or None, target_lang=p["target_lang"] or None, case=p["case"],
+                         moses_home=_moses_home(p), target_lang=p["target_lang"] or None, case=p["case"],
                          bootstrap_samples=p["bootstrap_samples"], seed=p["seed"], threads=p["threads"],
                          out_md=ctx.output("report_md"), out_csv=ctx.output("report_csv"))
     df = evaluate(cfg)
@@ -596,7 +593,7 @@ def run_evaluate(ctx: StageContext) -> dict:
     from .pictures import stage_report  # tuning curves, then report.html beside table1.md
 
     report = stage_report(ctx.inputs, ctx.output("report_md"), ctx.dir,
-                          {tuned: label for label, _, _, tuned in CONFIGURATIONS.values()})
+                          {c.tuned: c.label for c in CONFIGURATIONS.values()})
     out = {"table": json.loads(df[cols].to_json(orient="records")), "report": report}
     if reranked:
         out["cslm_rerank"] = reranked
@@ -607,18 +604,21 @@ def run_evaluate(ctx: StageContext) -> dict:
 
 def default_registry() -> Registry:
     """Every real stage, in pipeline order."""
-    from phrase_rescore.data.split import SplitConfig
-    from phrase_rescore.moses_integration.embedded.build import BuildConfig
-    from phrase_rescore.moses_integration.report import EvaluateConfig
-    from phrase_rescore.moses_integration.tuning import TuneConfig
-    from phrase_rescore.pipeline.prepare import PrepareConfig
-    from phrase_rescore.pipeline.score import ScoreConfig
-    from phrase_rescore.pipeline.train import TrainConfig
-    from phrase_rescore.pipeline.train_cslm import TrainCSLMConfig
-
     from .preflight import CHECKS
 
     reg = Registry(checks=CHECKS)
+    _add_corpus_stages(reg)
+    _add_neural_stages(reg)
+    add_stages(reg)   # Sutskever et al.'s rows: the deep LSTM, its translations and its re-ranking (seq2seq_stages)
+    _add_moses_stages(reg)
+    return reg
+
+
+def _add_corpus_stages(reg: Registry) -> None:
+    """The corpora and the phrase-based system: demo-data, split, build-smt, tokenize."""
+    from phrase_rescore.data.split import SplitConfig
+    from phrase_rescore.moses_integration.embedded.build import BuildConfig
+
     reg.add(StageDef("demo-data", "demo-data", run_demo_data,
                      stage_params(DemoDataConfig), produces=DEMO_FILES, doc="generate the English-French demo corpus",
                      check=stage_check(DemoDataConfig)))
@@ -641,6 +641,16 @@ def default_registry() -> Registry:
                                "test_src_tok": "test.tok.src"},
                      doc="tokenize and case dev/test as the training corpus",
                      check=_check_build_subset(TOKENIZE_KEYS), follows={"build-smt": TOKENIZE_KEYS}))
+
+
+def _add_neural_stages(reg: Registry) -> None:
+    """The neural models and the scored tables: prepare, train (and its reverse and ensemble models), score,
+    train-cslm."""
+    from phrase_rescore.pipeline.prepare import PrepareConfig
+    from phrase_rescore.pipeline.score import ScoreConfig
+    from phrase_rescore.pipeline.train import TrainConfig
+    from phrase_rescore.pipeline.train_cslm import TrainCSLMConfig
+
     reg.add(StageDef("prepare", "prepare", _run_prepare(False), stage_params(PrepareConfig),
                      consumes=("phrase_table", "train_src_tok", "train_tgt_tok"),
                      optional=frozenset({"train_src_tok", "train_tgt_tok"}), produces={"pairs": "pairs"},
@@ -684,18 +694,24 @@ def default_registry() -> Registry:
                      produces={"cslm": "model/model.pt", "pictures_cslm": "pictures"},
                      doc="train the target-language CSLM (held-out perplexity beside the n-gram LM's)",
                      choices=stage_choices(TrainCSLMConfig), check=stage_check(TrainCSLMConfig), resumable=True))
-    add_stages(reg)   # Sutskever et al.'s rows: the deep LSTM, its translations and its re-ranking (seq2seq_stages)
+
+
+def _add_moses_stages(reg: Registry) -> None:
+    """The tuned systems and Table 1: moses-ini, tune, evaluate."""
+    from phrase_rescore.moses_integration.report import EvaluateConfig
+    from phrase_rescore.moses_integration.tuning import TuneConfig
+
     for config in ("rnn", "rnn-wp"):
-        _, ini_art, table_art, _ = CONFIGURATIONS[config]
+        c = CONFIGURATIONS[config]
         reg.add(StageDef(f"moses-ini-{config}", "moses-ini", _run_moses_ini(config), _moses_ini_params(config),
-                         consumes=("moses_ini", table_art, "model_reverse"), optional=frozenset({"model_reverse"}),
-                         produces={ini_art: "moses.ini"},
-                         doc=f"moses.ini for {CONFIGURATIONS[config][0]}", check=_check_moses_ini))
-    for config, (label, ini_art, table_art, tuned_art) in CONFIGURATIONS.items():
+                         consumes=("moses_ini", c.table, "model_reverse"), optional=frozenset({"model_reverse"}),
+                         produces={c.ini: "moses.ini"},
+                         doc=f"moses.ini for {c.label}", check=_check_moses_ini))
+    for config, c in CONFIGURATIONS.items():
         # the table and LM are consumed too: the ini names them by path, so only their hashes show a change
         reg.add(StageDef(f"tune-{config}", "tune", _run_tune(config), stage_params(TuneConfig),
-                         consumes=(ini_art, table_art, "lm", "dev_src_tok", "dev_ref_tok"), optional=frozenset({"lm"}),
-                         produces={tuned_art: "moses.ini"}, doc=f"tune {label} on the dev set",
+                         consumes=(c.ini, c.table, "lm", "dev_src_tok", "dev_ref_tok"), optional=frozenset({"lm"}),
+                         produces={c.tuned: "moses.ini"}, doc=f"tune {c.label} on the dev set",
                          choices=stage_choices(TuneConfig), check=stage_check(TuneConfig),
                          resumable=True))   # the embedded tuner continues after its last finished iteration
     reg.add(StageDef("evaluate", "evaluate", run_evaluate,
@@ -711,4 +727,3 @@ def default_registry() -> Registry:
                      doc="decode dev/test with each tuned configuration (+CSLM: re-rank n-best lists); Table 1",
                      choices=stage_choices(EvaluateConfig), check=_check_evaluate,
                      follows={"build-smt": EVALUATE_BUILD_KEYS}))
-    return reg

@@ -246,12 +246,34 @@ def load_workflow(path: str | os.PathLike | None, registry: Registry, overrides:
         (a TOML date or time is no value of any key), no stages, a ``name`` that is not a plain folder name.
     """
     where = None if path is None else Path(path)
+    data = _read_data(where, data, overrides)
+    _check_sections(data, registry, where)
+    wf = data.get("workflow", {})
+    _check_workflow_keys(wf, where)
+    names, stages = _select_stages(wf, registry, where)
+    _check_section_use(data, registry, names, stages, where)
+    params, explicit = _stage_params(data, registry, stages, where)
+    inputs = _read_inputs(data, where)
+    _apply_follows(stages, params, explicit, registry, where)
+    workflow = Workflow(name=_workflow_name(wf, where), stages=stages,
+                        params=params, inputs=inputs, path=where, explicit=explicit)
+    check_params(workflow, registry)
+    return workflow
+
+
+def _read_data(where: Path | None, data: dict | None, overrides: Iterable[str]) -> dict:
+    """The workflow's TOML (``data``, else the file's) as plain JSON types, with the ``--set`` overrides."""
     if data is None:
         assert where is not None
         data = read_toml(where, "workflow file")
     data = _json_copy(data)  # a deep copy with plain JSON types (dates and times stay, to be refused below)
     for o in overrides:
         apply_set(data, o)
+    return data
+
+
+def _check_sections(data: dict, registry: Registry, where: Path | None) -> None:
+    """Every section is a known one and a table."""
     sections = registry.sections()
     for sec, body in data.items():
         if sec not in sections and sec not in RESERVED_SECTIONS:
@@ -259,12 +281,20 @@ def load_workflow(path: str | os.PathLike | None, registry: Registry, overrides:
                                      f"{_valid(list(sections) + list(RESERVED_SECTIONS))}", where)
         if not isinstance(body, dict):
             raise PhraseRescoreError(f"[{sec}] must be a table of key = value", where)
-    wf = data.get("workflow", {})
+
+
+def _check_workflow_keys(wf: dict, where: Path | None) -> None:
+    """``[workflow]`` holds known keys, none a TOML date or time."""
     for k in wf:
         if k not in WORKFLOW_KEYS:
             raise PhraseRescoreError(f"unknown key {k!r} in [workflow]; valid keys: {_valid(WORKFLOW_KEYS)}", where)
         if holds_date_time(wf[k]):
             raise PhraseRescoreError(f"[workflow] {k} = {shown_value(wf[k])}: expected {WORKFLOW_KEY_KINDS[k]}", where)
+
+
+def _select_stages(wf: dict, registry: Registry, where: Path | None) -> tuple[list[str], list[str]]:
+    """(the names ``[workflow] stages`` gives, the stages they select in the registry's order)."""
+    sections = registry.sections()
     names = wf.get("stages")
     if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
         raise PhraseRescoreError("[workflow] stages must be a non-empty list of stage or section names; "
@@ -278,40 +308,61 @@ def load_workflow(path: str | os.PathLike | None, registry: Registry, overrides:
         else:
             raise PhraseRescoreError(f"unknown stage {n!r} in [workflow] stages; valid stages: "
                                      f"{_valid(list(registry.stages) + list(sections))}", where)
-    stages = [s for s in registry.stages if s in selected]
+    return names, [s for s in registry.stages if s in selected]
+
+
+def _check_section_use(data: dict, registry: Registry, names: list[str], stages: list[str],
+                       where: Path | None) -> None:
+    """Each stage section given belongs to a selected stage, each ``[common]`` key to one of them."""
+    sections = registry.sections()
     used_sections = {registry.stages[s].section for s in stages}
     for sec in data:
         if sec in sections and sec not in used_sections:
             raise PhraseRescoreError(f"[{sec}] sets parameters of a stage that is not in [workflow] stages "
                                      f"({_valid(names)})", where)
-    common = data.get("common", {})
-    for k in common:
+    for k in data.get("common", {}):
         if not any(k in registry.stages[s].params for s in stages):
             raise PhraseRescoreError(f"unknown key {k!r} in [common]: no selected stage has it; valid keys: "
                                      f"{_valid({p for s in stages for p in registry.stages[s].params})}", where)
+
+
+def _stage_params(data: dict, registry: Registry, stages: list[str],
+                  where: Path | None) -> tuple[dict[str, dict[str, Any]], dict[str, set[str]]]:
+    """(each stage's parameters: its defaults, then ``[common]``, then its section; the keys its section
+    gives explicitly)."""
     params: dict[str, dict[str, Any]] = {}
     explicit: dict[str, set[str]] = {}
     for s in stages:
-        d = registry.stages[s]
-        p = dict(d.params)
-        p.update({k: v for k, v in common.items() if k in d.params})
-        given = data.get(d.section, {})
-        valid = registry.section_params(d.section)
-        explicit[s] = set()
-        for k, v in given.items():
-            if k not in valid:
-                raise PhraseRescoreError(f"unknown key {k!r} in [{d.section}]; valid keys: {_valid(valid)}", where)
-            if k in d.params:
-                p[k] = v
-                explicit[s].add(k)
-        for k, v in p.items():
-            default = d.params[k]
-            if default is not None and v is not None and not _same_type(default, v):
-                raise PhraseRescoreError(f"[{d.section}] {k} = {shown_value(v)}: expected a "
-                                         f"{type(default).__name__} like the default {default!r}", where)
-            if isinstance(default, float) and isinstance(v, int) and not isinstance(v, bool):
-                p[k] = float(v)
-        params[s] = p
+        params[s], explicit[s] = _one_stage_params(registry, registry.stages[s], data.get("common", {}), data, where)
+    return params, explicit
+
+
+def _one_stage_params(registry: Registry, d: StageDef, common: dict, data: dict,
+                      where: Path | None) -> tuple[dict[str, Any], set[str]]:
+    """One stage's parameters and explicit keys; each value of its default's type (an int for a float
+    default becomes a float)."""
+    p = dict(d.params)
+    p.update({k: v for k, v in common.items() if k in d.params})
+    valid = registry.section_params(d.section)
+    explicit: set[str] = set()
+    for k, v in data.get(d.section, {}).items():
+        if k not in valid:
+            raise PhraseRescoreError(f"unknown key {k!r} in [{d.section}]; valid keys: {_valid(valid)}", where)
+        if k in d.params:
+            p[k] = v
+            explicit.add(k)
+    for k, v in p.items():
+        default = d.params[k]
+        if default is not None and v is not None and not _same_type(default, v):
+            raise PhraseRescoreError(f"[{d.section}] {k} = {shown_value(v)}: expected a "
+                                     f"{type(default).__name__} like the default {default!r}", where)
+        if isinstance(default, float) and isinstance(v, int) and not isinstance(v, bool):
+            p[k] = float(v)
+    return p, explicit
+
+
+def _read_inputs(data: dict, where: Path | None) -> dict[str, Path]:
+    """``[inputs]``: each a path string (``~`` expanded)."""
     inputs: dict[str, Path] = {}
     for k, v in data.get("inputs", {}).items():
         if holds_date_time(v):
@@ -319,11 +370,7 @@ def load_workflow(path: str | os.PathLike | None, registry: Registry, overrides:
         if not isinstance(v, str) or not v:
             raise PhraseRescoreError(f"[inputs] {k} must be a path (a string)", where)
         inputs[k] = Path(v).expanduser()
-    _apply_follows(stages, params, explicit, registry, where)
-    workflow = Workflow(name=_workflow_name(wf, where), stages=stages,
-                        params=params, inputs=inputs, path=where, explicit=explicit)
-    check_params(workflow, registry)
-    return workflow
+    return inputs
 
 
 def _workflow_name(wf: dict, where: Path | None) -> str:
@@ -742,20 +789,49 @@ def run_workflow(workflow: Workflow, registry: Registry, workdir: str | os.PathL
 
 def _run_workflow(workflow: Workflow, registry: Registry, workdir: Path, from_stage: str | None,
                   echo: Callable[[str], None] | None) -> list[StageResult]:
-    """:func:`run_workflow` with the workdir's lock held."""
+    """:func:`run_workflow` with the workdir's lock held: check everything, then run or skip each stage
+    in order, then write the run log."""
     say = echo or (lambda _msg: None)
     check_params(workflow, registry)
     problems: list[str] = []
     p = plan(workflow, registry, missing=problems)
     work = Path(workdir).resolve()
+    forced = _forced_stages(p, registry, from_stage)
+    _preflight(workflow, registry, p, problems, say)
+    check_workdir(work, p.order, workflow.inputs)
+    version = code_version()
+    work.mkdir(parents=True, exist_ok=True)
+    for tmp in work.glob(f".{RUN_LOG}.*.tmp"):  # a run log an interrupted run was writing
+        tmp.unlink()
+    user_hashes = {a: hash_path(path) for a, path in workflow.inputs.items()}
+    output_hashes: dict[str, str] = {}
+    results: list[StageResult] = []
+    for name in p.order:
+        in_paths, in_hashes = _stage_inputs(name, p, workflow, registry, work, user_hashes, output_hashes)
+        results.append(_run_stage(registry.stages[name], json.loads(json.dumps(workflow.params[name])), work,
+                                  in_paths, in_hashes, name in forced, version, tuple(p.order), output_hashes, say))
+    _write_run_log(work, workflow, results)
+    return results
+
+
+def _forced_stages(p: Plan, registry: Registry, from_stage: str | None) -> set[str]:
+    """The stages ``--from`` runs even when current: the named stage (or section's) and all downstream."""
     forced: set[str] = set()
-    if from_stage is not None:
-        starts = [s for s in p.order if s == from_stage or registry.stages[s].section == from_stage]
-        if not starts:
-            raise PhraseRescoreError(f"--from {from_stage!r}: not a stage of this workflow; valid: "
-                                     f"{_valid(set(p.order) | {registry.stages[s].section for s in p.order})}")
-        for s in starts:
-            forced |= downstream(p, s)
+    if from_stage is None:
+        return forced
+    starts = [s for s in p.order if s == from_stage or registry.stages[s].section == from_stage]
+    if not starts:
+        raise PhraseRescoreError(f"--from {from_stage!r}: not a stage of this workflow; valid: "
+                                 f"{_valid(set(p.order) | {registry.stages[s].section for s in p.order})}")
+    for s in starts:
+        forced |= downstream(p, s)
+    return forced
+
+
+def _preflight(workflow: Workflow, registry: Registry, p: Plan, problems: list[str],
+               say: Callable[[str], None]) -> None:
+    """Refuse to start, listing every problem: ``problems`` (of the plan), the ``[inputs]`` not found and
+    those of the registry's checks; a single missing file is named as every file error names it."""
     absent = {a: path for a, path in workflow.inputs.items() if not path.exists()}
     for a, path in absent.items():
         users = [s for s in p.order if a in p.inputs_of[s]]
@@ -770,73 +846,93 @@ def _run_workflow(workflow: Workflow, registry: Registry, workdir: Path, from_st
     if problems:
         raise PhraseRescoreError(f"the workflow cannot run; nothing was run. {len(problems)} problems:\n  - "
                                  + "\n  - ".join(problems), workflow.path)
-    check_workdir(work, p.order, workflow.inputs)
-    version = code_version()
-    work.mkdir(parents=True, exist_ok=True)
-    for tmp in work.glob(f".{RUN_LOG}.*.tmp"):  # a run log an interrupted run was writing
-        tmp.unlink()
-    user_hashes = {a: hash_path(path) for a, path in workflow.inputs.items()}
-    output_hashes: dict[str, str] = {}
-    results: list[StageResult] = []
-    for name in p.order:
-        d = registry.stages[name]
-        params = json.loads(json.dumps(workflow.params[name]))
-        stage_dir = work / name
-        in_paths: dict[str, Path | None] = {}
-        in_hashes: dict[str, str | None] = {}
-        for a, src in p.inputs_of[name].items():
-            if src is None:
-                in_paths[a], in_hashes[a] = None, None
-            elif src == "inputs":
-                in_paths[a], in_hashes[a] = workflow.inputs[a].resolve(), user_hashes[a]
-            else:
-                in_paths[a] = work / src / registry.stages[src].produces[a]
-                in_hashes[a] = output_hashes[a]
-        m = read_manifest(stage_dir)
-        reason = "forced by --from" if name in forced else _stale_reason(m, params, in_hashes, d, stage_dir)
-        if not reason:
-            output_hashes.update(m["outputs"])
-            results.append(StageResult(name, "skipped", "current", 0.0, m.get("summary")))
-            say(f"[{name}] current, skipped")
-            continue
-        attempt = {"tool_version": version, "params": params, "inputs": in_hashes}
-        before = _read_json(stage_dir / ATTEMPT)
-        resume = (d.resumable and m is None and name not in forced and isinstance(before, dict)
-                  and {k: before.get(k) for k in attempt} == attempt)
-        foreign = _foreign_files(stage_dir) if stage_dir.is_dir() else set()
-        if not resume and stage_dir.is_dir():
-            _clear_stage_dir(stage_dir, keep=foreign)
-        elif resume:
-            _remove_runner_temps(stage_dir)
-        say(f"[{name}] running ({'resuming an interrupted run' if resume else reason})")
-        if foreign:
-            say(f"[{name}] keeping what the stage did not write: {', '.join(sorted(foreign))}")
-        _make_stage_dir(stage_dir, name)
-        with atomic_open(stage_dir / ATTEMPT, "w") as f:
-            json.dump({**attempt, "foreign": sorted(foreign)}, f)
-        t0 = time.time()
-        summary = d.run(StageContext(d, params, stage_dir, in_paths, work, resume=resume, stages=tuple(p.order)))
-        wall = time.time() - t0
-        outs: dict[str, str] = {}
-        for a, rel in d.produces.items():
-            path = stage_dir / rel
-            if not path.exists():
-                raise PhraseRescoreError(f"stage {name} finished without writing its output {a}", path)
-            outs[a] = hash_path(path)
-        manifest = {"manifest_version": MANIFEST_VERSION, "stage": name, "tool_version": version,
-                    "params": params, "inputs": in_hashes,
-                    "input_paths": {a: None if q is None else os.fspath(q) for a, q in in_paths.items()},
-                    "outputs": outs, "files": sorted(_files(stage_dir) - foreign),
-                    "summary": summary, "wall_s": round(wall, 3), "resumed": resume,
-                    "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-        with atomic_open(stage_dir / MANIFEST, "w") as f:
-            json.dump(manifest, f, indent=2, sort_keys=True)
-            f.write("\n")
-        output_hashes.update(outs)
-        results.append(StageResult(name, "ran", reason, wall, summary))
-        say(f"[{name}] done in {wall:.1f}s")
+
+
+def _stage_inputs(name: str, p: Plan, workflow: Workflow, registry: Registry, work: Path,
+                  user_hashes: dict[str, str], output_hashes: dict[str, str]) -> tuple[dict, dict]:
+    """(path, hash) of each artifact the stage consumes: from ``[inputs]``, an earlier stage's output, or
+    None for an absent optional one."""
+    in_paths: dict[str, Path | None] = {}
+    in_hashes: dict[str, str | None] = {}
+    for a, src in p.inputs_of[name].items():
+        if src is None:
+            in_paths[a], in_hashes[a] = None, None
+        elif src == "inputs":
+            in_paths[a], in_hashes[a] = workflow.inputs[a].resolve(), user_hashes[a]
+        else:
+            in_paths[a] = work / src / registry.stages[src].produces[a]
+            in_hashes[a] = output_hashes[a]
+    return in_paths, in_hashes
+
+
+def _run_stage(d: StageDef, params: dict, work: Path, in_paths: dict, in_hashes: dict, forced: bool,
+               version: str, order: tuple[str, ...], output_hashes: dict[str, str],
+               say: Callable[[str], None]) -> StageResult:
+    """Skip the stage when current, else claim its folder, run it and record its manifest; its outputs'
+    hashes are added to ``output_hashes``."""
+    name, stage_dir = d.name, work / d.name
+    m = read_manifest(stage_dir)
+    reason = "forced by --from" if forced else _stale_reason(m, params, in_hashes, d, stage_dir)
+    if not reason:
+        output_hashes.update(m["outputs"])
+        say(f"[{name}] current, skipped")
+        return StageResult(name, "skipped", "current", 0.0, m.get("summary"))
+    attempt = {"tool_version": version, "params": params, "inputs": in_hashes}
+    resume, foreign = _claim_stage_dir(d, stage_dir, attempt, resumable=m is None and not forced)
+    say(f"[{name}] running ({'resuming an interrupted run' if resume else reason})")
+    if foreign:
+        say(f"[{name}] keeping what the stage did not write: {', '.join(sorted(foreign))}")
+    _make_stage_dir(stage_dir, name)
+    with atomic_open(stage_dir / ATTEMPT, "w") as f:
+        json.dump({**attempt, "foreign": sorted(foreign)}, f)
+    t0 = time.time()
+    summary = d.run(StageContext(d, params, stage_dir, in_paths, work, resume=resume, stages=order))
+    wall = time.time() - t0
+    outs = _output_hashes(d, stage_dir)
+    _write_manifest(stage_dir, {"manifest_version": MANIFEST_VERSION, "stage": name, "tool_version": version,
+                                "params": params, "inputs": in_hashes,
+                                "input_paths": {a: None if q is None else os.fspath(q) for a, q in in_paths.items()},
+                                "outputs": outs, "files": sorted(_files(stage_dir) - foreign),
+                                "summary": summary, "wall_s": round(wall, 3), "resumed": resume,
+                                "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
+    output_hashes.update(outs)
+    say(f"[{name}] done in {wall:.1f}s")
+    return StageResult(name, "ran", reason, wall, summary)
+
+
+def _claim_stage_dir(d: StageDef, stage_dir: Path, attempt: dict, resumable: bool) -> tuple[bool, set[str]]:
+    """(whether the stage resumes an interrupted attempt of the same version, parameters and inputs, the
+    files in its folder it did not write); what it wrote is cleared unless it resumes."""
+    before = _read_json(stage_dir / ATTEMPT)
+    resume = (d.resumable and resumable and isinstance(before, dict)
+              and {k: before.get(k) for k in attempt} == attempt)
+    foreign = _foreign_files(stage_dir) if stage_dir.is_dir() else set()
+    if not resume and stage_dir.is_dir():
+        _clear_stage_dir(stage_dir, keep=foreign)
+    elif resume:
+        _remove_runner_temps(stage_dir)
+    return resume, foreign
+
+
+def _output_hashes(d: StageDef, stage_dir: Path) -> dict[str, str]:
+    """The hash of each artifact the stage produces; a missing one is an error."""
+    outs: dict[str, str] = {}
+    for a, rel in d.produces.items():
+        path = stage_dir / rel
+        if not path.exists():
+            raise PhraseRescoreError(f"stage {d.name} finished without writing its output {a}", path)
+        outs[a] = hash_path(path)
+    return outs
+
+
+def _write_manifest(stage_dir: Path, manifest: dict) -> None:
+    with atomic_open(stage_dir / MANIFEST, "w") as f:
+        json.dump(manifest, f, indent=2, sort_keys=True)
+        f.write("\n")
+
+
+def _write_run_log(work: Path, workflow: Workflow, results: list[StageResult]) -> None:
     with atomic_open(work / RUN_LOG, "w") as f:
         json.dump({"workflow": workflow.name, "file": None if workflow.path is None else os.fspath(workflow.path),
                    "stages": [r.__dict__ for r in results]}, f, indent=2)
         f.write("\n")
-    return results

@@ -9,6 +9,8 @@ a column scored on it (or by a second model) back into the table.
   not a Moses model.
 - :func:`append_last_column` appends to each line of a table the last score of the same line of
   another scoring of it (of the swapped table, or of the table itself by a second model).
+- :func:`drop_unk_column` writes the table with ``score``'s appended columns less the unknown-word
+  column: the +RNN table from the +RNN+WP one, without the model.
 - :func:`ensemble_column` replaces one score column by the mean of its log value and the log value of
   the same line's last column in another scoring: log p = (log p_1 + log p_2) / 2, an ensemble of two
   models' log-probabilities in one column, written as :mod:`.moses_values` writes log p.
@@ -27,7 +29,7 @@ from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.core.fileio import atomic_open, open_binary_read
 
 from .moses_values import floor_log, logprob_texts, moses_float32
-from .phrase_table import FIELD_SEP, scored_line
+from .phrase_table import FIELD_SEP, append_columns, scored_line
 
 
 def _fields(line: bytes) -> list[bytes]:
@@ -125,4 +127,43 @@ def ensemble_column(base: str | os.PathLike, other: str | os.PathLike, out: str 
             trail = fa[2][len(fa[2].rstrip()):]
             fa[2] = lead + b" ".join(cols) + trail
             w.write(FIELD_SEP.join(fa) + line[len(line.rstrip(b"\r\n")):])
+    return n
+
+
+#: the columns ``score --columns logprob,unk`` appends, in order, with the reverse model's log p(e|f) last when
+#: there are three
+SCORE_COLUMNS = {2: ("logprob", "unk"), 3: ("logprob", "unk", "reverse")}
+
+
+def drop_unk_column(original: str | os.PathLike, rescored: str | os.PathLike, out: str | os.PathLike,
+                    appended: int = 2, compresslevel: int = 6) -> int:
+    """Write ``original`` with the columns ``rescored`` appended to it, less the unknown-word column.
+
+    Every line of ``rescored`` must be the same line of ``original`` with exactly ``appended`` score columns
+    appended: log p(f|e), the unknown-word column, and with 3 the reverse model's log p(e|f) (as ``score
+    --columns logprob,unk [--reverse-model]`` writes them). The kept columns' text is copied as it is, so
+    with 2 the output is byte for byte what ``score --columns logprob`` would write.
+    :returns: the number of lines.
+    """
+    if appended not in SCORE_COLUMNS:
+        raise ValueError(f"appended must be 2 or 3, not {appended}")
+    names = SCORE_COLUMNS[appended]
+    n = 0
+    with open_binary_read(original) as fo, open_binary_read(rescored) as fr, \
+            atomic_open(out, "wb", compresslevel=compresslevel) as w:
+        for n, (line, b) in enumerate(itertools.zip_longest(fo, fr), start=1):
+            if line is None or b is None:
+                raise PhraseRescoreError(f"has {'fewer' if line is None else 'more'} lines than the rescored table "
+                                         f"{rescored}; expected the same number", original, n)
+            a, b = line.removesuffix(b"\n"), b.rstrip(b"\n")
+            if a == b and append_columns(a, b"0") == a:  # no scores field (a line kept by --on-error keep)
+                w.write(line)
+                continue
+            fields = b.split(FIELD_SEP)
+            cols = fields[2].split() if len(fields) >= 3 else []
+            if len(cols) < appended or append_columns(a, b" ".join(cols[-appended:])) != b:
+                raise PhraseRescoreError(f"is not line {n} of {original} with {('two', 'three')[appended - 2]} score "
+                                         "columns appended", rescored, n)
+            kept = [c for name, c in zip(names, cols[-appended:]) if name != "unk"]
+            w.write(scored_line(line, b" ".join(kept)))
     return n

@@ -330,39 +330,91 @@ def score_table_with_model(model, vocabs, table_path, out_path, config: ScoreCon
                            model_path=None, shares: RareWordShares | None = None) -> ScoreSummary:
     """:func:`score_table` for an already loaded model; ``identity`` guards resumes (see chunked.py);
     ``model_path`` names the model in errors; ``shares``: the rare words' shares when already counted."""
+    rejects = _check_paths(table_path, out_path, config)
+    device = resolve_device(config.device)
+    _check_matmul(config, device)
+    workers = _worker_count(device, config, torch.get_num_threads)
+    out = ChunkedOutput(out_path, _on_device(identity, device), compresslevel=config.compresslevel)
+    with _scoring_pool(device, workers) as pool:
+        return _run(model, vocabs, table_path, out, rejects, config, device, pool, workers, model_path,
+                    shares=shares)
+
+
+def _check_paths(table_path, out_path, config: ScoreConfig):
+    """The checks of the files every run makes before scoring; returns where rejected lines are listed."""
     rejects = rejects_path(out_path, config)
     check_not_same_file(table_path, out_path, rejects, vocab=config.vocab, counts=config.rare_counts)
     check_not_empty(table_path)
-    device = resolve_device(config.device)
+    return rejects
+
+
+def _check_matmul(config: ScoreConfig, device) -> None:
+    """``--matmul numpy`` computes float32 on a CPU only."""
     if config.matmul == "numpy" and (device.type != "cpu" or config.precision != "fp32"):
         raise PhraseRescoreError(f"matmul 'numpy' is for float32 on a CPU, not {config.precision} on {device}: "
                                  "use --matmul auto or torch")
-    workers = 1 if device.type != "cpu" else int(config.threads or torch.get_num_threads())
-    identity = {**identity, "device": device.type}   # CPU and GPU round differently: never one file of both
-    # on a CPU each worker computes on its own core, torch and either BLAS on one thread
-    out = ChunkedOutput(out_path, identity, compresslevel=config.compresslevel)
+
+
+def _on_device(identity: dict, device) -> dict:
+    """The output's identity with the device type: CPU and GPU round differently, so never one file of both."""
+    return {**identity, "device": device.type}
+
+
+def _worker_count(device, config: ScoreConfig, cpu_threads) -> int:
+    """Scoring workers: one on an accelerator; on a CPU ``--threads``, else ``cpu_threads()``."""
+    return 1 if device.type != "cpu" else int(config.threads or cpu_threads())
+
+
+@contextlib.contextmanager
+def _scoring_pool(device, workers: int):
+    """The pool of scoring workers; on a CPU each computes on its own core, torch and either BLAS on
+    one thread."""
     with one_thread_each() if device.type == "cpu" else contextlib.nullcontext(), \
             ThreadPoolExecutor(workers, thread_name_prefix="score-worker") as pool:
-        return _run(model, vocabs, table_path, out, rejects, config, device, pool, workers, model_path,
-                    shares=shares)
+        yield pool
 
 
 def _score_sharded(model, vocabs, table_path, out_path, config: ScoreConfig, identity: dict, model_path,
                    shares: RareWordShares | None = None) -> ScoreSummary:
     """:func:`score_table` as one rank of a torchrun job (see
-    :mod:`phrase_rescore.pipeline.scoring.sharded`)."""
-    rejects = rejects_path(out_path, config)
-    check_not_same_file(table_path, out_path, rejects, vocab=config.vocab, counts=config.rare_counts)
-    check_not_empty(table_path)
+    :mod:`phrase_rescore.pipeline.scoring.sharded`): rank 0 cuts the table, each rank scores its shard
+    into a part file, rank 0 joins the parts into OUT."""
+    rejects = _check_paths(table_path, out_path, config)
     d = distributed.setup(config.device)
     device = d.device
-    if config.matmul == "numpy" and (device.type != "cpu" or config.precision != "fp32"):
-        raise PhraseRescoreError(f"matmul 'numpy' is for float32 on a CPU, not {config.precision} on {device}: "
-                                 "use --matmul auto or torch")
-    identity = {**identity, "device": device.type}
+    _check_matmul(config, device)
+    identity = _on_device(identity, device)
     gz = wants_gzip(out_path)
-    # rank 0 cuts the table and takes the choices every rank must share (a BLAS like a single run's)
+    shards, n_scores, matmul, split = _plan_shards(d, table_path, out_path, config, device)
+
+    def part(shard):
+        ident = {**identity, "shard": [shard.index, shard.count, shard.lines_before, shard.lines, shard.start,
+                                       shard.stop], "num_scores": n_scores}
+        return sharded.part_output(out_path, shard, ident, config.compresslevel, gz)
+
+    result: dict | str
+    error = None
+    try:
+        result = _score_shard(model, vocabs, table_path, part(shards[d.rank]), rejects, config, device,
+                              model_path, shards[d.rank], n_scores, matmul, d.is_main, shares)
+    except Exception as e:           # every rank reaches the gather below, so none waits for a failed one
+        result, error = str(e), e
+    results = _gather_results(d, result, error)
+    parts = [part(s) for s in shards]
+    states = [p.finished() for p in parts]
+    d.barrier()                      # every rank has read the parts' states before rank 0 removes them
+    join = _join_parts(out_path, parts, states, rejects, gz) if d.is_main else (0.0, 0.0)
+    split, join = d.broadcast_object((split, join) if d.is_main else None)
+    d.barrier()                      # OUT is complete when any rank returns
+    return _sharded_summary(d, shards, states, results, split, join, device, matmul, rejects, out_path, config)
+
+
+def _plan_shards(d, table_path, out_path, config: ScoreConfig, device) -> tuple:
+    """(shards, number of scores, BLAS, (seconds, CPU seconds) of the split) on every rank: rank 0 cuts the
+    table and takes the choices every rank must share (a BLAS like a single run's); the split's times
+    are None on the other ranks."""
     shared: tuple | str = ""
+    split = None
     if d.is_main:
         t0, c0 = time.perf_counter(), time.process_time()
         try:
@@ -380,60 +432,57 @@ def _score_sharded(model, vocabs, table_path, out_path, config: ScoreConfig, ide
     shared = d.broadcast_object(shared)
     if isinstance(shared, str):
         raise PhraseRescoreError(f"rank 0 could not cut the table: {shared}")
-    shards, n_scores, matmul = shared
+    return (*shared, split)
 
-    def part(shard):
-        ident = {**identity, "shard": [shard.index, shard.count, shard.lines_before, shard.lines, shard.start,
-                                       shard.stop], "num_scores": n_scores}
-        return sharded.part_output(out_path, shard, ident, config.compresslevel, gz)
 
-    shard = shards[d.rank]
-    result: dict | str
-    error = None
-    try:
-        out = part(shard)
-        part_rejects = None if rejects is None else out.path.with_name(out.path.name + ".rejects")
-        done = None if config.restart else out.finished()
-        if done is not None and (part_rejects is None or part_rejects.exists()):
-            result = {"lines": 0, "pairs": 0, "resumed": done["lines"], "workers": 0, "seconds": 0.0,
-                      "cpu_seconds": 0.0}
-        else:
-            workers = 1 if device.type != "cpu" else int(config.threads or distributed.rank_threads())
-            with one_thread_each() if device.type == "cpu" else contextlib.nullcontext(), \
-                    ThreadPoolExecutor(workers, thread_name_prefix="score-worker") as pool:
-                s = _run(model, vocabs, table_path, out, part_rejects, config, device, pool, workers, model_path,
-                         shard=shard, num_scores=n_scores, matmul=matmul, show=d.is_main, shares=shares)
-            result = {"lines": s.lines - s.resumed_from_line, "pairs": s.pairs_done,
-                      "resumed": s.resumed_from_line, "workers": workers, "seconds": s.seconds,
-                      "cpu_seconds": s.cpu_seconds}
-    except Exception as e:           # every rank reaches the gather below, so none waits for a failed one
-        result, error = str(e), e
+def _score_shard(model, vocabs, table_path, out: ChunkedOutput, rejects, config: ScoreConfig, device, model_path,
+                 shard: sharded.Shard, n_scores, matmul: str, show: bool, shares) -> dict:
+    """Score this rank's shard into its part file (nothing when a finished part is there); what it did."""
+    part_rejects = None if rejects is None else out.path.with_name(out.path.name + ".rejects")
+    done = None if config.restart else out.finished()
+    if done is not None and (part_rejects is None or part_rejects.exists()):
+        return {"lines": 0, "pairs": 0, "resumed": done["lines"], "workers": 0, "seconds": 0.0,
+                "cpu_seconds": 0.0}
+    workers = _worker_count(device, config, distributed.rank_threads)
+    with _scoring_pool(device, workers) as pool:
+        s = _run(model, vocabs, table_path, out, part_rejects, config, device, pool, workers, model_path,
+                 shard=shard, num_scores=n_scores, matmul=matmul, show=show, shares=shares)
+    return {"lines": s.lines - s.resumed_from_line, "pairs": s.pairs_done, "resumed": s.resumed_from_line,
+            "workers": workers, "seconds": s.seconds, "cpu_seconds": s.cpu_seconds}
+
+
+def _gather_results(d, result: dict | str, error: Exception | None) -> list[dict]:
+    """Every rank's result; raises this rank's own error, else the first failed rank's message."""
     results = d.all_gather_object(result)
     failed = [(r, m) for r, m in enumerate(results) if isinstance(m, str)]
     if error is not None:
         raise error
     if failed:
         raise PhraseRescoreError(f"rank {failed[0][0]} failed: {failed[0][1]}")
-    parts = [part(s) for s in shards]
-    states = [p.finished() for p in parts]
-    d.barrier()                      # every rank has read the parts' states before rank 0 removes them
-    join = (0.0, 0.0)
-    if d.is_main:
-        t0, c0 = time.perf_counter(), time.process_time()
-        missing = [p.path for p, st in zip(parts, states) if st is None]
-        if missing:
-            raise PhraseRescoreError("a rank's part is missing or not the one this job wrote: rerun the "
-                                     "same command", missing[0])
-        sharded.join_parts(out_path, parts, states, gz)
-        rejected_parts = []
-        if rejects is not None:
-            rejected_parts = [p.path.with_name(p.path.name + ".rejects") for p in parts]
-            sharded.join_files(rejects, rejected_parts)
-        sharded.remove([f for p in parts for f in (p.path, p.done_path)] + rejected_parts +
-                       [sharded.plan_path(out_path)] + sharded.stale_parts(out_path))
-        join = (time.perf_counter() - t0, time.process_time() - c0)
-    split, join = d.broadcast_object((split, join) if d.is_main else None)
-    d.barrier()                      # OUT is complete when any rank returns
+    return results
+
+
+def _join_parts(out_path, parts, states, rejects, gz: bool) -> tuple[float, float]:
+    """Rank 0: join the finished parts (and their reject lists) into OUT and remove them; the join's
+    (seconds, CPU seconds)."""
+    t0, c0 = time.perf_counter(), time.process_time()
+    missing = [p.path for p, st in zip(parts, states) if st is None]
+    if missing:
+        raise PhraseRescoreError("a rank's part is missing or not the one this job wrote: rerun the "
+                                 "same command", missing[0])
+    sharded.join_parts(out_path, parts, states, gz)
+    rejected_parts = []
+    if rejects is not None:
+        rejected_parts = [p.path.with_name(p.path.name + ".rejects") for p in parts]
+        sharded.join_files(rejects, rejected_parts)
+    sharded.remove([f for p in parts for f in (p.path, p.done_path)] + rejected_parts +
+                   [sharded.plan_path(out_path)] + sharded.stale_parts(out_path))
+    return time.perf_counter() - t0, time.process_time() - c0
+
+
+def _sharded_summary(d, shards, states, results, split, join, device, matmul, rejects, out_path,
+                     config: ScoreConfig) -> ScoreSummary:
+    """The :class:`ScoreSummary` of a torchrun job: counts of the parts, rates of all ranks together."""
     seconds = split[0] + max(r["seconds"] for r in results) + join[0]
     totals = {k: sum((st or {}).get("stats", {}).get(k, 0) for st in states)
               for k in ("pairs", "sources", "rejected")}
@@ -455,130 +504,17 @@ def _run(model, vocabs, table_path, out: ChunkedOutput, rejects, config: ScoreCo
     records none [from ``config``]; ``show``: a progress bar; ``shares``: the rare words' shares when
     already counted [counted here for ``--rare-words unigram``]."""
     start_line = out.open(restart=config.restart)
-    lines_before = shard.lines_before if shard is not None else 0
-    if out.notes.get("matmul") is None:              # a resumed run repeats the first run's choice
-        matmul = matmul or config.matmul
-        if matmul == "auto":
-            matmul = choose_matmul(device, config.precision)
-        out.note("matmul", matmul)
-    matmul = out.notes["matmul"]
+    matmul = _recorded_matmul(out, matmul or config.matmul, device, config.precision)
     scorer = FastScorer(model, device, precision=config.precision, precompute_vocab=config.precompute_vocab,
                         max_tokens=config.max_tokens, matmul=matmul)
     if shares is None:
         shares = _rare_shares(config, vocabs)
     t0, c0 = time.perf_counter(), time.process_time()
-
     reader = read_phrase_table(table_path, on_error=config.on_error, rejects_path=rejects,
                                span=None if shard is None else shard.span, num_scores=num_scores)
-    in_q: queue.Queue = queue.Queue(maxsize=2)
-    out_q: queue.Queue = queue.Queue(maxsize=2)
-    stop = threading.Event()
-    errors: list[BaseException] = []
-    counts = {"lines": 0, "pairs": 0, "sources": 0, "rejected": 0}
-
-    def read_chunks():
-        try:
-            collector = PairCollector(vocabs, shares)
-            chunk = _Chunk((lines_before + start_line) // config.chunk_lines)
-            pos = 0
-            done = _DoneLines(out, config.chunk_lines, table_path)
-            for entry in reader:
-                if entry.line_no - lines_before <= start_line:      # already in the output (resume)
-                    done.add(entry.raw + b"\n" if entry.newline else entry.raw)
-                    continue
-                done.check()
-                chunk.raw.append(entry.raw + b"\n" if entry.newline else entry.raw)
-                if entry.error is None:
-                    collector.add(pos, entry.source, entry.target)
-                else:
-                    chunk.bad.append(pos)
-                pos += 1
-                if pos == config.chunk_lines:
-                    chunk.pairs = collector.reset()
-                    _put(in_q, chunk, stop)
-                    chunk, pos = _Chunk(chunk.index + 1), 0
-            if pos:
-                chunk.pairs = collector.reset()
-                _put(in_q, chunk, stop)
-            if reader.stats.lines - lines_before < start_line:
-                raise PhraseRescoreError(f"the table has {reader.stats.lines - lines_before} lines"
-                                         f"{' in this range' if shard else ''} but the partial output "
-                                         f"already holds {start_line}: rerun with --restart", table_path)
-            done.check()
-        except BaseException as e:  # handed to the main thread
-            errors.append(e)
-        finally:
-            _put(in_q, _END, stop)
-
-    def write_chunks():
-        try:
-            while True:
-                item = out_q.get()
-                if item is _END:
-                    return
-                chunk, logp = item
-                data = _format_chunk(chunk, logp, config)
-                out.write_chunk(data, len(chunk.raw), {"rejected": len(chunk.bad), "pairs": len(chunk.pairs),
-                                                       "sources": len(chunk.pairs.src)}, b"".join(chunk.raw))
-        except BaseException as e:
-            errors.append(e)
-            stop.set()
-            while out_q.get() is not _END:  # drain so the main thread never blocks
-                pass
-
-    def finish(chunk: _Chunk, groups: list, futures: list) -> None:
-        logp = np.zeros(len(chunk.pairs), dtype=np.float64)          # (pairs,)
-        for idx, f in zip(groups, futures):
-            logp[idx] = f.result()
-        if chunk.pairs.rare_log_share is not None:
-            logp += chunk.pairs.rare_log_share
-        _check_logp(logp, chunk, config, device, model_path)
-        counts["lines"] += len(chunk.raw)
-        counts["pairs"] += len(chunk.pairs)
-        counts["sources"] += len(chunk.pairs.src)
-        counts["rejected"] += len(chunk.bad)
-        bar.update(len(chunk.raw))
-        out_q.put((chunk, logp))
-
-    threads = [threading.Thread(target=read_chunks, name="score-reader", daemon=True),
-               threading.Thread(target=write_chunks, name="score-writer", daemon=True)]
-    for t in threads:
-        t.start()
-    bar = progress.bar(desc="score" if shard is None else f"score, rank 0 of {shard.count}", unit="line",
-                       initial=start_line) if show else _NoBar()
-    pending: collections.deque = collections.deque()                 # chunks in the pool, oldest first
-    completed = False
-    try:
-        while True:
-            chunk = in_q.get()
-            if chunk is _END or errors:
-                break
-            groups = scorer.groups(chunk.pairs)
-            pending.append((chunk, groups, [pool.submit(scorer.score_group, chunk.pairs, g) for g in groups]))
-            if len(pending) == 2:                                     # the next chunk is queued: finish one
-                finish(*pending.popleft())
-        while pending and not errors:
-            finish(*pending.popleft())
-        completed = not errors
-    except BaseException as e:   # a NaN chunk, a worker's exception, an interrupt: handled below
-        errors.append(e)
-    finally:
-        for _, _, futures in pending:
-            for f in futures:
-                f.cancel()
-        stop.set()
-        out_q.put(_END)
-        for t in threads:
-            t.join()
-        bar.close()
-        if errors or not completed:
-            out.close()          # OUT.partial and its manifest stay for a resume
-    if errors:
-        if isinstance(errors[0], PhraseRescoreError):
-            # bad input or a broken model: a rerun of the same command fails the same way, so the files
-            # this run started are of no use to it (an earlier run's partial output stays as it was)
-            out.discard()
-        raise errors[0]
+    flow = _ChunkFlow(out, config, table_path, model_path, device, start_line,
+                      shard.lines_before if shard is not None else 0, shard)
+    counts = flow.run(reader, vocabs, shares, scorer, pool, show)
     prior = out.stats
     out.finish()
     seconds = time.perf_counter() - t0
@@ -590,6 +526,153 @@ def _run(model, vocabs, table_path, out: ChunkedOutput, rejects, config: ScoreCo
                         restart_reason=out.restart_reason, device=str(device), workers=workers, matmul=matmul,
                         rejects=None if rejects is None else os.fspath(rejects), out=os.fspath(out.path),
                         config=config)
+
+
+def _recorded_matmul(out: ChunkedOutput, matmul: str, device, precision: str) -> str:
+    """The BLAS ``out`` records, noting ``matmul`` (``auto``: chosen now) when it records none: a resumed
+    run repeats the first run's choice."""
+    if out.notes.get("matmul") is None:
+        if matmul == "auto":
+            matmul = choose_matmul(device, precision)
+        out.note("matmul", matmul)
+    return out.notes["matmul"]
+
+
+class _ChunkFlow:
+    """One run's threads: a reader cuts the table into chunks of encoded pairs, the main thread hands
+    each chunk's groups to the scoring pool, a writer formats and appends the scored chunks to ``out``;
+    joined by bounded queues. The first error of any of them stops them all and is raised."""
+
+    def __init__(self, out: ChunkedOutput, config: ScoreConfig, table_path, model_path, device, start_line: int,
+                 lines_before: int, shard: sharded.Shard | None):
+        self.out, self.config, self.table_path, self.model_path, self.device = \
+            out, config, table_path, model_path, device
+        self.start_line, self.lines_before, self.shard = start_line, lines_before, shard
+        self.in_q: queue.Queue = queue.Queue(maxsize=2)
+        self.out_q: queue.Queue = queue.Queue(maxsize=2)
+        self.stop = threading.Event()
+        self.errors: list[BaseException] = []
+        self.counts = {"lines": 0, "pairs": 0, "sources": 0, "rejected": 0}
+
+    def run(self, reader, vocabs, shares, scorer: FastScorer, pool, show: bool) -> dict:
+        """Score every chunk; this run's counts. On an error ``out`` is closed (a rerun resumes) or, for a
+        :class:`PhraseRescoreError` (a rerun fails the same way), discarded."""
+        threads = [threading.Thread(target=self._read, args=(reader, vocabs, shares),
+                                    name="score-reader", daemon=True),
+                   threading.Thread(target=self._write, name="score-writer", daemon=True)]
+        for t in threads:
+            t.start()
+        shard = self.shard
+        self.bar = progress.bar(desc="score" if shard is None else f"score, rank 0 of {shard.count}", unit="line",
+                                initial=self.start_line) if show else _NoBar()
+        self._score(scorer, pool, threads)
+        if self.errors:
+            if isinstance(self.errors[0], PhraseRescoreError):
+                # bad input or a broken model: a rerun of the same command fails the same way, so the files
+                # this run started are of no use to it (an earlier run's partial output stays as it was)
+                self.out.discard()
+            raise self.errors[0]
+        return self.counts
+
+    def _read(self, reader, vocabs, shares) -> None:
+        """The reader thread: every chunk into ``in_q``, then the end."""
+        try:
+            self._read_chunks(reader, PairCollector(vocabs, shares))
+        except BaseException as e:  # handed to the main thread
+            self.errors.append(e)
+        finally:
+            _put(self.in_q, _END, self.stop)
+
+    def _read_chunks(self, reader, collector: PairCollector) -> None:
+        config, start_line, lines_before = self.config, self.start_line, self.lines_before
+        chunk = _Chunk((lines_before + start_line) // config.chunk_lines)
+        pos = 0
+        done = _DoneLines(self.out, config.chunk_lines, self.table_path)
+        for entry in reader:
+            if entry.line_no - lines_before <= start_line:      # already in the output (resume)
+                done.add(entry.raw + b"\n" if entry.newline else entry.raw)
+                continue
+            done.check()
+            chunk.raw.append(entry.raw + b"\n" if entry.newline else entry.raw)
+            if entry.error is None:
+                collector.add(pos, entry.source, entry.target)
+            else:
+                chunk.bad.append(pos)
+            pos += 1
+            if pos == config.chunk_lines:
+                chunk.pairs = collector.reset()
+                _put(self.in_q, chunk, self.stop)
+                chunk, pos = _Chunk(chunk.index + 1), 0
+        if pos:
+            chunk.pairs = collector.reset()
+            _put(self.in_q, chunk, self.stop)
+        if reader.stats.lines - lines_before < start_line:
+            raise PhraseRescoreError(f"the table has {reader.stats.lines - lines_before} lines"
+                                     f"{' in this range' if self.shard else ''} but the partial output "
+                                     f"already holds {start_line}: rerun with --restart", self.table_path)
+        done.check()
+
+    def _write(self) -> None:
+        """The writer thread: each scored chunk from ``out_q`` appended to ``out``, until the end."""
+        try:
+            while True:
+                item = self.out_q.get()
+                if item is _END:
+                    return
+                chunk, logp = item
+                data = _format_chunk(chunk, logp, self.config)
+                self.out.write_chunk(data, len(chunk.raw), {"rejected": len(chunk.bad), "pairs": len(chunk.pairs),
+                                                            "sources": len(chunk.pairs.src)}, b"".join(chunk.raw))
+        except BaseException as e:
+            self.errors.append(e)
+            self.stop.set()
+            while self.out_q.get() is not _END:  # drain so the main thread never blocks
+                pass
+
+    def _score(self, scorer: FastScorer, pool, threads: list) -> None:
+        """The main thread: each chunk's groups to the pool, the next chunk handed over before waiting for
+        the current one (no core idles at chunk boundaries)."""
+        pending: collections.deque = collections.deque()                 # chunks in the pool, oldest first
+        completed = False
+        try:
+            while True:
+                chunk = self.in_q.get()
+                if chunk is _END or self.errors:
+                    break
+                groups = scorer.groups(chunk.pairs)
+                pending.append((chunk, groups, [pool.submit(scorer.score_group, chunk.pairs, g) for g in groups]))
+                if len(pending) == 2:                                     # the next chunk is queued: finish one
+                    self._finish(*pending.popleft())
+            while pending and not self.errors:
+                self._finish(*pending.popleft())
+            completed = not self.errors
+        except BaseException as e:   # a NaN chunk, a worker's exception, an interrupt: handled by run()
+            self.errors.append(e)
+        finally:
+            for _, _, futures in pending:
+                for f in futures:
+                    f.cancel()
+            self.stop.set()
+            self.out_q.put(_END)
+            for t in threads:
+                t.join()
+            self.bar.close()
+            if self.errors or not completed:
+                self.out.close()          # OUT.partial and its manifest stay for a resume
+
+    def _finish(self, chunk: _Chunk, groups: list, futures: list) -> None:
+        """Collect a chunk's scores, check them, count it and hand it to the writer."""
+        logp = np.zeros(len(chunk.pairs), dtype=np.float64)          # (pairs,)
+        for idx, f in zip(groups, futures):
+            logp[idx] = f.result()
+        if chunk.pairs.rare_log_share is not None:
+            logp += chunk.pairs.rare_log_share
+        _check_logp(logp, chunk, self.config, self.device, self.model_path)
+        for key, n in (("lines", len(chunk.raw)), ("pairs", len(chunk.pairs)), ("sources", len(chunk.pairs.src)),
+                       ("rejected", len(chunk.bad))):
+            self.counts[key] += n
+        self.bar.update(len(chunk.raw))
+        self.out_q.put((chunk, logp))
 
 
 class _NoBar:

@@ -152,8 +152,8 @@ def test_drop_unk_column_gives_the_logprob_only_table(tmp_path):
 
     import pytest
 
-    from phrase_rescore.app.stages import drop_unk_column
     from phrase_rescore.core.errors import PhraseRescoreError
+    from phrase_rescore.moses_integration.table_columns import drop_unk_column
 
     original = [b"a ||| x ||| 0.5 0.25 0.5 0.25 ||| 0-0 ||| 2 2 1 ||| |||",
                 b"a b ||| x  y ||| 1 1 1 1",  # 3 fields, double space kept

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Callable, Mapping
 
 from phrase_rescore.core.errors import PhraseRescoreError
+from phrase_rescore.moses_integration.moses_install import configured_home
 
 from .workflow import Plan, Workflow
 
@@ -56,7 +57,7 @@ def check_programs(wf: Workflow, p: Plan, absent: Mapping[str, Path], say: Say) 
         if "backend" not in params:
             continue
         section = f"[{'tune' if s.startswith('tune-') else s}]"
-        bucket = wants.setdefault(params.get("moses_home") or None, []) if params["backend"] == "moses" else embedded
+        bucket = wants.setdefault(configured_home(params.get("moses_home")), []) if params["backend"] == "moses" else embedded
         if section not in bucket:
             bucket.append(section)
     problems = _check_moses(wants) + _check_rerank_tuner(wf, p, absent)
@@ -87,7 +88,7 @@ def _check_rerank_tuner(wf: Workflow, p: Plan, absent: Mapping[str, Path]) -> li
     from phrase_rescore.moses_integration.nbest_tuning import require_tuner
 
     try:
-        require_tuner(tuner, wf.params["evaluate"]["moses_home"] or None, option="[evaluate] rerank_tuner =")
+        require_tuner(tuner, configured_home(wf.params["evaluate"]["moses_home"]), option="[evaluate] rerank_tuner =")
     except PhraseRescoreError as e:
         return [e.message]
     return []
@@ -111,7 +112,7 @@ def _check_ini_programs(wf: Workflow, ini: Path, embedded: list[str]) -> list[st
     if rewritten and pd.type == "PhraseDictionaryCompact" and decodes:
         params = wf.params[rewritten[0]]
         try:
-            install, why = find_moses(params["moses_home"] or None), "no Moses installation found (set MOSES_HOME)"
+            install, why = find_moses(configured_home(params["moses_home"])), "no Moses installation found (set MOSES_HOME)"
         except PhraseRescoreError as e:
             install, why = None, e.message
         if not params["binarize"]:

@@ -35,6 +35,7 @@ from pathlib import Path
 from phrase_rescore.core.config import setting
 from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.core.fileio import atomic_open
+from phrase_rescore.moses_integration.moses_install import configured_home
 
 from .schema import stage_check, stage_choices, stage_params
 from .workflow import Registry, StageContext, StageDef
@@ -202,7 +203,7 @@ def _run_nbest(tuned: str, artifact: str):
         from phrase_rescore.moses_integration.report import SystemSpec, decode_split
 
         p = ctx.params
-        backend = get_backend(p["backend"], p["moses_home"] or None)
+        backend = get_backend(p["backend"], configured_home(p["moses_home"]))
         out = ctx.output(artifact)
         out.mkdir(parents=True, exist_ok=True)
         seconds = {}
@@ -256,7 +257,7 @@ def _rerank_tuned(ctx: StageContext, lists: dict[str, Path], ini: Path, starts: 
                                     feature_name="Seq2Seq0", weights_ini=os.fspath(init_path),
                                     dev_nbest=os.fspath(lists["dev"]), dev_src=os.fspath(ctx.input("dev_src_tok")),
                                     dev_ref=os.fspath(ctx.input("dev_ref_tok")), mert_restarts=p["rerank_restarts"],
-                                    seed=p["seed"], tuner=p["rerank_tuner"], moses_home=p["moses_home"] or None,
+                                    seed=p["seed"], tuner=p["rerank_tuner"], moses_home=configured_home(p["moses_home"]),
                                     device=p["device"]))
     weights = read_moses_ini(s.tuned_weights).weights
     rerank_nbest(scored["dev"], weights, out["dev"], len(read_sentences(ctx.input("dev_src_tok"))))

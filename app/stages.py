@@ -53,6 +53,7 @@ from typing import NamedTuple
 from phrase_rescore.core.config import FLOAT32_MAX, SEED_MAX, check, setting
 from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.core.fileio import atomic_open, read_lines
+from phrase_rescore.moses_integration.moses_install import configured_home
 
 from .schema import stage_check, stage_choices, stage_params
 from .seq2seq_stages import ROW_ARTIFACTS, add_stages, paper_systems
@@ -92,7 +93,7 @@ ROW_ORDER = ("baseline", "rnn", "cslm-rnn", "cslm-rnn-wp", "rnn-wp")
 
 def _moses_home(params: dict) -> str | None:
     """The stage's ``moses_home``; None for the empty default (then ``MOSES_HOME`` or the PATH find Moses)."""
-    return params["moses_home"] or None
+    return configured_home(params["moses_home"])
 
 
 def _config(cls, params: dict, **fixed):

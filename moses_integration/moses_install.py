@@ -59,6 +59,12 @@ def _install(root: Path) -> MosesInstall:
     return MosesInstall(root, root / "bin" / "moses", root / "scripts" / "training" / "mert-moses.pl", root / "bin")
 
 
+def configured_home(value: str | None) -> str | None:
+    """A ``moses_home`` setting as :func:`find_moses` takes it: None for the empty default (then ``MOSES_HOME``
+    or ``moses`` on PATH)."""
+    return value or None
+
+
 def find_moses(moses_home: str | os.PathLike | None = None,
                environ: Mapping[str, str] | None = None) -> MosesInstall | None:
     """The Moses installation at ``moses_home``, ``$MOSES_HOME``, or around ``moses`` on PATH; None if there is none.

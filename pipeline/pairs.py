@@ -380,15 +380,15 @@ def corpus_arrays(parent: str | os.PathLike, key: dict, write, is_main: bool = T
     written in a temporary folder beside it and renamed into place only when complete (with ``key.json``),
     so a run killed while writing leaves nothing that a later run would read; folders of other keys that
     this function wrote in ``parent`` are removed. Under ``torchrun`` rank 0 writes and the others wait at
-    ``barrier``."""
+    ``barrier``. An error of a write that names no file (a full disk) names the folder."""
     import shutil
 
-    from phrase_rescore.core.fileio import fsync_dir, fsync_file, temp_dir_beside
+    from phrase_rescore.core.fileio import fsync_dir, fsync_file, naming, temp_dir_beside
 
     text = json.dumps(key, sort_keys=True)
     folder = Path(parent) / f"corpus-ids-{hashlib.sha256(text.encode()).hexdigest()[:16]}"
     if is_main and not ((folder / "key.json").exists() and (folder / "key.json").read_text() == text):
-        with temp_dir_beside(folder) as tmp:
+        with temp_dir_beside(folder) as tmp, naming(folder):    # a full disk names the folder being written
             write(tmp)
             (tmp / "key.json").write_text(text)
             for f in tmp.iterdir():

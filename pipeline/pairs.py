@@ -398,6 +398,9 @@ def corpus_arrays(parent: str | os.PathLike, key: dict, write, is_main: bool = T
                     fsync_file(f)
             if folder.exists():
                 shutil.rmtree(folder)
+            umask = os.umask(0)
+            os.umask(umask)
+            os.chmod(tmp, 0o777 & ~umask)       # mkdtemp makes 0700; the mode a plain mkdir would give
             os.replace(tmp, folder)
         fsync_dir(folder.parent)
         for old in Path(parent).glob("corpus-ids-*"):

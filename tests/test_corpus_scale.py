@@ -5,14 +5,22 @@ import csv
 import gc
 import tracemalloc
 
+import numpy as np
 import pytest
 from _corpus_text import write_text
 
+from phrase_rescore.core.fileio import read_sentences
 from phrase_rescore.pipeline import pairs as pairs_module
 from phrase_rescore.pipeline import train_cslm as train_cslm_module
 from phrase_rescore.pipeline import train_seq2seq as train_seq2seq_module
-from phrase_rescore.pipeline.train_cslm import TrainCSLMConfig, train_cslm
+from phrase_rescore.pipeline.batching import pad_batch
+from phrase_rescore.pipeline.model.checkpoint import CSLM_KIND, load_checkpoint
+from phrase_rescore.pipeline.model.cslm import corpus_events
+from phrase_rescore.pipeline.pairs import NpyFile, PairFile
+from phrase_rescore.pipeline.sentences import encode_eos
+from phrase_rescore.pipeline.train_cslm import TrainCSLMConfig, read_events, train_cslm
 from phrase_rescore.pipeline.train_seq2seq import TrainSeq2SeqConfig, train
+from phrase_rescore.pipeline.vocab import Vocabularies
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -121,3 +129,41 @@ def test_train_seq2seq_memory_does_not_grow_with_the_corpus(tmp_path, monkeypatc
             train(_s2s_config(tmp_path / "warm", src, tgt, valid_size=100, epochs=2 / (n // 16), valid_every=1.0))
         peaks[n] = _traced_peak(train, cfg)
     assert peaks[30_000] - peaks[3_000] < 10 * (tokens[30_000] - tokens[3_000]), (peaks, tokens)
+
+
+def test_train_cslm_events_on_disk_are_the_in_memory_events_and_a_resume_reuses_them(tmp_path):
+    corpus = write_text(tmp_path / "c.txt", 300, seed=1)
+    train_cslm(corpus, tmp_path / "m", _cslm_config(max_steps=4, valid_every=2))
+    [folder] = (tmp_path / "m").glob("corpus-ids-*")
+    vocab = load_checkpoint(tmp_path / "m" / "last.pt", "cpu", CSLM_KIND).vocabs
+    lines = read_sentences(corpus)
+    held = set(np.random.default_rng([5, 10 ** 6]).permutation(len(lines))[:20].tolist())
+    ctx, tgt, _ = corpus_events(vocab, [s for i, s in enumerate(lines) if s and i not in held], 3)
+    assert np.array_equal(np.load(folder / "train-ids.npy"), tgt)
+    positions = np.random.default_rng(0).permutation(len(tgt))[:200]
+    got_ctx, got_tgt = read_events(NpyFile(folder / "train-ids.npy"), positions, 3)
+    assert np.array_equal(got_ctx, ctx[positions]) and np.array_equal(got_tgt, tgt[positions])
+    inode = (folder / "train-ids.npy").stat().st_ino
+    train_cslm(corpus, tmp_path / "m", _cslm_config(max_steps=6, valid_every=2, resume=True))
+    assert [p.name for p in (tmp_path / "m").glob("corpus-ids-*")] == [folder.name]
+    assert (folder / "train-ids.npy").stat().st_ino == inode        # written once
+
+
+def test_train_seq2seq_pairs_on_disk_are_the_encoded_pairs_and_a_resume_reuses_them(tmp_path):
+    src = write_text(tmp_path / "s.txt", 150, seed=2, n_words=30)
+    tgt = write_text(tmp_path / "t.txt", 150, seed=3, n_words=25)
+    train(_s2s_config(tmp_path / "m", src, tgt, epochs=0.5))
+    [folder] = (tmp_path / "m").glob("corpus-ids-*")
+    vocabs = Vocabularies.load(tmp_path / "m" / "vocab.json")
+    held = set(np.random.default_rng([4, 10 ** 6]).permutation(150)[:15].tolist())
+    pairs = [(x, y) for i, (x, y) in enumerate(zip(read_sentences(src), read_sentences(tgt))) if i not in held]
+    on_disk = PairFile(folder, "train")
+    assert len(on_disk) == len(pairs) == 135
+    idx = np.random.default_rng(0).permutation(len(pairs))[:40]
+    expected = (*pad_batch([encode_eos(vocabs.source, pairs[i][0]) for i in idx]),
+                *pad_batch([encode_eos(vocabs.target, pairs[i][1]) for i in idx]))
+    assert all(a.shape == b.shape and bool((a == b).all()) for a, b in zip(on_disk.batch(idx), expected))
+    inode = (folder / "train-src-ids.npy").stat().st_ino
+    train(_s2s_config(tmp_path / "m", src, tgt, epochs=1))
+    assert [p.name for p in (tmp_path / "m").glob("corpus-ids-*")] == [folder.name]
+    assert (folder / "train-src-ids.npy").stat().st_ino == inode

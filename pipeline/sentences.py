@@ -22,10 +22,14 @@ def read_parallel(src_path: str | os.PathLike, tgt_path: str | os.PathLike) -> t
     """Both sides of a parallel corpus; raises when they differ in their number of lines."""
     src, tgt = read_sentences(src_path), read_sentences(tgt_path)
     if len(src) != len(tgt):
-        raise PhraseRescoreError(f"parallel files differ in length: {os.fspath(src_path)} has {len(src)} lines, "
-                                 f"{os.fspath(tgt_path)} has {len(tgt)}; expected one target line per source line",
-                                 tgt_path, min(len(src), len(tgt)) + 1)
+        raise _differ_in_length(src_path, len(src), tgt_path, len(tgt))
     return src, tgt
+
+
+def _differ_in_length(src_path, n_src: int, tgt_path, n_tgt: int) -> PhraseRescoreError:
+    return PhraseRescoreError(f"parallel files differ in length: {os.fspath(src_path)} has {n_src} lines, "
+                              f"{os.fspath(tgt_path)} has {n_tgt}; expected one target line per source line",
+                              tgt_path, min(n_src, n_tgt) + 1)
 
 
 def encode_eos(vocab: Vocab, tokens: list[str]) -> np.ndarray:
@@ -58,7 +62,5 @@ def check_same_length(src_path: str | os.PathLike, tgt_path: str | os.PathLike) 
     """The number of lines of a parallel corpus; raises when its two files differ in it."""
     n_src, n_tgt = count_lines(src_path), count_lines(tgt_path)
     if n_src != n_tgt:
-        raise PhraseRescoreError(f"parallel files differ in length: {os.fspath(src_path)} has {n_src} lines, "
-                                 f"{os.fspath(tgt_path)} has {n_tgt}; expected one target line per source line",
-                                 tgt_path, min(n_src, n_tgt) + 1)
+        raise _differ_in_length(src_path, n_src, tgt_path, n_tgt)
     return n_src

@@ -10,7 +10,9 @@ is a function of (seed, epoch).
 
 Outputs in ``out_dir``: ``model.pt`` (the lowest validation perplexity), ``last.pt`` (the latest state:
 weights, Adam's state, the epoch and batch position, the torch RNG state, the log), ``train_log.csv``
-(step, training loss, validation perplexity) and ``summary.json``. ``--resume`` continues from
+(step, training loss, validation perplexity), ``summary.json`` and ``corpus-ids-<key>/train-ids.npy``, the
+training events' targets written once from the corpus (:func:`_write_events`), which batches read by position
+(:func:`read_events`) so that memory does not grow with the corpus. ``--resume`` continues from
 ``last.pt`` with the same batches, optimizer state and dropout masks as a run that never stopped. The
 schedule (validations, checkpoints, patience, time budget, the log) is :class:`~.training_loop.TrainingLoop`'s.
 

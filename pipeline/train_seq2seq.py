@@ -9,6 +9,9 @@
   gives random batches, the baseline of the paper's 2x speed-up. ``benchmarks/seq2seq_report.py`` measures ours:
   1.46x real tokens/s on the demo corpus (small preset, CPU), padding 42% of a random batch vs 9% grouped;
   the demo's sentences vary less in length than WMT's, so there is less padding to save.
+* The training pairs' ids are written once into ``OUT_DIR/corpus-ids-<key>/`` (:class:`~.pairs.PairFile`'s
+  layout, keyed by the corpus, the vocabulary and the held-out lines) and each batch is read from them by
+  position, so that memory does not grow with the corpus; the validation pairs are held in memory.
 * Validation perplexity exp(NLL / target tokens) every half epoch; ``last.pt`` after every validation and
   every ``save_every`` steps, ``model.pt`` at the lowest validation perplexity.
 * Resumable: every epoch's batches are a function of (seed, epoch), and SGD has no state beyond the

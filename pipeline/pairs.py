@@ -24,6 +24,7 @@ Sampling and batching helpers live in :mod:`phrase_rescore.pipeline.batching` an
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from pathlib import Path
@@ -365,3 +366,46 @@ class PairFile:
     def close(self) -> None:
         for f in self.files.values():
             f.close()
+
+
+# --- corpora of sentences turned into id arrays, for the sentence-level trainers ----------------------
+
+#: one array read by position (:class:`PairFile`'s reader), for trainers whose events are not pairs
+NpyFile = _NpyFile
+
+
+def corpus_arrays(parent: str | os.PathLike, key: dict, write, is_main: bool = True, barrier=None) -> Path:
+    """The folder of id arrays that ``write(folder)`` makes from a corpus, written once per ``key`` (the
+    corpus's sha256, the vocabulary's, the held-out lines): ``parent/corpus-ids-<sha256 of key>``. It is
+    written in a temporary folder beside it and renamed into place only when complete (with ``key.json``),
+    so a run killed while writing leaves nothing that a later run would read; folders of other keys that
+    this function wrote in ``parent`` are removed. Under ``torchrun`` rank 0 writes and the others wait at
+    ``barrier``. An error of a write that names no file (a full disk) names the folder."""
+    import shutil
+
+    from phrase_rescore.core.fileio import fsync_dir, fsync_file, naming, temp_dir_beside
+
+    text = json.dumps(key, sort_keys=True)
+    folder = Path(parent) / f"corpus-ids-{hashlib.sha256(text.encode()).hexdigest()[:16]}"
+    if is_main and not ((folder / "key.json").exists() and (folder / "key.json").read_text() == text):
+        with temp_dir_beside(folder) as tmp, naming(folder):    # a full disk names the folder being written
+            write(tmp)
+            (tmp / "key.json").write_text(text)
+            for f in tmp.iterdir():
+                if f.name.startswith("."):      # the marker of a temporary folder
+                    f.unlink()
+                else:
+                    fsync_file(f)
+            if folder.exists():
+                shutil.rmtree(folder)
+            umask = os.umask(0)
+            os.umask(umask)
+            os.chmod(tmp, 0o777 & ~umask)       # mkdtemp makes 0700; the mode a plain mkdir would give
+            os.replace(tmp, folder)
+        fsync_dir(folder.parent)
+        for old in Path(parent).glob("corpus-ids-*"):
+            if old != folder and (old / "key.json").exists():
+                shutil.rmtree(old)
+    if barrier is not None:
+        barrier()
+    return folder

@@ -10,7 +10,9 @@ is a function of (seed, epoch).
 
 Outputs in ``out_dir``: ``model.pt`` (the lowest validation perplexity), ``last.pt`` (the latest state:
 weights, Adam's state, the epoch and batch position, the torch RNG state, the log), ``train_log.csv``
-(step, training loss, validation perplexity) and ``summary.json``. ``--resume`` continues from
+(step, training loss, validation perplexity), ``summary.json`` and ``corpus-ids-<key>/train-ids.npy``, the
+training events' targets written once from the corpus (:func:`_write_events`), which batches read by position
+(:func:`read_events`) so that memory does not grow with the corpus. ``--resume`` continues from
 ``last.pt`` with the same batches, optimizer state and dropout masks as a run that never stopped. The
 schedule (validations, checkpoints, patience, time budget, the log) is :class:`~.training_loop.TrainingLoop`'s.
 
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import hashlib
 import json
 import math
 import os
@@ -38,9 +41,13 @@ from phrase_rescore.core.fileio import atomic_open, read_sentences, sha256_file
 
 from .device import check_device, resolve_device
 from .model.checkpoint import CSLM_KIND, LAST, read_checkpoint, save_checkpoint
-from .model.cslm import CSLM, CSLMConfig, CSLMVocab, corpus_events
+from .model.cslm import BOS_ID, CSLM, EOS_ID, CSLMConfig, CSLMVocab, corpus_events
+from .pairs import NpyAppender, NpyFile, corpus_arrays
+from .sentences import count_lines, held_out_lines, iter_sentences
 from .training_loop import TrainingLoop, check_run_dir, check_same_settings, check_train_state
 
+#: ids gathered (in a Python list) before they are appended to the events' array
+EVENTS_CHUNK = 1 << 16
 LOG_COLUMNS = ["step", "epoch", "elapsed_s", "train_loss", "valid_ppl", "best_valid_ppl"]
 
 
@@ -111,10 +118,53 @@ class CSLMSummary:
     history: list = dataclasses.field(default_factory=list)
 
 
-def _split(sentences: list[list[str]], valid_size: int, seed: int) -> tuple[list, list]:
-    k = min(valid_size, len(sentences) // 10)
-    held = set(np.random.default_rng([seed, 10 ** 6]).permutation(len(sentences))[:k].tolist())
-    return ([s for i, s in enumerate(sentences) if i not in held], [s for i, s in enumerate(sentences) if i in held])
+def _read_corpus(corpus, valid, config: TrainCSLMConfig) -> tuple[collections.Counter, list, set[int]]:
+    """One pass over ``corpus``: the word counts of its training sentences, the validation sentences (``valid``'s,
+    or ``valid_size`` lines held out of the corpus) and the held-out line numbers. Empty lines are not trained
+    on (they stay in a held-out set)."""
+    held = set() if valid is not None else held_out_lines(count_lines(corpus), config.valid_size, config.seed)
+    counts, valid_sents, n_train = collections.Counter(), [], 0
+    for i, s in enumerate(iter_sentences(corpus)):
+        if i in held:
+            valid_sents.append(s)
+        elif s:
+            counts.update(s)
+            n_train += 1
+    if not n_train:
+        raise PhraseRescoreError("no training sentences (the corpus is empty)", corpus)
+    return counts, (read_sentences(valid) if valid is not None else valid_sents), held
+
+
+def _write_events(folder: Path, corpus, held: set[int], vocab: CSLMVocab) -> None:
+    """``train-ids.npy``: the targets of every training event, in corpus order (each training sentence's ids,
+    then ``</s>``); an event's context is the ids before it back to the previous ``</s>``."""
+    out, buf = NpyAppender(folder / "train-ids.npy", np.int32), []
+    for i, s in enumerate(iter_sentences(corpus)):
+        if s and i not in held:
+            buf += vocab.ids(s)
+            buf.append(EOS_ID)
+            if len(buf) >= EVENTS_CHUNK:
+                out.append(np.asarray(buf, np.int32))
+                buf = []
+    out.append(np.asarray(buf, np.int32))
+    out.close()
+
+
+def read_events(ids: NpyFile, positions: np.ndarray, context: int) -> tuple[np.ndarray, np.ndarray]:
+    """The events at ``positions`` of the training ids: contexts (B, n-1) and targets (B,), int64, as
+    :func:`~.model.cslm.sentence_events` makes them (the previous words of the sentence, ``<s>`` on the left)."""
+    ctx = np.full((len(positions), context), BOS_ID, dtype=np.int64)
+    tgt = np.empty(len(positions), dtype=np.int64)
+    for r, p in enumerate(positions.tolist()):
+        window = ids.read(max(0, p - context), p + 1)
+        tgt[r] = window[-1]
+        before = window[:-1]
+        ends = np.flatnonzero(before == EOS_ID)     # the end of the previous sentence
+        if len(ends):
+            before = before[ends[-1] + 1:]
+        if len(before):
+            ctx[r, context - len(before):] = before
+    return ctx, tgt
 
 
 @torch.no_grad()
@@ -153,22 +203,17 @@ def train_cslm(corpus: str | os.PathLike, out_dir: str | os.PathLike, config: Tr
     last_path = out / LAST
     check_run_dir(out, config.resume)
     device = resolve_device(config.device)
-    sentences = read_sentences(corpus)
-    if valid is not None:
-        train_sents, valid_sents = sentences, read_sentences(valid)
-    else:
-        train_sents, valid_sents = _split(sentences, config.valid_size, config.seed)
-    train_sents = [s for s in train_sents if s] or train_sents
-    if not any(train_sents):
-        raise PhraseRescoreError("no training sentences (the corpus is empty)", corpus)
     hashes = {"corpus": sha256_file(corpus), "valid": sha256_file(valid) if valid is not None else None}
-    counts = collections.Counter(w for s in train_sents for w in s)
+    counts, valid_sents, held = _read_corpus(corpus, valid, config)
     vocab = CSLMVocab.build(counts, config.shortlist)
+    del counts
     try:
         mcfg = config.model_config(len(vocab))
     except ValueError as e:
         raise PhraseRescoreError(f"bad model settings: {e}") from None
-    ctx, tgt, _ = corpus_events(vocab, train_sents, mcfg.context)
+    key = {"corpus": hashes["corpus"], "held_out": None if valid is not None else [config.seed, config.valid_size],
+           "vocab": hashlib.sha256(vocab.to_json().encode()).hexdigest()}
+    events = NpyFile(corpus_arrays(out, key, lambda d: _write_events(d, corpus, held, vocab)) / "train-ids.npy")
     vctx, vtgt, vextra = corpus_events(vocab, valid_sents, mcfg.context)
     ngram_ppl = ngram_perplexity(lm, valid_sents) if lm is not None and len(vtgt) else None
 
@@ -197,7 +242,7 @@ def train_cslm(corpus: str | os.PathLike, out_dir: str | os.PathLike, config: Tr
         loop.resume(ts)
     out.mkdir(parents=True, exist_ok=True)
 
-    n = len(tgt)
+    n = events.len
     n_batches = math.ceil(n / config.batch_size)
     perm = None                 # this epoch's order of the events
 
@@ -206,11 +251,13 @@ def train_cslm(corpus: str | os.PathLike, out_dir: str | os.PathLike, config: Tr
         one target token)."""
         nonlocal perm
         state = loop.state
-        if perm is None or state["batch"] == 0:
-            perm = np.random.default_rng([config.seed, state["epoch"]]).permutation(n)
+        if perm is None or state["batch"] == 0:     # Generator.permutation(n), in 4-byte items while n allows
+            perm = np.arange(n, dtype=np.int32 if n < 2 ** 31 else np.int64)
+            np.random.default_rng([config.seed, state["epoch"]]).shuffle(perm)
         idx = perm[state["batch"] * config.batch_size:(state["batch"] + 1) * config.batch_size]
-        c = torch.from_numpy(ctx[idx]).to(device)
-        t = torch.from_numpy(tgt[idx]).to(device)
+        ctx, tgt = read_events(events, idx, mcfg.context)
+        c = torch.from_numpy(ctx).to(device)
+        t = torch.from_numpy(tgt).to(device)
         loss = torch.nn.functional.nll_loss(model(c), t)
         if not torch.isfinite(loss):
             raise PhraseRescoreError(f"training loss became {loss.item()} at step {state['step'] + 1}; stopped "

@@ -9,6 +9,9 @@
   gives random batches, the baseline of the paper's 2x speed-up. ``benchmarks/seq2seq_report.py`` measures ours:
   1.46x real tokens/s on the demo corpus (small preset, CPU), padding 42% of a random batch vs 9% grouped;
   the demo's sentences vary less in length than WMT's, so there is less padding to save.
+* The training pairs' ids are written once into ``OUT_DIR/corpus-ids-<key>/`` (:class:`~.pairs.PairFile`'s
+  layout, keyed by the corpus, the vocabulary and the held-out lines) and each batch is read from them by
+  position, so that memory does not grow with the corpus; the validation pairs are held in memory.
 * Validation perplexity exp(NLL / target tokens) every half epoch; ``last.pt`` after every validation and
   every ``save_every`` steps, ``model.pt`` at the lowest validation perplexity.
 * Resumable: every epoch's batches are a function of (seed, epoch), and SGD has no state beyond the
@@ -27,6 +30,7 @@
 from __future__ import annotations
 
 import collections
+import hashlib
 import json
 import math
 import os
@@ -35,6 +39,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 import torch
 
 from phrase_rescore.core.config import MODEL_DIM_MAX, SEED_MAX, setting
@@ -48,10 +53,11 @@ from .distributed import Dist
 from .distributed import setup as setup_distributed
 from .model.checkpoint import BEST, LAST, SEQ2SEQ, load_checkpoint, save_checkpoint
 from .model.seq2seq import Seq2Seq, Seq2SeqConfig
-from .sentences import encode_eos, read_parallel
+from .pairs import PairFile, SplitWriter, corpus_arrays
+from .sentences import check_same_length, encode_eos, held_out_lines, iter_sentences, read_parallel
 from .train import TrainSummary
 from .training_loop import check_world_size
-from .vocab import Vocabularies, build_vocab
+from .vocab import EOS_ID, Vocabularies, build_vocab
 
 
 @dataclass
@@ -217,24 +223,65 @@ def _model_config(cfg: TrainSeq2SeqConfig, vocabs: Vocabularies) -> Seq2SeqConfi
                                 init_range=cfg.init_range, **over)
 
 
-def _read_pairs(cfg: TrainSeq2SeqConfig) -> tuple[list, list, list, list]:
-    """The training and validation pairs: ``(src, tgt, valid_src, valid_tgt)``, word lists."""
-    src, tgt = read_parallel(cfg.src, cfg.tgt)
+class _TrainingSide:
+    """The training sentences of one side of the corpus (its lines less the held-out ones), read from the file
+    each time they are iterated."""
+
+    def __init__(self, path: str, held: set[int]):
+        self.path, self.held = path, held
+
+    def __iter__(self):
+        return (s for i, s in enumerate(iter_sentences(self.path)) if i not in self.held)
+
+
+def _read_pairs(cfg: TrainSeq2SeqConfig) -> tuple[_TrainingSide, _TrainingSide, list, list, set[int]]:
+    """The training and validation pairs: ``(src, tgt, valid_src, valid_tgt, held)``: the training sides as
+    iterables of word lists read from disk, the validation pairs as word lists, and the line numbers held out
+    of the training files for validation (none when validation files are given)."""
+    n = check_same_length(cfg.src, cfg.tgt)
     if cfg.valid_src or cfg.valid_tgt:
         if not (cfg.valid_src and cfg.valid_tgt):
             raise PhraseRescoreError("give both --valid-src and --valid-tgt, or neither")
         vsrc, vtgt = read_parallel(cfg.valid_src, cfg.valid_tgt)
+        held = set()
     else:  # hold out a fixed random subset of the training pairs
-        k = min(cfg.valid_size, len(src) // 10)
-        held = set(np.random.default_rng([cfg.seed, 10**6]).permutation(len(src))[:k].tolist())
-        vsrc = [x for i, x in enumerate(src) if i in held]
-        vtgt = [y for i, y in enumerate(tgt) if i in held]
-        src = [x for i, x in enumerate(src) if i not in held]
-        tgt = [y for i, y in enumerate(tgt) if i not in held]
-    if not src:
+        held = held_out_lines(n, cfg.valid_size, cfg.seed)
+        vsrc, vtgt = [], []
+        for i, (x, y) in enumerate(zip(iter_sentences(cfg.src), iter_sentences(cfg.tgt))):
+            if i in held:
+                vsrc.append(x)
+                vtgt.append(y)
+    if n == len(held):
         raise PhraseRescoreError("no training pairs", cfg.src)
+    return _TrainingSide(cfg.src, held), _TrainingSide(cfg.tgt, held), vsrc, vtgt, held
 
-    return src, tgt, vsrc, vtgt
+
+#: pairs encoded (as Python lists) before they are appended to the arrays on disk
+PAIRS_CHUNK = 1 << 14
+
+
+def _write_pairs(folder: Path, cfg: TrainSeq2SeqConfig, held: set[int], vocabs: Vocabularies) -> None:
+    """The training pairs' ids, ``<eos>`` appended, as the arrays of :class:`~.pairs.PairFile`'s split ``train``."""
+    out, src, tgt = SplitWriter(folder, "train"), [], []
+    ids = pa.list_(pa.int32())
+    for x, y in zip(_TrainingSide(cfg.src, held), _TrainingSide(cfg.tgt, held)):
+        src.append(vocabs.source.encode(x) + [EOS_ID])
+        tgt.append(vocabs.target.encode(y) + [EOS_ID])
+        if len(src) >= PAIRS_CHUNK:
+            out.append(pa.array(src, ids), pa.array(tgt, ids))
+            src, tgt = [], []
+    out.append(pa.array(src, ids), pa.array(tgt, ids))
+    out.close()
+
+
+def _training_pairs(cfg: TrainSeq2SeqConfig, dist: Dist, vocabs: Vocabularies, held: set[int]) -> PairFile:
+    """The training pairs, read by position from id arrays written once per corpus and vocabulary in OUT_DIR."""
+    key = {"src": sha256_file(cfg.src), "tgt": sha256_file(cfg.tgt),
+           "held_out": [cfg.seed, cfg.valid_size] if held else None,
+           "vocab": hashlib.sha256(vocabs.to_json().encode()).hexdigest()}
+    folder = corpus_arrays(cfg.out_dir, key, lambda d: _write_pairs(d, cfg, held, vocabs), dist.is_main,
+                           dist.barrier)
+    return PairFile(folder, "train")
 
 
 def _model_and_vocabularies(cfg: TrainSeq2SeqConfig, dist: Dist, hashes: dict, src, tgt) -> tuple:
@@ -265,11 +312,10 @@ class _Trainer:
                  hashes: dict, pairs: tuple[list, list, list, list]):
         self.cfg, self.dist, self.model, self.vocabs, self.state, self.hashes = cfg, dist, model, vocabs, state, hashes
         self.out = Path(cfg.out_dir)
-        src, tgt, vsrc, vtgt = pairs
-        self.tr_src, self.tr_tgt = _encode_pairs(vocabs, src, tgt)
+        self.train_set, vsrc, vtgt = pairs
         self.va_src, self.va_tgt = _encode_pairs(vocabs, vsrc, vtgt)
-        self.src_len = np.array([len(x) for x in self.tr_src])
-        self.tgt_len = np.array([len(y) for y in self.tr_tgt])
+        lengths = self.train_set.lengths()
+        self.src_len, self.tgt_len = lengths[:, 0], lengths[:, 1]
         self.opt = torch.optim.SGD(model.parameters(), lr=cfg.lr, momentum=0.0)  # plain SGD: no state to save
         self.params = [p for p in model.parameters()]
         self.forward = dist.data_parallel(model)        # gradients averaged over the ranks in backward
@@ -335,8 +381,7 @@ class _Trainer:
         weight = 1.0
         if len(mine) == 0:      # fewer sentences than ranks: one sentence, weight 0
             mine, weight = idx[:1], 0.0
-        s, sm = pad_batch([self.tr_src[i] for i in mine], device=device)  # (b, S)
-        t, tm = pad_batch([self.tr_tgt[i] for i in mine], device=device)  # (b, T)
+        s, sm, t, tm = self.train_set.batch(mine, device=device)  # (b, S), (b, S), (b, T), (b, T)
         if dist.enabled:    # this slice's share; DDP averages the N ranks' gradients
             nll = -self.forward(s, sm, t, tm).sum() * weight
             loss = nll * (dist.world_size / len(idx))
@@ -393,7 +438,8 @@ def train(cfg: TrainSeq2SeqConfig) -> TrainSummary:
     resumed_from = None if resumed is None else state["epoch"] + state.get("progress_in_epoch", 0.0)
     if dist.is_main:
         vocabs.save(out / "vocab.json")
-    trainer = _Trainer(cfg, dist, model, vocabs, state, hashes, pairs)
+    train_set = _training_pairs(cfg, dist, vocabs, pairs[4])
+    trainer = _Trainer(cfg, dist, model, vocabs, state, hashes, (train_set, pairs[2], pairs[3]))
     run_start = time.perf_counter()
     trainer.run()
     wall = time.perf_counter() - run_start

@@ -24,6 +24,7 @@ import dataclasses
 import gc
 import multiprocessing
 import os
+import signal
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
@@ -235,7 +236,11 @@ class Decoder:
             ctx = multiprocessing.get_context("fork")
             chunk = max(1, min(16, len(sentences) // (threads * 4) or 1))
             try:
-                with ctx.Pool(min(threads, len(sentences))) as pool:   # no idle processes to fork
+                # the workers take SIGTERM's default back: the pool's exit ends them with it, and a handler
+                # inherited from the command (which raises SystemExit) leaves a worker waiting for the task
+                # queue's lock, and the pool's exit waiting for that worker, for ever
+                with ctx.Pool(min(threads, len(sentences)), initializer=signal.signal,
+                              initargs=(signal.SIGTERM, signal.SIG_DFL)) as pool:   # no idle processes to fork
                     for r in pool.imap(_work, sentences, chunksize=chunk):
                         results.append(r)
                         pb.update(1)

@@ -189,7 +189,9 @@ def _option_rows(name: str, cmd: click.Command, ctx: click.Context, registry) ->
     own = _settings_of(cmd)
     rows = []
     for p in cmd.get_params(ctx):
-        if not isinstance(p, click.Option) or p.hidden or p.name == "help":
+        # click's own help option: named "help" before click 8.5, "_click_default_help" since; the header
+        # says once that every command takes it
+        if not isinstance(p, click.Option) or p.hidden or "--help" in p.opts:
             continue
         s = own.get(p.name)
         if s is not None:

@@ -135,9 +135,9 @@ def test_the_decoder_forks_no_more_processes_than_cores_and_sentences(tmp_path, 
         ctx = real(method)
 
         class Ctx:
-            def Pool(self, n):   # noqa: N802 (multiprocessing's name)
+            def Pool(self, n, **kw):   # noqa: N802 (multiprocessing's name)
                 started.append(n)
-                return ctx.Pool(n)
+                return ctx.Pool(n, **kw)
         return Ctx()
 
     monkeypatch.setattr(multiprocessing, "get_context", spy)

@@ -701,11 +701,7 @@ def _find_truecasers(sys_: MosesSystem, given) -> None:
                                                  "--truecase-model-tgt"))):
         path = (given or (None, None))[i]
         if path is not None:
-            p = Path(path).expanduser()
-            if p.is_file():
-                setattr(sys_, attr, Found(p, f"given with {opt}"))
-            else:
-                sys_.missing.append(Missing(key, "the truecasing model", f"{p} (given with {opt}) does not exist"))
+            _take_given(sys_, attr, key, "the truecasing model", path, opt)
             continue
         if lang is None:
             continue
@@ -722,6 +718,15 @@ def _find_truecasers(sys_: MosesSystem, given) -> None:
     sys_.search_dirs = dirs
 
 
+def _take_given(sys_: MosesSystem, attr: str, key: str, what: str, path, option: str) -> None:
+    """A file the user named with ``option``: found, or missing (it does not exist), said either way."""
+    p = Path(path).expanduser()
+    if p.is_file():
+        setattr(sys_, attr, Found(p, f"given with {option}"))
+    else:
+        sys_.missing.append(Missing(key, what, f"{p} (given with {option}) does not exist"))
+
+
 def _snt_sentences(sys_: MosesSystem) -> int | None:
     """Sentence pairs train-model.perl numberized (``corpus/SRC-TGT-int-train.snt``: three lines a pair)."""
     if sys_.root is None or sys_.source_lang is None or sys_.target_lang is None:
@@ -735,11 +740,7 @@ def _find_corpus(sys_: MosesSystem, given) -> None:
     for p, attr, key, opt in zip(given or (None, None), ("train_src", "train_tgt"),
                                  ("train_src_tok", "train_tgt_tok"), ("--train-src", "--train-tgt")):
         if p is not None:
-            p = Path(p).expanduser()
-            if p.is_file():
-                setattr(sys_, attr, Found(p, f"given with {opt}"))
-            else:
-                sys_.missing.append(Missing(key, "the training corpus", f"{p} (given with {opt}) does not exist"))
+            _take_given(sys_, attr, key, "the training corpus", p, opt)
     what = ("the target side of the training corpus (tokenized, cased and cleaned as train-model.perl read it): "
             "the CSLM's text")
     if src_l is None or tgt_l is None:

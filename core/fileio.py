@@ -57,8 +57,20 @@ from .words import words
 
 GZIP_MAGIC = b"\x1f\x8b"
 
-_UMASK = os.umask(0)
-os.umask(_UMASK)
+def process_umask() -> int:
+    """The process's umask, read without changing it (Linux's ``/proc/self/status``): setting and restoring it
+    with ``os.umask`` would race with any other thread creating files. Elsewhere, set and restored."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
 
 _HOST = hashlib.sha256(os.uname().nodename.encode("utf-8", "replace")).hexdigest()[:8]
 
@@ -461,7 +473,7 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     path.parent.mkdir(parents=True, exist_ok=True)
     remove_stale_temps(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{_HOST}-{os.getpid()}.", suffix=".tmp", dir=path.parent)
-    os.fchmod(fd, 0o666 & ~_UMASK)  # mkstemp makes 0600; give outputs the mode a plain open() would
+    os.fchmod(fd, 0o666 & ~process_umask())  # mkstemp makes 0600; give outputs the mode a plain open() would
     os.close(fd)
     tmp_path = Path(tmp)
     try:

@@ -296,3 +296,20 @@ def test_an_output_folder_below_a_file_is_an_error(tmp_path, monkeypatch):
     r = CliRunner().invoke(cli, ["--quiet", "prepare", "pt.txt", "--out", "pt.txt/pairs"])
     assert r.exit_code == 1 and isinstance(r.exception, SystemExit), r.output
     assert "error: pt.txt/pairs: Not a directory" in r.output
+
+
+@pytest.mark.parametrize("mask", [0o022, 0o027, 0o077])
+def test_an_atomic_output_has_the_mode_a_plain_open_gives_and_the_umask_stays(tmp_path, mask):
+    """mkstemp makes 0600; the output gets 0666 & ~umask, as open() would give it, read from the process
+    without setting the umask (which would race with another thread creating a file)."""
+    from phrase_rescore.core.fileio import atomic_open, process_umask
+
+    old = os.umask(mask)
+    try:
+        assert process_umask() == mask
+        with atomic_open(tmp_path / "out.txt", "w") as f:
+            f.write("x\n")
+        assert os.umask(mask) == mask                        # still the caller's
+    finally:
+        os.umask(old)
+    assert (tmp_path / "out.txt").stat().st_mode & 0o777 == 0o666 & ~mask

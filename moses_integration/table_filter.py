@@ -40,6 +40,7 @@ from phrase_rescore.core.fileio import (
 from phrase_rescore.core.progress import bar
 from phrase_rescore.core.words import SEPARATORS
 
+from .embedded.translation_options import source_phrases
 from .moses_ini import MosesIni, read_moses_ini
 
 FORMAT = "phrase-rescore filtered tables 1"
@@ -53,14 +54,9 @@ _SEP = SEPARATORS.encode("ascii")
 
 
 def input_phrases(sentences: Iterable[Sequence[str]], max_len: int) -> set[bytes]:
-    """Every run of at most ``max_len`` words of the sentences, space-joined, as UTF-8."""
-    out: set[bytes] = set()
-    for words in sentences:
-        n = len(words)
-        for i in range(n):
-            for j in range(i + 1, min(n, i + max_len) + 1):
-                out.add(" ".join(words[i:j]).encode("utf-8"))
-    return out
+    """Every run of at most ``max_len`` words of the sentences, space-joined, as UTF-8: the embedded
+    decoder's :func:`~.embedded.translation_options.source_phrases`, as bytes to match the table's lines."""
+    return {p.encode("utf-8") for p in source_phrases(sentences, max_len)}
 
 
 class _Hashing(io.RawIOBase):

@@ -43,7 +43,7 @@ from phrase_rescore.core.outdir import claim_output_dir
 from .embedded.bleu_stats import Reference, corpus_bleu
 from .moses_install import MosesInstall, find_moses
 from .moses_values import format_weight
-from .nbest import format_features, read_nbest_groups
+from .nbest import read_nbest_groups
 from .tune_moses import run_logged
 
 TUNERS = ("mert", "kbmira")
@@ -117,15 +117,12 @@ def check_layout(layout: Sequence[tuple[str, int]], path, line_no: int) -> None:
         seen.add(name)
 
 
-def nbest_layout(nbest_path: str | os.PathLike, num_sentences: int, source=None
-                 ) -> tuple[list[tuple[str, int]], list[int]]:
+def nbest_layout(nbest_path: str | os.PathLike, num_sentences: int, source=None) -> list[tuple[str, int]]:
     """The features of the list (name, number of values), the same on every line and each name once
-    (:func:`check_layout`), and the sentence ids ``0 .. num_sentences-1`` that have no hypothesis (none: a list
-    without every sentence is refused by :func:`~.nbest.read_nbest_groups`, ``source`` naming the source)."""
-    layout, missing = None, []
-    for sid, group in read_nbest_groups(nbest_path, num_sentences=num_sentences, source=source):
-        if not group:
-            missing.append(sid)
+    (:func:`check_layout`). A list without hypotheses for every sentence ``0 .. num_sentences-1`` is refused
+    by :func:`~.nbest.read_nbest_groups` (``source`` naming the source)."""
+    layout = None
+    for _, group in read_nbest_groups(nbest_path, num_sentences=num_sentences, source=source):
         for e in group:
             lay = [(n, len(v)) for n, v in e.features]
             if layout is None:
@@ -136,7 +133,7 @@ def nbest_layout(nbest_path: str | os.PathLike, num_sentences: int, source=None
                                          nbest_path, e.line_no)
     if layout is None:
         raise PhraseRescoreError("the dev n-best list has no hypotheses", nbest_path)
-    return layout, missing
+    return layout
 
 
 def start_vector(layout: Sequence[tuple[str, int]], init: Mapping[str, Sequence[float]] | None) -> list[float]:
@@ -172,17 +169,6 @@ def reranked_bleu(nbest_path: str | os.PathLike, refs: Sequence[str], weights: M
                 top, top_score = e.hypothesis, sc
         best.append(top)
     return corpus_bleu(best, [Reference(r) for r in refs])
-
-
-def _filled_copy(nbest_path, out: Path, layout, missing: set[int], num_sentences: int) -> None:
-    """``nbest_path`` with an empty hypothesis (all features 0) for every sentence in ``missing``."""
-    zero = [(n, [0.0] * k) for n, k in layout]
-    with atomic_open(out, "w") as f:
-        for sid, group in read_nbest_groups(nbest_path, num_sentences=num_sentences):
-            if sid in missing:
-                f.write(f"{sid} |||  ||| {format_features(zero)} ||| 0\n")
-            for e in group:
-                f.write(e.to_line().rstrip("\r\n") + "\n")
 
 
 def _header_names(features_dat: Path) -> list[str]:
@@ -235,16 +221,13 @@ def tune_nbest_moses(nbest: str | os.PathLike, ref: str | os.PathLike, init: Map
         raise PhraseRescoreError(f"unknown re-ranking tuner {tuner!r}: expected one of {', '.join(TUNERS)}")
     echo = echo if echo is not None else (lambda s: None)
     refs = read_text_lines(ref)
-    layout, missing = nbest_layout(nbest, len(refs))
+    layout = nbest_layout(nbest, len(refs))
     start = start_vector(layout, init)
     dim = len(start)
     names = [n for n, k in layout for _ in range(k)]
     work = claim_output_dir(Path(workdir).resolve(), option="the tuner's folder", command=WORK_COMMAND)
     t0 = time.perf_counter()
     nbest_in = Path(nbest).resolve()
-    if missing:
-        nbest_in = work / "nbest.filled"
-        _filled_copy(nbest, nbest_in, layout, set(missing), len(refs))
     ref_in = work / "ref.txt"   # the references as read here: the extractor splits words at spaces only
     with atomic_open(ref_in, "w") as f:
         f.writelines(" ".join(r.split()) + "\n" for r in refs)

@@ -457,7 +457,7 @@ def rescore_nbest(cfg: RescoreConfig) -> RescoreSummary:
             raise PhraseRescoreError(f"{n_ref} lines, but the dev source {cfg.dev_src} has {len(dev_sources)}: "
                                      "expected one reference per dev sentence", cfg.dev_ref)
         # a complete list (read_nbest_groups), the same features on every line
-        dev_layout, _ = nbest_layout(cfg.dev_nbest, len(dev_sources), cfg.dev_src)
+        dev_layout = nbest_layout(cfg.dev_nbest, len(dev_sources), cfg.dev_src)
     device = default_device(cfg.device)
     scorer, kind = load_scorer(cfg.checkpoints, device, cfg.hyp_batch)
     name = cfg.feature_name or FEATURE_NAMES[kind]

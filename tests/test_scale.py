@@ -8,7 +8,7 @@ import tracemalloc
 
 import numpy as np
 import pytest
-from test_train import TINY, make_learnable_table
+from _encdec_data import TINY, make_learnable_table
 
 from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.pipeline import pairs as pairs_module

@@ -6,7 +6,7 @@ import os
 
 import numpy as np
 import pytest
-from test_tune_embedded import _system
+from _tunable_system import write_tunable_system
 
 from phrase_rescore.moses_integration.embedded.decoder import decode_file
 from phrase_rescore.moses_integration.embedded.tune import EmbeddedTuneConfig, tune_embedded
@@ -41,7 +41,7 @@ def test_filter_keeps_the_entries_whose_source_is_a_phrase_of_the_input(tmp_path
 
 def _gz_system(tmp_path):
     """The tuning test's system with its phrase table gzipped, and 3000 entries no dev sentence can use."""
-    ref = _system(tmp_path, np.random.default_rng(0))
+    ref = write_tunable_system(tmp_path, np.random.default_rng(0))
     lines = (tmp_path / "phrase-table").read_text().splitlines()
     lines += [f"zz{i} ||| q{i} ||| 0.5 0.5 0.5 0.5 ||| 0-0 ||| 1 1 1" for i in range(3000)]
     with gzip.open(tmp_path / "phrase-table.gz", "wt") as f:

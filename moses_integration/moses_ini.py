@@ -305,6 +305,15 @@ def check_ini_path(path: str | os.PathLike, what: str) -> str:
     return text
 
 
+def resolve_model_path(path: str, ini_path: str) -> str:
+    """A model path of a moses.ini as the embedded decoder opens it: as given (Moses uses it so) when it is
+    absolute or exists from the working directory, else from the ini's folder when it exists there."""
+    if os.path.isabs(path) or os.path.exists(path):
+        return path
+    alt = os.path.join(os.path.dirname(os.path.abspath(ini_path)), path)
+    return alt if os.path.exists(alt) else path
+
+
 def _strip_comment(raw: str) -> str:
     i = raw.find("#")
     body = raw if i < 0 else raw[:i]

@@ -41,7 +41,7 @@ from phrase_rescore.core.progress import bar
 from phrase_rescore.core.words import SEPARATORS
 
 from .embedded.translation_options import source_phrases
-from .moses_ini import MosesIni, read_moses_ini
+from .moses_ini import MosesIni, read_moses_ini, resolve_model_path
 
 FORMAT = "phrase-rescore filtered tables 1"
 RECORD = "filtered.json"
@@ -136,20 +136,11 @@ def _text_tables(ini: MosesIni, ini_path: str) -> dict[str, str]:
         if f.type == "LexicalReordering" and os.path.exists(p + ".minlexr"):
             continue                                        # Moses reads the compact table first
         for q in (p, p + ".gz") if f.type == "LexicalReordering" else (p,):
-            found = _resolve(q, ini_path)
+            found = resolve_model_path(q, ini_path)
             if os.path.isfile(found):
                 out[f.name] = found
                 break
     return out
-
-
-def _resolve(path: str, ini_path: str) -> str:
-    """A relative path of an ini as the embedded decoder takes it: from the working directory, else
-    from the ini's folder."""
-    if os.path.isabs(path) or os.path.exists(path):
-        return path
-    alt = os.path.join(os.path.dirname(os.path.abspath(ini_path)), path)
-    return alt if os.path.exists(alt) else path
 
 
 def max_phrase_length(ini: MosesIni) -> int:
@@ -227,7 +218,7 @@ def _write_ini(ini: MosesIni, ini_path: str, filtered: dict, out: Path) -> None:
             if f.type == "LexicalReordering" and new.endswith(".gz"):
                 new = new[:-3]                              # Moses adds the .gz of a reordering table
         else:
-            found = _resolve(p, ini_path)
+            found = resolve_model_path(p, ini_path)
             new = os.path.abspath(found) if os.path.exists(found) or os.path.exists(found + ".gz") else p
         if new != p:
             f.set("path", new)

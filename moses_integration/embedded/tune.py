@@ -34,11 +34,10 @@ from phrase_rescore.core.fileio import atomic_open, read_text_lines, sha256_file
 from phrase_rescore.core.version import code_version
 
 from ..mert_seeds import iteration_seed
-from ..moses_ini import read_moses_ini
+from ..moses_ini import read_moses_ini, resolve_model_path
 from ..table_filter import filtered_ini
 from .bleu_stats import NUM_STATS, Reference, bleu, sentence_stats
 from .decoder import Decoder, DecoderConfig, read_sentences
-from .features import _resolve as resolve_model_path
 from .features import load_decoder_spec
 from .mert import NBestPool, l1_normalize, optimize
 

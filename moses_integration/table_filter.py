@@ -42,6 +42,7 @@ from phrase_rescore.core.words import SEPARATORS
 
 from .embedded.translation_options import source_phrases
 from .moses_ini import MosesIni, read_moses_ini, resolve_model_path
+from .phrase_table import line_blocks
 
 FORMAT = "phrase-rescore filtered tables 1"
 RECORD = "filtered.json"
@@ -86,27 +87,17 @@ def filter_table(path: str, keep: set[bytes], out_path: str | os.PathLike) -> di
         hashing = _Hashing(raw)
         buffered = io.BufferedReader(hashing, buffer_size=1 << 20)
         f = gzip.GzipFile(fileobj=buffered, mode="rb") if is_gzip(path) else buffered
-        tail = b""
         with bar(desc=f"filtering {os.path.basename(path)}", unit="line") as progress:
             try:
-                while True:
-                    block = f.read(_BLOCK)
-                    if not block:
-                        break
-                    pieces = (tail + block).split(b"\n")
-                    tail = pieces.pop()
+                for pieces, ended in line_blocks(f, _BLOCK):
                     chosen = [line for line in pieces if _source(line) in keep]
                     out.write(b"".join(line + b"\n" for line in chosen))
                     kept += len(chosen)
                     lines += len(pieces)
-                    progress.update(len(pieces))
+                    if ended:
+                        progress.update(len(pieces))
             except GZIP_READ_ERRORS as e:
                 raise gzip_read_error(e, path, lines) from None
-            if tail:
-                lines += 1
-                if _source(tail) in keep:
-                    out.write(tail + b"\n")
-                    kept += 1
         while buffered.read(_BLOCK):        # the hash covers the whole file, past the end of a gzip stream
             pass
     return {"sha256": hashing.sha.hexdigest(), "lines": lines, "kept": kept}

@@ -305,6 +305,15 @@ def check_ini_path(path: str | os.PathLike, what: str) -> str:
     return text
 
 
+def resolve_model_path(path: str, ini_path: str) -> str:
+    """A model path of a moses.ini as the embedded decoder opens it: as given (Moses uses it so) when it is
+    absolute or exists from the working directory, else from the ini's folder when it exists there."""
+    if os.path.isabs(path) or os.path.exists(path):
+        return path
+    alt = os.path.join(os.path.dirname(os.path.abspath(ini_path)), path)
+    return alt if os.path.exists(alt) else path
+
+
 def _strip_comment(raw: str) -> str:
     i = raw.find("#")
     body = raw if i < 0 else raw[:i]
@@ -551,8 +560,12 @@ class MosesIni:
                                      "line')", self.path, lines[1][1])
         if lines:
             self._overwrite_weights(*lines[0])
+        self._drop_overwrite_sections(weight_overwrite is not None)
+
+    def _drop_overwrite_sections(self, switch_given: bool) -> None:
+        """Drop ``[weight-overwrite]`` and ``[feature-overwrite]`` (once applied), noting each in ``folded``."""
         dropped = {ln.section for ln in self._lines if ln.kind == "header"} & {"weight-overwrite", "feature-overwrite"}
-        if dropped or weight_overwrite is not None:
+        if dropped or switch_given:
             self._lines = [ln for ln in self._lines if ln.section not in ("weight-overwrite", "feature-overwrite")]
             # a line left without its line ending by the dropped section: the file's last line
             if self._lines and not self._lines[-1].raw.endswith("\n") and self._lines[-1].raw:
@@ -563,8 +576,37 @@ class MosesIni:
                                f"they replace, and the section is dropped")
 
     def _overwrite_weights(self, text: str, line_no: int | None) -> None:
+        """Set the [weight] lines a ``[weight-overwrite]`` line (``line_no``; None: the ``-weight-overwrite``
+        switch) names, checked as Moses checks them."""
         where = "-weight-overwrite" if line_no is None else "[weight-overwrite]"
         names = {f.name: f for f in self.features}
+        seen: set[str] = set()
+        for name, values in self._weight_groups(text, where, line_no):
+            f = names.get(name)
+            if f is None:
+                raise PhraseRescoreError(
+                    f"{where}: no feature named {name!r} (have: {', '.join(names) or 'none'}); Moses stops with 'The "
+                    f"following weights have no feature function. Maybe incorrectly spelt weights: {name},'",
+                    self.path, line_no)
+            if name in seen:
+                raise PhraseRescoreError(f"{where}: {name} is given twice", self.path, line_no)
+            seen.add(name)
+            if not values:
+                raise PhraseRescoreError(f"{where}: {name}= has no weights; expected 'Name= v ...' (Moses would give "
+                                         "it its default weights)", self.path, line_no)
+            new = self._overwritten_weights(name, values, where, line_no)
+            size = f.num_features if f.num_features is not None else DEFAULT_NUM_FEATURES.get(f.type)
+            if size is not None and len(new) != size:
+                raise PhraseRescoreError(
+                    f"{where}: {name} has {size} weight(s) (num-features) but {len(new)} are given (Moses stops with "
+                    f"'Mismatch in number of features and number of weights for Feature Function {name} (features: "
+                    f"{size} vs. weights: {len(new)})')", self.path, line_no)
+            self.set_weights(name, new)
+            if line_no is not None:
+                self._weight_line(name).line_no = line_no    # a later error about these weights names this line
+
+    def _weight_groups(self, text: str, where: str, line_no: int | None) -> list[tuple[str, list[str]]]:
+        """A weight-overwrite line's ``Name= v ...`` groups, as ``(name, value words)``."""
         groups: list[tuple[str, list[str]]] = []
         for tok in words(text):
             if tok.endswith("=") and len(tok) > 1:
@@ -580,41 +622,23 @@ class MosesIni:
                                          "groups (Moses would add it to the first feature's weights)", self.path, line_no)
             else:
                 groups[-1][1].append(tok)
-        seen: set[str] = set()
-        for name, values in groups:
-            f = names.get(name)
-            if f is None:
-                raise PhraseRescoreError(
-                    f"{where}: no feature named {name!r} (have: {', '.join(names) or 'none'}); Moses stops with 'The "
-                    f"following weights have no feature function. Maybe incorrectly spelt weights: {name},'",
-                    self.path, line_no)
-            if name in seen:
-                raise PhraseRescoreError(f"{where}: {name} is given twice", self.path, line_no)
-            seen.add(name)
-            if not values:
-                raise PhraseRescoreError(f"{where}: {name}= has no weights; expected 'Name= v ...' (Moses would give "
-                                         "it its default weights)", self.path, line_no)
-            old = self._weight_line(name)
-            new = []
-            for i, v in enumerate(values):
-                if v == "x":
-                    if old is None or i >= len(old.weights):
-                        raise PhraseRescoreError(
-                            f"{where}: {name}'s weight {i + 1} is x (keep the [weight] value) but [weight] gives "
-                            f"{name} {0 if old is None else len(old.weights)} weight(s) (Moses stops with 'Keeping "
-                            "previous weight failed in weight-overwrite')", self.path, line_no)
-                    new.append(old.weights[i])
-                else:
-                    new.append(_parse_weight_token(v, name, self.path, line_no))
-            size = f.num_features if f.num_features is not None else DEFAULT_NUM_FEATURES.get(f.type)
-            if size is not None and len(new) != size:
-                raise PhraseRescoreError(
-                    f"{where}: {name} has {size} weight(s) (num-features) but {len(new)} are given (Moses stops with "
-                    f"'Mismatch in number of features and number of weights for Feature Function {name} (features: "
-                    f"{size} vs. weights: {len(new)})')", self.path, line_no)
-            self.set_weights(name, new)
-            if line_no is not None:
-                self._weight_line(name).line_no = line_no    # a later error about these weights names this line
+        return groups
+
+    def _overwritten_weights(self, name: str, values: list[str], where: str, line_no: int | None) -> list[float]:
+        """The weights of one group: each value parsed, ``x`` keeping the [weight] line's weight at its place."""
+        old = self._weight_line(name)
+        new = []
+        for i, v in enumerate(values):
+            if v == "x":
+                if old is None or i >= len(old.weights):
+                    raise PhraseRescoreError(
+                        f"{where}: {name}'s weight {i + 1} is x (keep the [weight] value) but [weight] gives "
+                        f"{name} {0 if old is None else len(old.weights)} weight(s) (Moses stops with 'Keeping "
+                        "previous weight failed in weight-overwrite')", self.path, line_no)
+                new.append(old.weights[i])
+            else:
+                new.append(_parse_weight_token(v, name, self.path, line_no))
+        return new
 
     def _overwrite_feature(self, text: str, line_no: int | None) -> None:
         toks = words(text)

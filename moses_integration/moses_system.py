@@ -508,29 +508,16 @@ def _read_features(sys_: MosesSystem, ini: MosesIni, phrase_table, feature: str 
     """The phrase table, reordering table and LM the ini reads."""
     pd = pick_phrase_dictionary(ini, feature)
     sys_.phrase_feature, sys_.phrase_type, sys_.table_scores = pd.name, pd.type, pd.num_features
-    pd_path = _ini_path(pd)
     user = None if phrase_table is None else Path(phrase_table).expanduser()
     if pd.type == "PhraseDictionaryMemory":
-        if user is not None and pd_path is not None and not _same_file(user, pd_path):
-            raise PhraseRescoreError(
-                f"--phrase-table {user} is not the table the moses.ini reads ({pd.name} path={pd_path}, line "
-                f"{pd.line_no}): the workflow rescores the ini's own table, so that tuning and decoding use "
-                "the table the model was trained on; leave --phrase-table out, or point the ini at the table",
-                sys_.ini.path if sys_.ini else None)
-        if pd_path is None:
-            sys_.missing.append(Missing("phrase_table", f"{pd.name}'s text table", "the ini gives no path="))
-        elif not pd_path.is_file():
-            sys_.missing.append(Missing("phrase_table", f"{pd.name}'s text table",
-                                        f"{pd_path} (named by {_where(ini, pd)}) does not exist"))
-        else:
-            sys_.phrase_table = Found(pd_path, _where(ini, pd))
+        _read_text_table(sys_, ini, pd, user)
     elif pd.type == "PhraseDictionaryCompact":
         if user is not None:
             if not user.is_file():
                 sys_.missing.append(Missing("phrase_table", "the text phrase table", f"{user} does not exist"))
             else:
                 sys_.phrase_table = Found(user, f"given with --phrase-table (the ini reads the binarized "
-                                                f"{pd_path}.minphr made from it)")
+                                                f"{_ini_path(pd)}.minphr made from it)")
     else:
         raise PhraseRescoreError(f"{pd.name} is a {pd.type}: the workflow rescores a text phrase table "
                                  "(PhraseDictionaryMemory, or PhraseDictionaryCompact with its text table)",
@@ -548,16 +535,39 @@ def _read_features(sys_: MosesSystem, ini: MosesIni, phrase_table, feature: str 
                 sys_.missing.append(Missing("reordering table", f"{f.name}'s table, which Moses loads",
                                             f"{p} (named by {_where(ini, f)}) does not exist"))
         elif f.type in LM_TYPES:
-            if sys_.lm is not None:
-                sys_.notes.append(f"a second language model {f.name} ({p}) is read through the moses.ini only")
-                continue
-            if p.is_file():
-                sys_.lm = Found(p, _where(ini, f))
-            else:
-                sys_.missing.append(Missing("lm", f"{f.name}'s language model, which Moses loads",
-                                            f"{p} (named by {_where(ini, f)}) does not exist"))
-            order = f.get("order")
-            sys_.lm_order = int(order) if order is not None and order.isdigit() else None
+            _read_lm(sys_, ini, f, p)
+
+
+def _read_text_table(sys_: MosesSystem, ini: MosesIni, pd: FeatureLine, user: Path | None) -> None:
+    """The text table a PhraseDictionaryMemory reads; ``user``, the ``--phrase-table``, must be that file."""
+    pd_path = _ini_path(pd)
+    if user is not None and pd_path is not None and not _same_file(user, pd_path):
+        raise PhraseRescoreError(
+            f"--phrase-table {user} is not the table the moses.ini reads ({pd.name} path={pd_path}, line "
+            f"{pd.line_no}): the workflow rescores the ini's own table, so that tuning and decoding use "
+            "the table the model was trained on; leave --phrase-table out, or point the ini at the table",
+            sys_.ini.path if sys_.ini else None)
+    if pd_path is None:
+        sys_.missing.append(Missing("phrase_table", f"{pd.name}'s text table", "the ini gives no path="))
+    elif not pd_path.is_file():
+        sys_.missing.append(Missing("phrase_table", f"{pd.name}'s text table",
+                                    f"{pd_path} (named by {_where(ini, pd)}) does not exist"))
+    else:
+        sys_.phrase_table = Found(pd_path, _where(ini, pd))
+
+
+def _read_lm(sys_: MosesSystem, ini: MosesIni, f: FeatureLine, p: Path) -> None:
+    """The first language model feature ``f`` (reading ``p``) and its order; a second one is noted."""
+    if sys_.lm is not None:
+        sys_.notes.append(f"a second language model {f.name} ({p}) is read through the moses.ini only")
+        return
+    if p.is_file():
+        sys_.lm = Found(p, _where(ini, f))
+    else:
+        sys_.missing.append(Missing("lm", f"{f.name}'s language model, which Moses loads",
+                                    f"{p} (named by {_where(ini, f)}) does not exist"))
+    order = f.get("order")
+    sys_.lm_order = int(order) if order is not None and order.isdigit() else None
 
 
 def _check_scores(sys_: MosesSystem, ini: MosesIni, pd: FeatureLine) -> None:
@@ -629,33 +639,14 @@ def _vcbs(sys_: MosesSystem) -> dict[str, Path]:
 
 
 def _find_languages(sys_: MosesSystem, source_lang, target_lang, hints) -> None:
+    """The source and target languages: given, else found in the training folder or the dev files' names."""
     if source_lang:
         sys_.source_lang = Decided(source_lang, "given with --source-lang")
     if target_lang:
         sys_.target_lang = Decided(target_lang, "given with --target-lang")
     if sys_.source_lang and sys_.target_lang:
         return
-    langs: tuple[str, str] | None = None
-    why = ""
-    vcbs = _vcbs(sys_)
-    if sys_.build is not None:
-        langs, why = (sys_.build["source_lang"], sys_.build["target_lang"]), "build-smt's manifest.json"
-    elif len(vcbs) == 2:
-        a, b = list(vcbs)
-        if sys_.phrase_table is not None:
-            src_words = {w for phrase in _table_sample(sys_.phrase_table.path, 2000)[0] for w in words(phrase)}
-            in_a = src_words <= set(read_vcb(vcbs[a]))
-            in_b = src_words <= set(read_vcb(vcbs[b]))
-            if in_a != in_b:
-                langs = (a, b) if in_a else (b, a)
-                why = (f"{sys_.root}/corpus/{langs[0]}.vcb holds the phrase table's source words, "
-                       f"{langs[1]}.vcb is the other side")
-    elif sys_.layout == "EMS" and sys_.root is not None:
-        ems = _ems_config_langs(sys_.root)
-        if ems:
-            langs, why = ems, "input-extension and output-extension of the EMS config (steps/N/config.N)"
-    if langs is None and _lang_of(hints[0]) and _lang_of(hints[1]) and _lang_of(hints[0]) != _lang_of(hints[1]):
-        langs, why = (_lang_of(hints[0]), _lang_of(hints[1])), "the suffixes of the dev source and reference files"
+    langs, why = _detected_languages(sys_, hints)
     for side, attr, opt, i in (("source", "source_lang", "--source-lang", 0), ("target", "target_lang",
                                                                                 "--target-lang", 1)):
         if getattr(sys_, attr) is not None:
@@ -669,6 +660,41 @@ def _find_languages(sys_: MosesSystem, source_lang, target_lang, hints) -> None:
             sys_.missing.append(Missing(attr, f"the {side} language (the tokenizer's rules and truecasing model "
                                               "depend on it)", f"not found in the training folder nor the dev "
                                                                f"files' names; give it with {opt}"))
+
+
+def _detected_languages(sys_: MosesSystem, hints) -> tuple[tuple[str, str] | None, str]:
+    """``((source, target) or None, where they were found)``: build-smt's manifest, train-model.perl's
+    vocabularies, the EMS config, else the suffixes of the dev files (``hints``)."""
+    langs: tuple[str, str] | None = None
+    why = ""
+    vcbs = _vcbs(sys_)
+    if sys_.build is not None:
+        langs, why = (sys_.build["source_lang"], sys_.build["target_lang"]), "build-smt's manifest.json"
+    elif len(vcbs) == 2:
+        langs, why = _languages_of_vcbs(sys_, vcbs)
+    elif sys_.layout == "EMS" and sys_.root is not None:
+        ems = _ems_config_langs(sys_.root)
+        if ems:
+            langs, why = ems, "input-extension and output-extension of the EMS config (steps/N/config.N)"
+    if langs is None and _lang_of(hints[0]) and _lang_of(hints[1]) and _lang_of(hints[0]) != _lang_of(hints[1]):
+        langs, why = (_lang_of(hints[0]), _lang_of(hints[1])), "the suffixes of the dev source and reference files"
+    return langs, why
+
+
+def _languages_of_vcbs(sys_: MosesSystem, vcbs: dict[str, Path]) -> tuple[tuple[str, str] | None, str]:
+    """The two ``corpus/LANG.vcb`` of train-model.perl ordered by which holds the phrase table's source
+    words (``(None, "")`` when both or neither do)."""
+    a, b = list(vcbs)
+    if sys_.phrase_table is None:
+        return None, ""
+    src_words = {w for phrase in _table_sample(sys_.phrase_table.path, 2000)[0] for w in words(phrase)}
+    in_a = src_words <= set(read_vcb(vcbs[a]))
+    in_b = src_words <= set(read_vcb(vcbs[b]))
+    if in_a == in_b:
+        return None, ""
+    langs = (a, b) if in_a else (b, a)
+    return langs, (f"{sys_.root}/corpus/{langs[0]}.vcb holds the phrase table's source words, "
+                   f"{langs[1]}.vcb is the other side")
 
 
 def _model_candidates(d: Path, lang: str, version: str | None) -> list[Path]:

@@ -34,7 +34,7 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Mapping, Sequence
+from typing import Callable, Mapping, NamedTuple, Sequence
 
 from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.core.fileio import atomic_open, read_text_lines
@@ -52,6 +52,7 @@ SCORER_ARGS = ("--sctype", "BLEU", "--scconfig", "case:true")
 #: mert-moses.pl's range of the random restarts' starting points when no ``--range`` is given
 RANGE = (0.0, 1.0)
 WORK_COMMAND = "rescore-nbest (Moses re-ranking tuner)"
+SCORES, FEATURES = "scores.dat", "features.dat"     # the extractor's files in the tuner's folder
 
 
 def no_moses_message(tuner: str, option: str = "--tuner") -> str:
@@ -223,70 +224,108 @@ def tune_nbest_moses(nbest: str | os.PathLike, ref: str | os.PathLike, init: Map
     refs = read_text_lines(ref)
     layout = nbest_layout(nbest, len(refs))
     start = start_vector(layout, init)
-    dim = len(start)
-    names = [n for n, k in layout for _ in range(k)]
     work = claim_output_dir(Path(workdir).resolve(), option="the tuner's folder", command=WORK_COMMAND)
     t0 = time.perf_counter()
-    nbest_in = Path(nbest).resolve()
-    ref_in = work / "ref.txt"   # the references as read here: the extractor splits words at spaces only
-    with atomic_open(ref_in, "w") as f:
-        f.writelines(" ".join(r.split()) + "\n" for r in refs)
-    scores, feats = work / "scores.dat", work / "features.dat"
-    for p in (scores, feats, work / "weights.txt", work / "mert.out"):   # never read a previous run's output
-        p.unlink(missing_ok=True)
-    tool = lambda name: os.fspath(install.bin_dir / name)  # noqa: E731
-    argv = {"extractor": [tool("extractor"), *SCORER_ARGS, "--scfile", scores.name, "--ffile", feats.name,
-                          "-r", ref_in.name, "-n", os.fspath(nbest_in)]}
-    logs = {"extractor": work / "extractor.log"}
-    run_logged(argv["extractor"], logs["extractor"], cwd=work, echo=echo, what="Moses extractor")
-    got = _header_names(feats)
-    want = [f"{n}_{i}" for n, k in layout for i in range(k)]
-    if got != want:
-        raise PhraseRescoreError(f"the extractor read the features {got}, expected {want} from the n-best list",
-                                 feats)
-    logs[tuner] = work / f"{tuner}.log"
+    extractor = _extract(install, work, Path(nbest).resolve(), refs, layout, echo)
     if tuner == "mert":
-        with atomic_open(work / "init.opt", "w") as f:
-            f.write(" ".join(format_weight(v) for v in start) + "\n")
-            f.write(" ".join(format_weight(RANGE[0]) for _ in start) + "\n")
-            f.write(" ".join(format_weight(RANGE[1]) for _ in start) + "\n")
-        argv["mert"] = [tool("mert"), "-d", str(dim), *SCORER_ARGS, "--scfile", scores.name, "--ffile", feats.name,
-                        "--ifile", "init.opt", "-n", str(int(restarts)), "-r", str(int(seed)),
-                        "--threads", str(int(threads))]
-        run_logged(argv["mert"], logs["mert"], cwd=work, echo=echo, what="Moses mert")
-        out = work / "weights.txt"
-        if not out.is_file():
-            raise PhraseRescoreError(f"Moses mert finished but wrote no weights.txt; see {logs['mert']}", out)
-        vector = _parse_floats(out.read_text(encoding="utf-8", errors="replace"), out, dim)
-        tool_bleu = _last_number_after(logs["mert"], "Best point:", "=>")
+        run = _run_mert(install, work, start, restarts, seed, threads, echo)
     else:
-        with atomic_open(work / "init.dense", "w") as f:
-            for n, v in zip(names, start):
-                f.write(f"{n}= {format_weight(v)}\n")
-        argv["kbmira"] = [tool("kbmira"), "--dense-init", "init.dense", "--ffile", feats.name, "--scfile",
-                          scores.name, "-o", "mert.out", "--random-seed", str(int(seed))]
-        run_logged(argv["kbmira"], logs["kbmira"], cwd=work, echo=echo, what="Moses kbmira")
-        out = work / "mert.out"
-        if not out.is_file():   # kbmira writes only weights whose BLEU beats 0
-            raise PhraseRescoreError(f"Moses kbmira finished but wrote no weights (no epoch reached a BLEU above "
-                                     f"0); see {logs['kbmira']}", out)
-        dense: dict[int, str] = {}
-        for line in read_text_lines(out):
-            parts = line.split()
-            if len(parts) == 2 and parts[0][:1] == "F" and parts[0][1:].isdigit():
-                dense[int(parts[0][1:])] = parts[1]
-        vector = _parse_floats(" ".join(dense.get(i, "nan") for i in range(dim)) if len(dense) == dim else "",
-                               out, dim)
-        l1 = sum(abs(v) for v in vector)
-        if l1 < 1e-9:
-            raise PhraseRescoreError(f"Moses kbmira's weights are all 0; see {logs['kbmira']}", out)
-        vector = [v / l1 for v in vector]
-        tool_bleu = _last_number_after(logs["kbmira"], "Best BLEU", "Best BLEU =")
+        run = _run_kbmira(install, work, layout, start, seed, echo)
     seconds = time.perf_counter() - t0
-    weights = by_name(layout, vector)
+    weights = by_name(layout, run.vector)
     weights_ini = work / "weights.ini"
     with atomic_open(weights_ini, "w") as f:
         f.write("[weight]\n")
         for n, vs in weights.items():
             f.write(f"{n}= " + " ".join(format_weight(v) for v in vs) + "\n")
-    return NBestTuneResult(weights, tool_bleu, work, weights_ini, logs, argv, seconds)
+    logs = {"extractor": extractor.log, tuner: run.log}
+    argv = {"extractor": extractor.argv, tuner: run.argv}
+    return NBestTuneResult(weights, run.bleu, work, weights_ini, logs, argv, seconds)
+
+
+class _ToolRun(NamedTuple):
+    """One Moses program run in the tuner's folder: its command, its log, and for a tuner its weights and
+    the BLEU it reports."""
+
+    argv: list[str]
+    log: Path
+    vector: list[float] | None = None
+    bleu: float | None = None
+
+
+def _tool(install: MosesInstall, name: str) -> str:
+    """The path of Moses program ``name`` of ``install``."""
+    return os.fspath(install.bin_dir / name)
+
+
+def _extract(install: MosesInstall, work: Path, nbest_in: Path, refs: Sequence[str],
+             layout: Sequence[tuple[str, int]], echo: Callable[[str], None]) -> _ToolRun:
+    """Run Moses's ``extractor`` on the n-best list into ``scores.dat`` and ``features.dat`` and check that
+    it read the list's features."""
+    ref_in = work / "ref.txt"   # the references as read here: the extractor splits words at spaces only
+    with atomic_open(ref_in, "w") as f:
+        f.writelines(" ".join(r.split()) + "\n" for r in refs)
+    scores, feats = work / SCORES, work / FEATURES
+    for p in (scores, feats, work / "weights.txt", work / "mert.out"):   # never read a previous run's output
+        p.unlink(missing_ok=True)
+    argv = [_tool(install, "extractor"), *SCORER_ARGS, "--scfile", scores.name, "--ffile", feats.name,
+            "-r", ref_in.name, "-n", os.fspath(nbest_in)]
+    log = work / "extractor.log"
+    run_logged(argv, log, cwd=work, echo=echo, what="Moses extractor")
+    got = _header_names(feats)
+    want = [f"{n}_{i}" for n, k in layout for i in range(k)]
+    if got != want:
+        raise PhraseRescoreError(f"the extractor read the features {got}, expected {want} from the n-best list",
+                                 feats)
+    return _ToolRun(argv, log)
+
+
+def _run_mert(install: MosesInstall, work: Path, start: Sequence[float], restarts: int, seed: int, threads: int,
+              echo: Callable[[str], None]) -> _ToolRun:
+    """Run Moses's ``mert`` from ``start`` (each weight in :data:`RANGE`) on the extracted files."""
+    with atomic_open(work / "init.opt", "w") as f:
+        f.write(" ".join(format_weight(v) for v in start) + "\n")
+        f.write(" ".join(format_weight(RANGE[0]) for _ in start) + "\n")
+        f.write(" ".join(format_weight(RANGE[1]) for _ in start) + "\n")
+    dim = len(start)
+    argv = [_tool(install, "mert"), "-d", str(dim), *SCORER_ARGS, "--scfile", SCORES, "--ffile", FEATURES,
+            "--ifile", "init.opt", "-n", str(int(restarts)), "-r", str(int(seed)), "--threads", str(int(threads))]
+    log = work / "mert.log"
+    run_logged(argv, log, cwd=work, echo=echo, what="Moses mert")
+    out = work / "weights.txt"
+    if not out.is_file():
+        raise PhraseRescoreError(f"Moses mert finished but wrote no weights.txt; see {log}", out)
+    vector = _parse_floats(out.read_text(encoding="utf-8", errors="replace"), out, dim)
+    return _ToolRun(argv, log, vector, _last_number_after(log, "Best point:", "=>"))
+
+
+def _run_kbmira(install: MosesInstall, work: Path, layout: Sequence[tuple[str, int]], start: Sequence[float],
+                seed: int, echo: Callable[[str], None]) -> _ToolRun:
+    """Run Moses's ``kbmira`` from ``start`` on the extracted files; its weights are L1-normalized."""
+    names = [n for n, k in layout for _ in range(k)]
+    with atomic_open(work / "init.dense", "w") as f:
+        for n, v in zip(names, start):
+            f.write(f"{n}= {format_weight(v)}\n")
+    argv = [_tool(install, "kbmira"), "--dense-init", "init.dense", "--ffile", FEATURES, "--scfile",
+            SCORES, "-o", "mert.out", "--random-seed", str(int(seed))]
+    log = work / "kbmira.log"
+    run_logged(argv, log, cwd=work, echo=echo, what="Moses kbmira")
+    out = work / "mert.out"
+    if not out.is_file():   # kbmira writes only weights whose BLEU beats 0
+        raise PhraseRescoreError(f"Moses kbmira finished but wrote no weights (no epoch reached a BLEU above "
+                                 f"0); see {log}", out)
+    vector = _parse_floats(_kbmira_dense(out, len(start)), out, len(start))
+    l1 = sum(abs(v) for v in vector)
+    if l1 < 1e-9:
+        raise PhraseRescoreError(f"Moses kbmira's weights are all 0; see {log}", out)
+    return _ToolRun(argv, log, [v / l1 for v in vector], _last_number_after(log, "Best BLEU", "Best BLEU ="))
+
+
+def _kbmira_dense(out: Path, dim: int) -> str:
+    """kbmira's ``F<i> <weight>`` lines as the ``dim`` weights in order ("" unless each is there once)."""
+    dense: dict[int, str] = {}
+    for line in read_text_lines(out):
+        parts = line.split()
+        if len(parts) == 2 and parts[0][:1] == "F" and parts[0][1:].isdigit():
+            dense[int(parts[0][1:])] = parts[1]
+    return " ".join(dense.get(i, "nan") for i in range(dim)) if len(dense) == dim else ""

@@ -167,6 +167,23 @@ class PhraseTableReader:
                 out.writelines(rejects)
 
 
+def line_blocks(f: IO[bytes], size: int) -> Iterator[tuple[list[bytes], bool]]:
+    """``(lines, ended)`` of a table read ``size`` bytes at a time, for readers that want one call per
+    block rather than per line: the complete lines of each block, without their ``\\n``, with ``ended``
+    True (a block holding no ``\\n`` gives ``[]``); then, when the file does not end with ``\\n``, its last
+    line alone with ``ended`` False."""
+    tail = b""
+    while True:
+        block = f.read(size)
+        if not block:
+            break
+        lines = (tail + block).split(b"\n")
+        tail = lines.pop()
+        yield lines, True
+    if tail:
+        yield [tail], False
+
+
 def _skip(f: IO[bytes], offset: int) -> None:
     """Move ``f`` to byte ``offset`` of its content: a plain file seeks, gzip is decompressed up to it
     in large reads (GzipFile.seek reads 8 KiB at a time, several times slower)."""

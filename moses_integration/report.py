@@ -309,6 +309,31 @@ def to_markdown(df: pd.DataFrame, test: SplitScores, dev: SplitScores | None) ->
 
 def evaluate(cfg: EvaluateConfig) -> pd.DataFrame:
     """Decode, detokenize, score and write Table 1 (Markdown and CSV); return the table."""
+    _check_systems(cfg)
+    names = [s.name for s in cfg.systems]
+    backend = get_backend(cfg.backend, cfg.moses_home)
+    detok_lang = None if (cfg.target_lang or "none").lower() == "none" else cfg.target_lang
+    work = Path(cfg.workdir)
+    work.mkdir(parents=True, exist_ok=True)
+    splits = _Splits(cfg, backend, work, detok_lang, [{} for _ in cfg.systems])
+    dev = splits.score("dev", cfg.dev_src, cfg.dev_ref) if cfg.dev_src is not None else None
+    test = splits.score("test", cfg.test_src, cfg.test_ref)
+    extra = sorted({k for s in cfg.systems for k in s.hashes})
+    hashes = [{"ini_sha256": sha256_file(s.ini), "model_sha256": sha256_file(s.model) if s.model else None,
+               **{k: s.hashes.get(k) for k in extra}} for s in cfg.systems]
+    df = build_table(names, test, dev, hashes, splits.oracles)
+    out_md = Path(cfg.out_md) if cfg.out_md else work / "table1.md"
+    out_csv = Path(cfg.out_csv) if cfg.out_csv else work / "table1.csv"
+    with atomic_open(out_md, "wb") as f:
+        f.write((to_markdown(df, test, dev) + (CASE_NOTE if cfg.case == "lower" else "")).encode("utf-8"))
+    with atomic_open(out_csv, "wb") as f:
+        f.write(df.to_csv(index=False).encode("utf-8"))
+    df.attrs["markdown"], df.attrs["csv"] = str(out_md), str(out_csv)
+    return df
+
+
+def _check_systems(cfg: EvaluateConfig) -> None:
+    """Refuse an evaluation with no system, two systems of one name, a missing file, or half a dev set."""
     if not cfg.systems:
         raise PhraseRescoreError("no configuration to evaluate: give at least the baseline moses.ini")
     names = [s.name for s in cfg.systems]
@@ -320,58 +345,55 @@ def evaluate(cfg: EvaluateConfig) -> pd.DataFrame:
                 raise PhraseRescoreError("file not found", p)
     if (cfg.dev_src is None) != (cfg.dev_ref is None):
         raise PhraseRescoreError("give both --dev-src and --dev-ref, or neither")
-    backend = get_backend(cfg.backend, cfg.moses_home)
-    detok_lang = None if (cfg.target_lang or "none").lower() == "none" else cfg.target_lang
-    work = Path(cfg.workdir)
-    work.mkdir(parents=True, exist_ok=True)
 
-    def run_split(split: str, src: Path, ref: Path) -> SplitScores:
+
+@dataclass
+class _Splits:
+    """The scoring of :func:`evaluate`'s splits: what they share, and the oracle BLEU of each system's
+    n-best list per split (``oracles``; one computation per list file, ``oracle_of``)."""
+
+    cfg: EvaluateConfig
+    backend: Backend
+    work: Path
+    detok_lang: str | None
+    oracles: list[dict]
+    oracle_of: dict[str, float] = field(default_factory=dict)
+
+    def score(self, split: str, src: Path, ref: Path) -> SplitScores:
+        """Every system's detokenized output of ``split`` scored against ``ref``."""
+        cfg = self.cfg
         refs = read_text_lines(ref)
         if cfg.case == "lower":
             refs = [r.lower() for r in refs]
         n_src = len(read_text_lines(src))
         if n_src != len(refs):
             raise PhraseRescoreError(f"{split} source has {n_src} lines but its reference has {len(refs)}", ref)
-        named = []
-        for s in cfg.systems:
-            out = s.outputs.get(split)
-            if out is None:
-                out = decode_split(backend, s, Path(src), work / f"{split}.{_safe(s.name)}.tok", cfg.threads)
-            elif len(read_text_lines(out)) != n_src:
-                raise PhraseRescoreError(f"has {len(read_text_lines(out))} translations of the {n_src} {split} "
-                                         f"sentences ({s.name})", out)
-            hyps = read_text_lines(out)
-            if cfg.case == "truecase":  # Moses's recipe: detruecase.perl, then detokenizer.perl
-                hyps = detruecase_lines(hyps)
-            hyps = detokenize_lines(hyps, detok_lang)
-            with atomic_open(work / f"{split}.{_safe(s.name)}.detok", "wb") as f:
-                f.write("".join(h + "\n" for h in hyps).encode("utf-8"))
-            named.append((s.name, hyps))
+        named = [(s.name, self._detokenized(s, split, src, n_src)) for s in cfg.systems]
         for i, s in enumerate(cfg.systems):
             if split in s.nbest:
                 key = os.fspath(s.nbest[split])
-                if key not in oracle_of:
-                    oracle_of[key] = oracle_bleu(Path(key), refs, detok_lang, cfg.case)
-                oracles[i][split] = oracle_of[key]
+                if key not in self.oracle_of:
+                    self.oracle_of[key] = oracle_bleu(Path(key), refs, self.detok_lang, cfg.case)
+                self.oracles[i][split] = self.oracle_of[key]
         return score_systems(named, refs, cfg.bootstrap_samples, cfg.seed)
 
-    oracles: list[dict] = [{} for _ in cfg.systems]
-    oracle_of: dict[str, float] = {}
-
-    dev = run_split("dev", cfg.dev_src, cfg.dev_ref) if cfg.dev_src is not None else None
-    test = run_split("test", cfg.test_src, cfg.test_ref)
-    extra = sorted({k for s in cfg.systems for k in s.hashes})
-    hashes = [{"ini_sha256": sha256_file(s.ini), "model_sha256": sha256_file(s.model) if s.model else None,
-               **{k: s.hashes.get(k) for k in extra}} for s in cfg.systems]
-    df = build_table(names, test, dev, hashes, oracles)
-    out_md = Path(cfg.out_md) if cfg.out_md else work / "table1.md"
-    out_csv = Path(cfg.out_csv) if cfg.out_csv else work / "table1.csv"
-    with atomic_open(out_md, "wb") as f:
-        f.write((to_markdown(df, test, dev) + (CASE_NOTE if cfg.case == "lower" else "")).encode("utf-8"))
-    with atomic_open(out_csv, "wb") as f:
-        f.write(df.to_csv(index=False).encode("utf-8"))
-    df.attrs["markdown"], df.attrs["csv"] = str(out_md), str(out_csv)
-    return df
+    def _detokenized(self, s: SystemSpec, split: str, src: Path, n_src: int) -> list[str]:
+        """System ``s``'s translations of ``split`` (given, else decoded), detruecased and detokenized as
+        Moses's recipe does, and written to ``work/SPLIT.NAME.detok``."""
+        out = s.outputs.get(split)
+        if out is None:
+            out = decode_split(self.backend, s, Path(src), self.work / f"{split}.{_safe(s.name)}.tok",
+                               self.cfg.threads)
+        elif len(read_text_lines(out)) != n_src:
+            raise PhraseRescoreError(f"has {len(read_text_lines(out))} translations of the {n_src} {split} "
+                                     f"sentences ({s.name})", out)
+        hyps = read_text_lines(out)
+        if self.cfg.case == "truecase":  # Moses's recipe: detruecase.perl, then detokenizer.perl
+            hyps = detruecase_lines(hyps)
+        hyps = detokenize_lines(hyps, self.detok_lang)
+        with atomic_open(self.work / f"{split}.{_safe(s.name)}.detok", "wb") as f:
+            f.write("".join(h + "\n" for h in hyps).encode("utf-8"))
+        return hyps
 
 
 def _safe(name: str) -> str:

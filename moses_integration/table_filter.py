@@ -41,7 +41,8 @@ from phrase_rescore.core.progress import bar
 from phrase_rescore.core.words import SEPARATORS
 
 from .embedded.translation_options import source_phrases
-from .moses_ini import MosesIni, read_moses_ini
+from .moses_ini import MosesIni, read_moses_ini, resolve_model_path
+from .phrase_table import line_blocks
 
 FORMAT = "phrase-rescore filtered tables 1"
 RECORD = "filtered.json"
@@ -86,27 +87,17 @@ def filter_table(path: str, keep: set[bytes], out_path: str | os.PathLike) -> di
         hashing = _Hashing(raw)
         buffered = io.BufferedReader(hashing, buffer_size=1 << 20)
         f = gzip.GzipFile(fileobj=buffered, mode="rb") if is_gzip(path) else buffered
-        tail = b""
         with bar(desc=f"filtering {os.path.basename(path)}", unit="line") as progress:
             try:
-                while True:
-                    block = f.read(_BLOCK)
-                    if not block:
-                        break
-                    pieces = (tail + block).split(b"\n")
-                    tail = pieces.pop()
+                for pieces, ended in line_blocks(f, _BLOCK):
                     chosen = [line for line in pieces if _source(line) in keep]
                     out.write(b"".join(line + b"\n" for line in chosen))
                     kept += len(chosen)
                     lines += len(pieces)
-                    progress.update(len(pieces))
+                    if ended:
+                        progress.update(len(pieces))
             except GZIP_READ_ERRORS as e:
                 raise gzip_read_error(e, path, lines) from None
-            if tail:
-                lines += 1
-                if _source(tail) in keep:
-                    out.write(tail + b"\n")
-                    kept += 1
         while buffered.read(_BLOCK):        # the hash covers the whole file, past the end of a gzip stream
             pass
     return {"sha256": hashing.sha.hexdigest(), "lines": lines, "kept": kept}
@@ -136,20 +127,11 @@ def _text_tables(ini: MosesIni, ini_path: str) -> dict[str, str]:
         if f.type == "LexicalReordering" and os.path.exists(p + ".minlexr"):
             continue                                        # Moses reads the compact table first
         for q in (p, p + ".gz") if f.type == "LexicalReordering" else (p,):
-            found = _resolve(q, ini_path)
+            found = resolve_model_path(q, ini_path)
             if os.path.isfile(found):
                 out[f.name] = found
                 break
     return out
-
-
-def _resolve(path: str, ini_path: str) -> str:
-    """A relative path of an ini as the embedded decoder takes it: from the working directory, else
-    from the ini's folder."""
-    if os.path.isabs(path) or os.path.exists(path):
-        return path
-    alt = os.path.join(os.path.dirname(os.path.abspath(ini_path)), path)
-    return alt if os.path.exists(alt) else path
 
 
 def max_phrase_length(ini: MosesIni) -> int:
@@ -227,7 +209,7 @@ def _write_ini(ini: MosesIni, ini_path: str, filtered: dict, out: Path) -> None:
             if f.type == "LexicalReordering" and new.endswith(".gz"):
                 new = new[:-3]                              # Moses adds the .gz of a reordering table
         else:
-            found = _resolve(p, ini_path)
+            found = resolve_model_path(p, ini_path)
             new = os.path.abspath(found) if os.path.exists(found) or os.path.exists(found + ".gz") else p
         if new != p:
             f.set("path", new)

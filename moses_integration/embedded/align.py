@@ -47,13 +47,34 @@ def symmetrize(fwd: Iterable[Point], rev: Iterable[Point], diagonal: bool = True
     """
     b = {(j, i) for i, j in fwd}  # symal keys points as (target, source)
     a = {(j, i) for i, j in rev}
-    union = a | b
     current = sorted(a & b)
-    in_current = set(current)
-    e_cov = {p[0] for p in current}
-    f_cov = {p[1] for p in current}
-    neighbours = _NEIGHBOURS + (_DIAGONAL if diagonal else ())
+    cov = _Coverage(set(current), {p[0] for p in current}, {p[1] for p in current})
+    _grow(current, cov, a | b, _NEIGHBOURS + (_DIAGONAL if diagonal else ()))
+    if final:
+        _final(sorted(b - a), sorted(a - b), cov, final_and)
+        current = sorted(cov.points)
+    return [(s, t) for t, s in current]
 
+
+@dataclass
+class _Coverage:
+    """symal's growing alignment: its (target, source) points and the words they cover on each side."""
+
+    points: set[tuple[int, int]]
+    e_cov: set[int]          # covered target positions
+    f_cov: set[int]          # covered source positions
+
+    def add(self, p: tuple[int, int]) -> None:
+        """Add point ``p`` and cover its two words."""
+        self.points.add(p)
+        self.e_cov.add(p[0])
+        self.f_cov.add(p[1])
+
+
+def _grow(current: list[tuple[int, int]], cov: _Coverage, union: set[tuple[int, int]],
+          neighbours: tuple[tuple[int, int], ...]) -> None:
+    """symal's grow step: scan ``current`` (sorted, grown in place) until a scan adds nothing, adding each
+    neighbouring union point that covers a word not yet covered."""
     added = True
     while added:
         added = False
@@ -62,35 +83,30 @@ def symmetrize(fwd: Iterable[Point], rev: Iterable[Point], diagonal: bool = True
             k = current[idx]
             for dt, ds in neighbours:
                 p = (k[0] + dt, k[1] + ds)
-                if p in union and not (p[0] in e_cov and p[1] in f_cov):
-                    if p not in in_current:
+                if p in union and not (p[0] in cov.e_cov and p[1] in cov.f_cov):
+                    if p not in cov.points:
                         pos = bisect.bisect_left(current, p)
                         current.insert(pos, p)
-                        in_current.add(p)
                         if pos <= idx:  # inserted before the scan point: the scan continues after k
                             idx += 1
-                    e_cov.add(p[0])
-                    f_cov.add(p[1])
+                    cov.add(p)
                     added = True
             idx += 1
 
-    if final:
-        only_b = sorted(b - a)
-        only_a = sorted(a - b)
-        for pool in (only_b, only_a):
-            for p in pool:
-                if p in in_current:
-                    continue
-                if final_and:
-                    ok = p[0] not in e_cov and p[1] not in f_cov
-                else:
-                    ok = not (p[0] in e_cov and p[1] in f_cov)
-                if ok:
-                    in_current.add(p)
-                    e_cov.add(p[0])
-                    f_cov.add(p[1])
-        current = sorted(in_current)
-    return [(s, t) for t, s in current]
+
+def _final(only_b: list[tuple[int, int]], only_a: list[tuple[int, int]], cov: _Coverage, final_and: bool) -> None:
+    """symal's final step: the points of ``b`` only, then of ``a`` only, added when both their words are
+    uncovered (``final_and``) or when either is."""
+    for pool in (only_b, only_a):
+        for p in pool:
+            if p in cov.points:
+                continue
+            if final_and:
+                ok = p[0] not in cov.e_cov and p[1] not in cov.f_cov
+            else:
+                ok = not (p[0] in cov.e_cov and p[1] in cov.f_cov)
+            if ok:
+                cov.add(p)
 
 
 def grow_diag_final_and(fwd: Iterable[Point], rev: Iterable[Point]) -> list[Point]:

@@ -24,7 +24,7 @@ the number of distinct (source, target, alignment) triples rather than by the co
 """
 from __future__ import annotations
 
-from typing import Sequence
+from typing import NamedTuple, Sequence
 
 import numpy as np
 import pandas as pd
@@ -42,14 +42,17 @@ ORIENTATIONS = ("mono", "swap", "other")
 ORIENTATION_COLUMNS = ["prev_mono", "prev_swap", "prev_other", "next_mono", "next_swap", "next_other"]
 
 
-def extract_spans(n_src: int, n_tgt: int, points: Sequence[tuple[int, int]], max_len: int = 7) -> list[Span]:
-    """All consistent phrase pairs of one sentence pair, in the order Moses's extract emits them.
+class _AlignmentIndex(NamedTuple):
+    """One sentence pair's alignment as extract's phrase loop reads it."""
 
-    :param n_src: source sentence length.
-    :param n_tgt: target sentence length.
-    :param points: alignment points (source position, target position).
-    :param max_len: the longest phrase on either side (Moses's -max-phrase-length, default 7).
-    """
+    aligned_to_t: list[list[int]]    # per target word, the source words aligned to it
+    count_s: list[int]               # per source word, its alignment points
+    min_e: list[int]                 # per source word, its first aligned target word (n_tgt when none)
+    max_e: list[int]                 # per source word, its last aligned target word (-1 when none)
+
+
+def _alignment_index(n_src: int, n_tgt: int, points: Sequence[tuple[int, int]]) -> _AlignmentIndex:
+    """Index the alignment points by target word and by source word."""
     aligned_to_t: list[list[int]] = [[] for _ in range(n_tgt)]
     count_s = [0] * n_src
     min_e = [n_tgt] * n_src
@@ -61,6 +64,18 @@ def extract_spans(n_src: int, n_tgt: int, points: Sequence[tuple[int, int]], max
             min_e[s] = t
         if t > max_e[s]:
             max_e[s] = t
+    return _AlignmentIndex(aligned_to_t, count_s, min_e, max_e)
+
+
+def extract_spans(n_src: int, n_tgt: int, points: Sequence[tuple[int, int]], max_len: int = 7) -> list[Span]:
+    """All consistent phrase pairs of one sentence pair, in the order Moses's extract emits them.
+
+    :param n_src: source sentence length.
+    :param n_tgt: target sentence length.
+    :param points: alignment points (source position, target position).
+    :param max_len: the longest phrase on either side (Moses's -max-phrase-length, default 7).
+    """
+    aligned_to_t, count_s, min_e, max_e = _alignment_index(n_src, n_tgt, points)
     spans: list[Span] = []
     for start_e in range(n_tgt):
         min_f, max_f = n_src, -1

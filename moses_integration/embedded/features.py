@@ -48,13 +48,14 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
 from phrase_rescore.core.config import parse_int
 from phrase_rescore.core.errors import PhraseRescoreError
 
-from ..moses_ini import MosesIni, read_moses_ini
+from ..moses_ini import FeatureLine, MosesIni, read_moses_ini, resolve_model_path
 from ..moses_values import LOWEST_SCORE, format_moses_float
 
 LN10 = math.log(10.0)           # TransformLMScore multiplies by 2.30258509299405
@@ -145,33 +146,7 @@ def parse_reordering(f, ini_path: str) -> ReorderingModel:
     type_ = f.get("type")
     if not type_:
         raise PhraseRescoreError(f"{f.name}: expected type=... (e.g. wbe-msd-bidirectional-fe-allff)", *where)
-    model = None
-    direction = "backward"
-    condition = None
-    for part in type_.split("-"):
-        if part in _LR_REFUSED:
-            raise PhraseRescoreError(f"{f.name}: type={type_}: {_LR_REFUSED[part]} in the embedded decoder; "
-                                     f"use --backend moses for this system", *where)
-        if part in ("phrase", "wbe"):
-            continue
-        if part in ("msd", "monotonicity"):
-            model = part
-        elif part in ("unidirectional", "backward"):
-            direction = "backward"
-        elif part in ("forward", "bidirectional"):
-            direction = part
-        elif part == "fe":
-            condition = part
-        elif part == "allff":
-            continue
-        else:
-            raise PhraseRescoreError(f"{f.name}: type={type_}: unknown part {part!r} (expected e.g. "
-                                     f"wbe-msd-bidirectional-fe-allff)", *where)
-    if model is None:
-        raise PhraseRescoreError(f"{f.name}: type={type_} names no orientation model (msd or monotonicity)",
-                                 *where)
-    if condition is None:
-        raise PhraseRescoreError(f"{f.name}: type={type_} names no conditioning (expected fe)", *where)
+    model, direction = _parse_reordering_type(f.name, type_, where)
     for key in ("input-factor", "output-factor"):
         if f.get(key, "0") != "0":
             raise PhraseRescoreError(f"{f.name}: factored models are not supported ({key}={f.get(key)})", *where)
@@ -183,16 +158,51 @@ def parse_reordering(f, ini_path: str) -> ReorderingModel:
         raise PhraseRescoreError(f"{f.name}: type={type_} has {lr.size} features, but num-features={n}", *where)
     ds = f.get("default-scores")
     if ds is not None:
-        try:
-            vals = [float(x) for x in ds.split(",")]
-        except ValueError:
-            raise PhraseRescoreError(f"{f.name}: default-scores={ds}: expected {lr.size} comma-separated "
-                                     f"probabilities", *where) from None
-        if len(vals) != lr.size or any(not v > 0 for v in vals):
-            raise PhraseRescoreError(f"{f.name}: default-scores={ds}: expected {lr.size} comma-separated "
-                                     f"probabilities > 0", *where)
-        lr.default_scores = tuple(math.log(v) for v in vals)
+        lr.default_scores = _parse_default_scores(f.name, ds, lr.size, where)
     return lr
+
+
+def _parse_reordering_type(name: str, type_: str, where: tuple) -> tuple[str, str]:
+    """``(orientation model, direction)`` of a LexicalReordering type string (``LRModel::LRModel``)."""
+    model = None
+    direction = "backward"
+    condition = None
+    for part in type_.split("-"):
+        if part in _LR_REFUSED:
+            raise PhraseRescoreError(f"{name}: type={type_}: {_LR_REFUSED[part]} in the embedded decoder; "
+                                     f"use --backend moses for this system", *where)
+        if part in ("phrase", "wbe", "allff"):
+            continue
+        if part in ("msd", "monotonicity"):
+            model = part
+        elif part in ("unidirectional", "backward"):
+            direction = "backward"
+        elif part in ("forward", "bidirectional"):
+            direction = part
+        elif part == "fe":
+            condition = part
+        else:
+            raise PhraseRescoreError(f"{name}: type={type_}: unknown part {part!r} (expected e.g. "
+                                     f"wbe-msd-bidirectional-fe-allff)", *where)
+    if model is None:
+        raise PhraseRescoreError(f"{name}: type={type_} names no orientation model (msd or monotonicity)",
+                                 *where)
+    if condition is None:
+        raise PhraseRescoreError(f"{name}: type={type_} names no conditioning (expected fe)", *where)
+    return model, direction
+
+
+def _parse_default_scores(name: str, ds: str, size: int, where: tuple) -> tuple[float, ...]:
+    """``default-scores=`` as ``TransformScore`` values: ``size`` comma-separated probabilities > 0."""
+    try:
+        vals = [float(x) for x in ds.split(",")]
+    except ValueError:
+        raise PhraseRescoreError(f"{name}: default-scores={ds}: expected {size} comma-separated "
+                                 f"probabilities", *where) from None
+    if len(vals) != size or any(not v > 0 for v in vals):
+        raise PhraseRescoreError(f"{name}: default-scores={ds}: expected {size} comma-separated "
+                                 f"probabilities > 0", *where)
+    return tuple(math.log(v) for v in vals)
 
 
 @dataclass
@@ -245,13 +255,13 @@ class DecoderSpec:
         return " ".join(parts)
 
 
-def _resolve(path: str, ini_path: str) -> str:
-    """Paths in moses.ini are used as given by Moses; a relative one is taken relative to the ini's folder
-    only when it does not exist relative to the working directory."""
-    if os.path.isabs(path) or os.path.exists(path):
-        return path
-    alt = os.path.join(os.path.dirname(os.path.abspath(ini_path)), path)
-    return alt if os.path.exists(alt) else path
+class _IniFeatures(NamedTuple):
+    """The features of a moses.ini in n-best order, with the three whose files the decoder reads."""
+
+    features: list[FeatureSpec]
+    phrase_table: FeatureLine
+    lm: FeatureLine
+    reordering: ReorderingModel | None
 
 
 def load_decoder_spec(ini_path: str | os.PathLike, ini: MosesIni | None = None) -> DecoderSpec:
@@ -263,7 +273,29 @@ def load_decoder_spec(ini_path: str | os.PathLike, ini: MosesIni | None = None) 
     ini_path = os.fspath(ini_path)
     ini = read_moses_ini(ini_path) if ini is None else ini
     ini.check_weights_match()
-    weights = ini.weights
+    found = _ini_features(ini, ini_path)
+    pt = found.phrase_table
+    weights = _weight_vector(found.features, ini.weights, ini_path)
+    pt_path, lm_path = _model_paths(ini, found, ini_path)
+    dl = ini.get_value("distortion-limit")
+    distortion_limit = 6 if dl is None else parse_int(dl)
+    if distortion_limit is None:
+        raise PhraseRescoreError(f"[distortion-limit] expected an integer, got {dl!r}", ini_path)
+    table_limit = parse_int(pt.get("table-limit", "20"))
+    if table_limit is None or table_limit < 0:
+        raise PhraseRescoreError(f"{pt.name}: table-limit expected a whole number of at least 0 in ASCII digits, got "
+                                 f"{pt.get('table-limit')!r}", ini_path, pt.line_no or None)
+    opts = {}
+    for sec in ("stack", "beam-threshold", "max-phrase-length"):
+        v = ini.get_value(sec)
+        if v is not None:
+            opts[sec] = v
+    return DecoderSpec(ini_path, found.features, weights, pt_path, pt.num_features,
+                       table_limit, lm_path, distortion_limit, opts, found.reordering)
+
+
+def _ini_features(ini: MosesIni, ini_path: str) -> _IniFeatures:
+    """The ini's features checked one by one, ordered as Moses prints them (``OutputAllFeatureScores``)."""
     stateful, stateless, untuneable = [], [], []
     pt = lm = lr = None
     seen: dict[str, int] = {}
@@ -277,27 +309,18 @@ def load_decoder_spec(ini_path: str | os.PathLike, ini: MosesIni | None = None) 
         if seen[f.type] > 1:
             raise PhraseRescoreError(f"the embedded decoder supports one {f.type} feature, found a second "
                                      f"({f.name})", ini_path, f.line_no or None)
+        size = 1
         if f.type == "PhraseDictionaryMemory":
-            size = f.num_features
-            if size is None:
-                raise PhraseRescoreError(f"{f.name}: expected num-features=N on the feature line",
-                                         ini_path, f.line_no or None)
-            for key, ok in (("input-factor", "0"), ("output-factor", "0")):
-                if f.get(key, "0") != ok:
-                    raise PhraseRescoreError(f"{f.name}: factored models are not supported ({key}={f.get(key)})",
-                                             ini_path, f.line_no or None)
+            size = _phrase_table_size(f, ini_path)
             pt = f
         elif f.type == "KENLM":
             if f.get("factor", "0") != "0":
                 raise PhraseRescoreError(f"{f.name}: factored LMs are not supported (factor={f.get('factor')})",
                                          ini_path, f.line_no or None)
-            size = 1
             lm = f
         elif f.type == "LexicalReordering":
             lr = parse_reordering(f, ini_path)
             size = lr.size
-        else:
-            size = 1
         tuneable = f.tuneable          # tuneable= as Moses reads a boolean; UnknownWordPenalty: false unless set
         spec = FeatureSpec(f.name, f.type, size, tuneable)
         if not tuneable:
@@ -310,7 +333,24 @@ def load_decoder_spec(ini_path: str | os.PathLike, ini: MosesIni | None = None) 
         if t not in seen:
             raise PhraseRescoreError(f"expected a {t} feature in [feature]; the embedded decoder needs one",
                                      ini_path)
-    features = stateful + stateless + untuneable
+    return _IniFeatures(stateful + stateless + untuneable, pt, lm, lr)
+
+
+def _phrase_table_size(f: FeatureLine, ini_path: str) -> int:
+    """The ``num-features=`` of a PhraseDictionaryMemory line, refusing a factored table."""
+    size = f.num_features
+    if size is None:
+        raise PhraseRescoreError(f"{f.name}: expected num-features=N on the feature line",
+                                 ini_path, f.line_no or None)
+    for key, ok in (("input-factor", "0"), ("output-factor", "0")):
+        if f.get(key, "0") != ok:
+            raise PhraseRescoreError(f"{f.name}: factored models are not supported ({key}={f.get(key)})",
+                                     ini_path, f.line_no or None)
+    return size
+
+
+def _weight_vector(features: list[FeatureSpec], weights: dict[str, list[float]], ini_path: str) -> np.ndarray:
+    """Set each feature's offset and return the [weight] values, one per component, in ``features`` order."""
     w = []
     off = 0
     for spec in features:
@@ -326,29 +366,22 @@ def load_decoder_spec(ini_path: str | os.PathLike, ini: MosesIni | None = None) 
             raise PhraseRescoreError(f"feature {spec.name} has {spec.size} components but [weight] gives "
                                      f"{len(vals)} weights", ini_path)
         w.extend(vals)
-    pt_path = _resolve(pt.get("path", ""), ini_path)
-    lm_path = _resolve(lm.get("path", ""), ini_path)
+    return np.asarray(w, dtype=np.float64)
+
+
+def _model_paths(ini: MosesIni, found: _IniFeatures, ini_path: str) -> tuple[str, str]:
+    """``(phrase table, language model)`` files as the decoder opens them (and the reordering table's,
+    set on the model); refuses one that does not exist."""
+    pt, lm, lr = found.phrase_table, found.lm, found.reordering
+    pt_path = resolve_model_path(pt.get("path", ""), ini_path)
+    lm_path = resolve_model_path(lm.get("path", ""), ini_path)
     checks = [("phrase table", pt_path, pt), ("language model", lm_path, lm)]
     if lr is not None:
-        lr.path = _resolve(lr.path, ini_path)
+        lr.path = resolve_model_path(lr.path, ini_path)
         if not os.path.exists(lr.path) and os.path.exists(lr.path + ".gz"):
             lr.path += ".gz"   # LexicalReorderingTableMemory::LoadFromFile tries PATH, then PATH.gz
         checks.append(("reordering table", lr.path, ini.feature(lr.name)))
     for what, p, feat in checks:
         if not p or not os.path.exists(p):
             raise PhraseRescoreError(f"{feat.name}: {what} file {p!r} not found", ini_path, feat.line_no or None)
-    dl = ini.get_value("distortion-limit")
-    distortion_limit = 6 if dl is None else parse_int(dl)
-    if distortion_limit is None:
-        raise PhraseRescoreError(f"[distortion-limit] expected an integer, got {dl!r}", ini_path)
-    table_limit = parse_int(pt.get("table-limit", "20"))
-    if table_limit is None or table_limit < 0:
-        raise PhraseRescoreError(f"{pt.name}: table-limit expected a whole number of at least 0 in ASCII digits, got "
-                                 f"{pt.get('table-limit')!r}", ini_path, pt.line_no or None)
-    opts = {}
-    for sec in ("stack", "beam-threshold", "max-phrase-length"):
-        v = ini.get_value(sec)
-        if v is not None:
-            opts[sec] = v
-    return DecoderSpec(ini_path, features, np.asarray(w, dtype=np.float64), pt_path, pt.num_features,
-                      table_limit, lm_path, distortion_limit, opts, lr)
+    return pt_path, lm_path

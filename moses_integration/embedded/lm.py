@@ -107,8 +107,19 @@ def train_lm(sentences: Sequence[Sequence[str]], arpa_path: str | os.PathLike,
     :returns: counts, discounts and fallbacks per order.
     """
     config = config if config is not None else LMConfig()
-    # --- vocabulary and the padded corpus as word ids: <unk>=0, <s>=1, </s>=2, then words in first-seen order
-    config = config or LMConfig()
+    vocab, words, n_tokens = _word_ids(sentences)
+    orders = _count_orders(words, len(vocab), config.order)
+    adjusted = _adjusted_counts(orders)
+    stats = LMStats(order=len(orders), ngrams=[int(len(o.keys)) for o in orders], discounts=[],
+                    vocab_size=len(vocab), tokens=n_tokens)
+    probs, backoffs = _interpolate(orders, adjusted, len(vocab), config.discount_fallback, stats)
+    _write_arpa(arpa_path, vocab, orders, probs, backoffs)
+    return stats
+
+
+def _word_ids(sentences: Sequence[Sequence[str]]) -> tuple[dict[str, int], np.ndarray, int]:
+    """``(vocabulary, the padded corpus as word ids, tokens)``: ``<unk>``=0, ``<s>``=1, ``</s>``=2, then
+    words in first-seen order; tokens count each sentence's words and its ``</s>``."""
     vocab: dict[str, int] = {UNK: 0, BOS: 1, EOS: 2}
     flat: list[int] = []
     n_tokens = 0
@@ -120,20 +131,22 @@ def train_lm(sentences: Sequence[Sequence[str]], arpa_path: str | os.PathLike,
             flat.append(vocab.setdefault(w, len(vocab)))
         flat.append(2)
         n_tokens += len(sent) + 1
-    V = len(vocab)
-    words = np.array(flat, dtype=np.int64)                      # (P,)
+    return vocab, np.array(flat, dtype=np.int64), n_tokens
+
+
+def _count_orders(words: np.ndarray, V: int, max_order: int) -> list[_Order]:
+    """The n-gram tables of the padded corpus ``words`` (P,), order by order up to ``max_order``, or up to
+    the longest padded sentence when it is shorter."""
     starts = words == 1
     sent_start = np.maximum.accumulate(np.where(starts, np.arange(len(words)), 0))
     pos_in_sent = np.arange(len(words)) - sent_start             # (P,) position within "<s> ... </s>"
-
-    # --- n-gram tables, order by order
     orders: list[_Order] = []
     unigram_counts = np.bincount(words, minlength=V).astype(np.int64)
     ids_prev = words.copy()                                      # (P,) id of the n-gram ending at each position
     orders.append(_Order(keys=np.arange(V, dtype=np.int64), counts=unigram_counts,
                          prefix=np.zeros(V, np.int64), last=np.arange(V, dtype=np.int64),
                          first=np.arange(V, dtype=np.int64), suffix=np.zeros(V, np.int64)))
-    for n in range(2, config.order + 1):
+    for n in range(2, max_order + 1):
         valid = np.flatnonzero(pos_in_sent >= n - 1)
         if len(valid) == 0:
             break  # no sentence is long enough for this order: the model's order is n - 1
@@ -153,9 +166,13 @@ def train_lm(sentences: Sequence[Sequence[str]], arpa_path: str | os.PathLike,
         ids_next = np.full(len(words), -1, dtype=np.int64)
         ids_next[valid] = inverse
         ids_prev = ids_next
-    N = len(orders)
+    return orders
 
-    # --- adjusted counts
+
+def _adjusted_counts(orders: list[_Order]) -> list[np.ndarray]:
+    """Kneser-Ney adjusted counts per order: raw counts for the highest order and n-grams starting with
+    ``<s>``, continuation counts otherwise."""
+    N = len(orders)
     adjusted: list[np.ndarray] = []
     for n in range(1, N + 1):
         o = orders[n - 1]
@@ -166,15 +183,18 @@ def train_lm(sentences: Sequence[Sequence[str]], arpa_path: str | os.PathLike,
             a = np.where(o.first == 1, o.counts, cont)
         adjusted.append(a)
     adjusted[0][1] = 0  # <s> is never predicted (<unk> has 0 unless the text contains the token "<unk>")
+    return adjusted
 
-    # --- discounts and interpolated probabilities, lowest order first
-    stats = LMStats(order=N, ngrams=[int(len(o.keys)) for o in orders], discounts=[], vocab_size=V,
-                    tokens=n_tokens)
+
+def _interpolate(orders: list[_Order], adjusted: list[np.ndarray], V: int, fallback, stats: LMStats,
+                 ) -> tuple[list[np.ndarray], list[np.ndarray | None]]:
+    """Discounts (recorded in ``stats``) and interpolated probabilities and backoffs per order, lowest
+    order first."""
     probs: list[np.ndarray] = []
     backoffs: list[np.ndarray | None] = []
-    for n in range(1, N + 1):
+    for n in range(1, len(orders) + 1):
         o, a = orders[n - 1], adjusted[n - 1]
-        d, fell_back = _discounts(a, config.discount_fallback)
+        d, fell_back = _discounts(a, fallback)
         stats.discounts.append([float(x) for x in d])
         if fell_back:
             stats.fallback_orders.append(n)
@@ -192,9 +212,7 @@ def train_lm(sentences: Sequence[Sequence[str]], arpa_path: str | os.PathLike,
             backoffs[n - 2] = np.where(total > 0, gamma, 1.0)
         probs.append(p)
         backoffs.append(None)
-
-    _write_arpa(arpa_path, vocab, orders, probs, backoffs)
-    return stats
+    return probs, backoffs
 
 
 def _format_logs(x: np.ndarray) -> list[str]:

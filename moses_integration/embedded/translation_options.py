@@ -27,7 +27,7 @@ from phrase_rescore.core.words import SEPARATORS
 from phrase_rescore.core.words import words as split_words
 
 from ..moses_values import floor_log
-from ..phrase_table import EMPTY_TABLE, _parse
+from ..phrase_table import EMPTY_TABLE, _parse, line_blocks
 from .features import LN10, UNKNOWN_SCORE, DecoderSpec, ReorderingModel
 
 
@@ -144,31 +144,20 @@ def _kept_lines(path: str, keep: set[str] | None, desc: str, progress: bool, ref
     keep_b = None if keep is None else {k.encode("utf-8") for k in keep}
     pb = bar(desc=desc, unit="line") if progress else None
     line_no = 0
-    tail = b""
     with open_binary_read(path) as f:
         try:
-            while True:
-                block = f.read(_CHUNK)
-                if not block:
-                    break
-                lines = (tail + block).split(b"\n")
-                tail = lines.pop()
+            for lines, ended in line_blocks(f, _CHUNK):
                 if keep_b is None:
                     for i, raw in enumerate(lines, start=line_no + 1):
-                        yield i, raw, True
+                        yield i, raw, ended
                 else:
                     for i, raw in enumerate(lines, start=line_no + 1):
                         j = raw.find(b"|||")
                         if (raw if j < 0 else raw[:j]).strip(_SEPARATORS) in keep_b:
-                            yield i, raw, True
+                            yield i, raw, ended
                 line_no += len(lines)
-                if pb is not None:
+                if pb is not None and ended:
                     pb.update(len(lines))
-            if tail:
-                line_no += 1
-                j = tail.find(b"|||")
-                if keep_b is None or (tail if j < 0 else tail[:j]).strip(_SEPARATORS) in keep_b:
-                    yield line_no, tail, False
         except GZIP_READ_ERRORS as e:
             raise gzip_read_error(e, path, line_no) from None
         finally:

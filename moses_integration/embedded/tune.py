@@ -34,11 +34,10 @@ from phrase_rescore.core.fileio import atomic_open, read_text_lines, sha256_file
 from phrase_rescore.core.version import code_version
 
 from ..mert_seeds import iteration_seed
-from ..moses_ini import read_moses_ini
+from ..moses_ini import read_moses_ini, resolve_model_path
 from ..table_filter import filtered_ini
 from .bleu_stats import NUM_STATS, Reference, bleu, sentence_stats
 from .decoder import Decoder, DecoderConfig, read_sentences
-from .features import _resolve as resolve_model_path
 from .features import load_decoder_spec
 from .mert import NBestPool, l1_normalize, optimize
 
@@ -254,6 +253,42 @@ def tune_embedded(config: EmbeddedTuneConfig, echo: Callable[[str], None] | None
                             config.decoder.resolved(spec).max_phrase_length)
     known = {t["path"]: t["sha256"] for t in filtered.tables.values()}
     decode_spec = load_decoder_spec(filtered.ini)
+    src, refs = _read_dev_set(config)
+    tuned = spec.tuneable_mask()
+    names = weight_column_names(spec)
+    pool = NBestPool(len(src), spec.dim)
+    log_path = os.path.join(config.workdir, "tune-log.csv")
+    state = TuneState(config.workdir, _inputs_record(config, spec, known))
+    rows, w, converged = _resume(config, state, pool, spec.weights.copy(), len(src), echo)
+    dec = None
+    for it in range(len(rows) + 1, config.max_iterations + 1):
+        if converged:
+            break
+        if dec is None:
+            dec = Decoder(decode_spec, config.decoder, sentences=src)
+        files = _iteration_files(it, config.nbest)
+        row, new_w, changed = _tune_iteration(config, it, files, dec, w, tuned, src, refs, pool, rows)
+        rows.append(row)
+        state.commit({"iteration": it, "files": files, "candidates": files[2],
+                      "weights": [float(x) for x in w], "next_weights": [float(x) for x in new_w],
+                      "changed": changed, "dev_bleu": row.dev_bleu, "mert_bleu": row.mert_bleu,
+                      "candidates_in_pool": row.candidates, "seconds_decode": row.seconds_decode,
+                      "seconds_mert": row.seconds_mert})
+        _write_log(log_path, rows, names)
+        w = new_w
+        converged = changed < CONVERGENCE
+    _write_log(log_path, rows, names)
+    final = w
+    if config.return_best_dev:
+        best = max(range(len(rows)), key=lambda i: (rows[i].dev_bleu, -i))   # the first of equals
+        final = rows[best].weights
+    out_ini = os.path.join(config.workdir, "moses.ini")
+    write_tuned_ini(config.ini, out_ini, spec, final)
+    return out_ini
+
+
+def _read_dev_set(config: EmbeddedTuneConfig) -> tuple[list[list[str]], list[Reference]]:
+    """The dev source sentences and their references, one per source line."""
     src = read_sentences(config.dev_src)
     refs_text = read_text_lines(config.dev_ref)
     if len(refs_text) != len(src):
@@ -262,17 +297,17 @@ def tune_embedded(config: EmbeddedTuneConfig, echo: Callable[[str], None] | None
                                  config.dev_ref)
     if not src:
         raise PhraseRescoreError("the dev source is empty: expected at least one sentence", config.dev_src)
-    refs = [Reference(r) for r in refs_text]
-    tuned = spec.tuneable_mask()
-    names = weight_column_names(spec)
-    pool = NBestPool(len(src), spec.dim)
-    w = spec.weights.copy()
+    return src, [Reference(r) for r in refs_text]
+
+
+def _resume(config: EmbeddedTuneConfig, state: TuneState, pool: NBestPool, w: np.ndarray, num_sentences: int,
+            echo: Callable[[str], None]) -> tuple[list[IterationLog], np.ndarray, bool]:
+    """Replay the finished iterations ``state`` lists into ``pool``: ``(their logs, the weights to decode
+    with next, whether they converged)``; ``w``: the ini's weights, for a run that starts afresh."""
     rows: list[IterationLog] = []
-    log_path = os.path.join(config.workdir, "tune-log.csv")
-    state = TuneState(config.workdir, _inputs_record(config, spec, known))
     converged = False
     for rec in state.load(echo)[:config.max_iterations]:
-        row = _replay(config.workdir, rec, pool, len(src))
+        row = _replay(config.workdir, rec, pool, num_sentences)
         if row is None:
             break
         rows.append(row)
@@ -286,56 +321,54 @@ def tune_embedded(config: EmbeddedTuneConfig, echo: Callable[[str], None] | None
             echo(f"tune: the {len(rows)} iteration(s) of this run had finished; writing the tuned moses.ini")
         else:
             echo(f"tune: resuming after iteration {len(rows)} (its n-best lists and weights are in {config.workdir})")
-    dec = None
-    for it in range(len(rows) + 1, config.max_iterations + 1):
-        if converged:
-            break
-        if dec is None:
-            dec = Decoder(decode_spec, config.decoder, sentences=src)
-        t0 = time.perf_counter()
-        dec.set_weights(w)
-        results = dec.translate_all(src, config.nbest, config.threads, desc=f"tune iteration {it}")
-        t1 = time.perf_counter()
-        dev_stats = np.zeros(NUM_STATS)
-        sent, feats, stats = [], [], []
-        files = [f"run{it}.out", f"run{it}.best{config.nbest}.out", f"run{it}.candidates.npz"]
-        with atomic_open(os.path.join(config.workdir, files[0]), "w") as out1, \
-                atomic_open(os.path.join(config.workdir, files[1]), "w") as outn:
-            for i, r in enumerate(results):
-                dev_stats += sentence_stats(r.best.text, refs[i])
-                out1.write(r.best.text + "\n")
-                for line in dec.nbest_lines(i, r.nbest):
-                    outn.write(line + "\n")
-                for c in r.nbest or [r.best]:
-                    st = sentence_stats(c.text, refs[i])
-                    pool.add(i, c.features, st)
-                    sent.append(i)
-                    feats.append(c.features)
-                    stats.append(st)
-        with atomic_open(os.path.join(config.workdir, files[2]), "wb") as f:
-            np.savez(f, sent=np.asarray(sent, dtype=np.int64), features=np.asarray(feats, dtype=np.float64),
-                     stats=np.asarray(stats, dtype=np.float64).reshape(len(stats), NUM_STATS))
-        dev_bleu = 100.0 * bleu(dev_stats)
-        res = optimize(pool, w, tuned, restarts=config.restarts, random_directions=config.random_directions,
-                       seed=iteration_seed(config.seed, it),
-                       more_starts=[r.weights for r in rows] if config.historic_bests else ())
-        t2 = time.perf_counter()
-        rows.append(IterationLog(it, dev_bleu, w.copy(), 100.0 * res.score, pool.num_candidates(), t1 - t0, t2 - t1))
-        new_w = res.weights
-        changed = float(np.abs(l1_normalize(new_w, tuned) - l1_normalize(w, tuned)).max())
-        state.commit({"iteration": it, "files": files, "candidates": files[2],
-                      "weights": [float(x) for x in w], "next_weights": [float(x) for x in new_w],
-                      "changed": changed, "dev_bleu": dev_bleu, "mert_bleu": 100.0 * res.score,
-                      "candidates_in_pool": pool.num_candidates(), "seconds_decode": t1 - t0,
-                      "seconds_mert": t2 - t1})
-        _write_log(log_path, rows, names)
-        w = new_w
-        converged = changed < CONVERGENCE
-    _write_log(log_path, rows, names)
-    final = w
-    if config.return_best_dev:
-        best = max(range(len(rows)), key=lambda i: (rows[i].dev_bleu, -i))   # the first of equals
-        final = rows[best].weights
-    out_ini = os.path.join(config.workdir, "moses.ini")
-    write_tuned_ini(config.ini, out_ini, spec, final)
-    return out_ini
+    return rows, w, converged
+
+
+def _iteration_files(it: int, nbest: int) -> list[str]:
+    """The files iteration ``it`` writes: the 1-best output, the n-best list, the candidates it adds."""
+    return [f"run{it}.out", f"run{it}.best{nbest}.out", f"run{it}.candidates.npz"]
+
+
+def _tune_iteration(config: EmbeddedTuneConfig, it: int, files: list[str], dec: Decoder, w: np.ndarray,
+                    tuned: np.ndarray,
+                    src: list[list[str]], refs: list[Reference], pool: NBestPool, rows: list[IterationLog],
+                    ) -> tuple[IterationLog, np.ndarray, float]:
+    """One decode of the dev set with ``w`` (its outputs written to ``files``) and one MERT run on the grown
+    pool: ``(its log, the next weights, the largest change of a normalized tuneable weight)``."""
+    t0 = time.perf_counter()
+    dec.set_weights(w)
+    results = dec.translate_all(src, config.nbest, config.threads, desc=f"tune iteration {it}")
+    t1 = time.perf_counter()
+    dev_bleu = _write_iteration(config.workdir, files, dec, results, refs, pool)
+    res = optimize(pool, w, tuned, restarts=config.restarts, random_directions=config.random_directions,
+                   seed=iteration_seed(config.seed, it),
+                   more_starts=[r.weights for r in rows] if config.historic_bests else ())
+    t2 = time.perf_counter()
+    row = IterationLog(it, dev_bleu, w.copy(), 100.0 * res.score, pool.num_candidates(), t1 - t0, t2 - t1)
+    changed = float(np.abs(l1_normalize(res.weights, tuned) - l1_normalize(w, tuned)).max())
+    return row, res.weights, changed
+
+
+def _write_iteration(workdir: str, files: list[str], dec: Decoder, results, refs: list[Reference],
+                     pool: NBestPool) -> float:
+    """Write an iteration's 1-best output, n-best list and candidates (as ``files`` names them), add the
+    candidates to ``pool``; return the 1-best dev BLEU (percent)."""
+    dev_stats = np.zeros(NUM_STATS)
+    sent, feats, stats = [], [], []
+    with atomic_open(os.path.join(workdir, files[0]), "w") as out1, \
+            atomic_open(os.path.join(workdir, files[1]), "w") as outn:
+        for i, r in enumerate(results):
+            dev_stats += sentence_stats(r.best.text, refs[i])
+            out1.write(r.best.text + "\n")
+            for line in dec.nbest_lines(i, r.nbest):
+                outn.write(line + "\n")
+            for c in r.nbest or [r.best]:
+                st = sentence_stats(c.text, refs[i])
+                pool.add(i, c.features, st)
+                sent.append(i)
+                feats.append(c.features)
+                stats.append(st)
+    with atomic_open(os.path.join(workdir, files[2]), "wb") as f:
+        np.savez(f, sent=np.asarray(sent, dtype=np.int64), features=np.asarray(feats, dtype=np.float64),
+                 stats=np.asarray(stats, dtype=np.float64).reshape(len(stats), NUM_STATS))
+    return 100.0 * bleu(dev_stats)

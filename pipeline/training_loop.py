@@ -113,9 +113,9 @@ def resume_from_last(loop: TrainingLoop, kind: ModelKind, device, config, model,
     """Continue a run of ``train`` or ``train-cslm`` exactly from ``loop.last_path``: the weights, the
     optimizer's state, the sampler's position (when the trainer has one), the torch RNG and the loop's counters.
 
-    ``last.pt`` is refused, before anything is taken from it, when its training state lacks a key this
-    resume reads, when a setting of ``config.TRAJECTORY`` differs, when ``check_data`` (the trainer's
-    checks of its inputs' hashes against the state) raises, or when its weights do not fit ``model``.
+    ``last.pt`` is refused when its training state lacks a key this resume reads, when a setting of
+    ``config.TRAJECTORY`` differs or when ``check_data`` (the trainer's checks of its inputs against the state)
+    raises, each before the weights are loaded; or when its weights do not fit ``model``.
     """
     last_path = loop.last_path
     ckpt = read_checkpoint(last_path, device, kind)

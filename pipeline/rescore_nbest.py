@@ -29,7 +29,7 @@ import os
 import re
 import time
 from dataclasses import dataclass
-from typing import Collection, Protocol, Sequence
+from typing import Collection, NamedTuple, Protocol, Sequence
 
 import numpy as np
 import torch
@@ -416,6 +416,38 @@ def rescore_nbest(cfg: RescoreConfig) -> RescoreSummary:
     from .translate import default_device
 
     t0 = time.perf_counter()
+    derived = _check_files(cfg)
+    tuning = derived.dev_out is not None
+    install = _require_tuner(cfg, derived.tuner_dir) if cfg.tuner != "embedded" else None  # before any model is loaded
+    dev_sources, dev_layout = _read_dev_set(cfg) if tuning else (None, [])
+    device = default_device(cfg.device)
+    scorer, kind = load_scorer(cfg.checkpoints, device, cfg.hyp_batch)
+    name = cfg.feature_name or FEATURE_NAMES[kind]
+    weights, required = _read_weights(cfg, name, dev_layout) if cfg.weights_ini else (None, None)
+    tuned = _tune_on_dev(cfg, derived, scorer, name, dev_sources, weights, install) if tuning else None
+    if tuned is not None:
+        weights = tuned.weights
+        required = None            # the tuned weights name the dev list's features: every hypothesis has them
+    sources = read_sentences(cfg.source)
+    n_hyp, changed = _rescore_file(scorer, name, cfg.nbest, sources, cfg.out_nbest, cfg.out_1best, weights,
+                                   cfg.sentences_per_chunk, "rescore", cfg.source, required)
+    dt = time.perf_counter() - t0
+    return RescoreSummary(len(sources), n_hyp, changed, name, kind, dt, n_hyp / dt if dt else 0.0,
+                          derived.tuned_path, None if tuned is None else tuned.dev_bleu, cfg.tuner,
+                          None if tuned is None else tuned.seconds)
+
+
+class _DerivedPaths(NamedTuple):
+    """The outputs named after ``--out-nbest`` and ``--out-1best`` (each None when the run writes none)."""
+
+    dev_out: str | None         # the rescored dev n-best list
+    tuned_path: str | None      # the tuned weights
+    tuner_dir: str | None       # the folder Moses's mert or kbmira works in
+
+
+def _check_files(cfg: RescoreConfig) -> _DerivedPaths:
+    """The derived outputs' names, once the dev set is given whole or not at all, no output is an input, and a
+    derived output that exists is this command's own."""
     dev = (cfg.dev_nbest, cfg.dev_src, cfg.dev_ref)
     tuning = any(dev)
     if tuning and not all(dev):
@@ -431,68 +463,87 @@ def rescore_nbest(cfg: RescoreConfig) -> RescoreSummary:
                    "--out-nbest + .dev": dev_out if tuning else None,
                    "--out-1best + .weights.ini": tuned_path if tuning else None},
                   {f"--out-1best + .{cfg.tuner}": tuner_dir if tuning and cfg.tuner != "embedded" else None})
-    if tuning:   # files of these names are replaced only when they are this command's own
-        names = {cfg.feature_name} if cfg.feature_name else set(FEATURE_NAMES.values())
-        check_derived_output(dev_out, "--out-nbest + .dev", "an n-best list rescored by rescore-nbest",
-                             lambda p: _is_rescored_nbest(p, names))
-        check_derived_output(tuned_path, "--out-1best + .weights.ini", "the [weight] section rescore-nbest "
-                             "writes", _is_weights_file)
-    install = None
-    if cfg.tuner != "embedded":   # before any model is loaded or list scored
-        from phrase_rescore.core.outdir import check_claimable
-        from phrase_rescore.moses_integration.nbest_tuning import WORK_COMMAND, require_tuner
+    if not tuning:
+        return _DerivedPaths(None, None, None)
+    # files of these names are replaced only when they are this command's own
+    names = {cfg.feature_name} if cfg.feature_name else set(FEATURE_NAMES.values())
+    check_derived_output(dev_out, "--out-nbest + .dev", "an n-best list rescored by rescore-nbest",
+                         lambda p: _is_rescored_nbest(p, names))
+    check_derived_output(tuned_path, "--out-1best + .weights.ini", "the [weight] section rescore-nbest "
+                         "writes", _is_weights_file)
+    return _DerivedPaths(dev_out, tuned_path, tuner_dir if cfg.tuner != "embedded" else None)
 
-        if not cfg.dev_nbest:
-            raise PhraseRescoreError(f"--tuner {cfg.tuner} tunes the re-ranking weights on a dev n-best list: give "
-                                     "--dev-nbest, --dev-src and --dev-ref")
-        install = require_tuner(cfg.tuner, cfg.moses_home)
-        check_claimable(tuner_dir, "the tuner's folder", WORK_COMMAND)
-    dev_sources, dev_layout = None, []
-    if tuning:   # the dev set's own errors name its files, before any model is loaded
-        from phrase_rescore.moses_integration.nbest_tuning import nbest_layout
 
-        dev_sources = read_sentences(cfg.dev_src)
-        n_ref = len(read_text_lines(cfg.dev_ref))
-        if n_ref != len(dev_sources):
-            raise PhraseRescoreError(f"{n_ref} lines, but the dev source {cfg.dev_src} has {len(dev_sources)}: "
-                                     "expected one reference per dev sentence", cfg.dev_ref)
-        # a complete list (read_nbest_groups), the same features on every line
-        dev_layout = nbest_layout(cfg.dev_nbest, len(dev_sources), cfg.dev_src)
-    device = default_device(cfg.device)
-    scorer, kind = load_scorer(cfg.checkpoints, device, cfg.hyp_batch)
-    name = cfg.feature_name or FEATURE_NAMES[kind]
-    weights, required = None, None
-    if cfg.weights_ini:
-        from phrase_rescore.moses_integration.moses_ini import read_moses_ini
+def _require_tuner(cfg: RescoreConfig, tuner_dir: str | None):
+    """Moses's installation for ``--tuner mert`` or ``kbmira``, which tune on a dev n-best list, and their
+    folder checked free to claim."""
+    from phrase_rescore.core.outdir import check_claimable
+    from phrase_rescore.moses_integration.nbest_tuning import WORK_COMMAND, require_tuner
 
-        # a set of weights, not a system for Moses: a weight for the new feature need not name a [feature] line
-        weights_ini = read_moses_ini(cfg.weights_ini, check_weight_names=False)
-        weights = weights_ini.weights
-        unprinted = {f.name for f in weights_ini.features if not f.tuneable}   # Moses prints them in no n-best list
-        required = [n for n in weights if n not in unprinted]
-        if name not in weights and not cfg.dev_nbest:
-            raise PhraseRescoreError(f"no weight for the rescoring feature {name!r} in [weight]", cfg.weights_ini)
-        for feature, k in [*dev_layout, (name, 1)]:     # MERT's starting point: a value per value of the list
-            w = weights.get(feature) if tuning else None
-            if w is not None and len(w) != k:
-                raise PhraseRescoreError(f"[weight] gives {len(w)} value(s) for {feature!r}, which has {k} in the "
-                                         f"dev n-best list {cfg.dev_nbest}", cfg.weights_ini)
-    dev_bleu, tune_seconds = None, None
-    if tuning:
-        _rescore_file(scorer, name, cfg.dev_nbest, dev_sources, dev_out, None, None,
-                      cfg.sentences_per_chunk, "rescore dev", cfg.dev_src)
-        t_tune = time.perf_counter()
-        weights, dev_bleu = tune_rerank_weights_with(cfg.tuner, dev_out, cfg.dev_ref, weights, cfg.mert_restarts,
-                                                     cfg.seed, install, tuner_dir)
-        required = None            # the tuned weights name the dev list's features: every hypothesis has them
-        tune_seconds = time.perf_counter() - t_tune
-        write_weights(tuned_path, weights)
-    sources = read_sentences(cfg.source)
-    n_hyp, changed = _rescore_file(scorer, name, cfg.nbest, sources, cfg.out_nbest, cfg.out_1best, weights,
-                                   cfg.sentences_per_chunk, "rescore", cfg.source, required)
-    dt = time.perf_counter() - t0
-    return RescoreSummary(len(sources), n_hyp, changed, name, kind, dt, n_hyp / dt if dt else 0.0,
-                          tuned_path if tuning else None, dev_bleu, cfg.tuner, tune_seconds)
+    if not cfg.dev_nbest:
+        raise PhraseRescoreError(f"--tuner {cfg.tuner} tunes the re-ranking weights on a dev n-best list: give "
+                                 "--dev-nbest, --dev-src and --dev-ref")
+    install = require_tuner(cfg.tuner, cfg.moses_home)
+    check_claimable(tuner_dir, "the tuner's folder", WORK_COMMAND)
+    return install
+
+
+def _read_dev_set(cfg: RescoreConfig) -> tuple[list[list[str]], list[tuple[str, int]]]:
+    """The dev sentences and the dev n-best list's features (name, number of values), its own errors naming
+    its files, before any model is loaded: one reference per dev sentence, a complete list
+    (:func:`read_nbest_groups`), the same features on every line."""
+    from phrase_rescore.moses_integration.nbest_tuning import nbest_layout
+
+    dev_sources = read_sentences(cfg.dev_src)
+    n_ref = len(read_text_lines(cfg.dev_ref))
+    if n_ref != len(dev_sources):
+        raise PhraseRescoreError(f"{n_ref} lines, but the dev source {cfg.dev_src} has {len(dev_sources)}: "
+                                 "expected one reference per dev sentence", cfg.dev_ref)
+    return dev_sources, nbest_layout(cfg.dev_nbest, len(dev_sources), cfg.dev_src)
+
+
+def _read_weights(cfg: RescoreConfig, name: str, dev_layout: list[tuple[str, int]]
+                  ) -> tuple[dict[str, list[float]], list[str]]:
+    """The ``--weights`` moses.ini's weights and the features every hypothesis must carry (those Moses prints
+    in n-best lists); without a dev set they must weigh the feature ``name``, with one they are MERT's starting
+    point and must give each feature of the dev list its number of values."""
+    from phrase_rescore.moses_integration.moses_ini import read_moses_ini
+
+    # a set of weights, not a system for Moses: a weight for the new feature need not name a [feature] line
+    weights_ini = read_moses_ini(cfg.weights_ini, check_weight_names=False)
+    weights = weights_ini.weights
+    unprinted = {f.name for f in weights_ini.features if not f.tuneable}   # Moses prints them in no n-best list
+    required = [n for n in weights if n not in unprinted]
+    if name not in weights and not cfg.dev_nbest:
+        raise PhraseRescoreError(f"no weight for the rescoring feature {name!r} in [weight]", cfg.weights_ini)
+    for feature, k in [*dev_layout, (name, 1)]:     # MERT's starting point: a value per value of the list
+        w = weights.get(feature) if cfg.dev_nbest else None
+        if w is not None and len(w) != k:
+            raise PhraseRescoreError(f"[weight] gives {len(w)} value(s) for {feature!r}, which has {k} in the "
+                                     f"dev n-best list {cfg.dev_nbest}", cfg.weights_ini)
+    return weights, required
+
+
+class _Tuned(NamedTuple):
+    """Re-ranking weights tuned on the dev n-best list."""
+
+    weights: dict[str, list[float]]
+    dev_bleu: float
+    seconds: float              # the tuner's time (the dev list's rescoring aside)
+
+
+def _tune_on_dev(cfg: RescoreConfig, derived: _DerivedPaths, scorer: SentenceScorer, name: str,
+                 dev_sources: list[list[str]], init: dict[str, list[float]] | None, install) -> _Tuned:
+    """Rescore the dev n-best list into ``derived.dev_out``, tune the re-ranking weights on it from ``init``
+    with ``cfg.tuner`` and write them to ``derived.tuned_path``."""
+    _rescore_file(scorer, name, cfg.dev_nbest, dev_sources, derived.dev_out, None, None,
+                  cfg.sentences_per_chunk, "rescore dev", cfg.dev_src)
+    t_tune = time.perf_counter()
+    weights, dev_bleu = tune_rerank_weights_with(cfg.tuner, derived.dev_out, cfg.dev_ref, init, cfg.mert_restarts,
+                                                 cfg.seed, install, derived.tuner_dir)
+    seconds = time.perf_counter() - t_tune
+    write_weights(derived.tuned_path, weights)
+    return _Tuned(weights, dev_bleu, seconds)
 
 
 def _rescore_file(scorer: SentenceScorer, name: str, nbest_path, sources: list[list[str]], out_nbest,

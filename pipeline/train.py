@@ -44,7 +44,7 @@ from .model.checkpoint import ENCDEC, LAST, read_checkpoint, save_checkpoint
 from .model.encdec import EncDecConfig, RNNEncoderDecoder
 from .model.gru import RESET_FORMS
 from .pairs import ARRAY_PARTS, PairFile, PairSet, UniformSampler, check_pairs_dir, length_batches, pairs_paths
-from .training_loop import TrainingLoop, check_run_dir, check_same_settings, check_train_state, check_world_size
+from .training_loop import TrainingLoop, check_run_dir, check_world_size, resume_from_last
 from .vocab import Vocabularies
 
 LOG_COLUMNS = ["step", "pairs_seen", "elapsed_s", "train_loss", "train_ppl", "valid_ppl", "best_valid_ppl", "lr"]
@@ -210,6 +210,33 @@ def train(pairs_dir, out_dir, config: TrainConfig | None = None) -> TrainSummary
     """
     config = config or TrainConfig()
     t_start = time.monotonic()
+    data_hashes = _prepared_hashes(pairs_dir)
+    out = Path(out_dir)
+    check_run_dir(out, config.resume)
+    dist = _start_processes(config)
+    paths = pairs_paths(pairs_dir)
+    vocabs = Vocabularies.load(paths["vocab"])
+    # read from disk as the batches need them: the memory does not grow with the number of pairs
+    train_set, valid_set = PairFile(pairs_dir, "train"), PairFile(pairs_dir, "valid")
+    if len(train_set) == 0:
+        raise PhraseRescoreError("no training pairs", paths["train"])
+    trainer = _EncDecTrainer(config, dist, vocabs, train_set, out, data_hashes)
+    if config.resume:
+        trainer.resume(pairs_dir)
+    trainer.start()
+    unigram = unigram_perplexity(train_set, valid_set, len(vocabs.target), config.valid_max_pairs)
+    stop = trainer.run(valid_set)
+    loop = trainer.loop
+    return TrainSummary(steps=loop.state["step"], stop_reason=stop, best_valid_ppl=loop.state["best_valid_ppl"],
+                        last_valid_ppl=loop.last_valid, pairs_per_s=loop.per_second(config.batch_size),
+                        seconds=time.monotonic() - t_start, out_dir=str(out), model=str(loop.best_path),
+                        device=str(dist.device), history=[dict(r) for r in loop.state["log"]],
+                        unigram_valid_ppl=unigram)
+
+
+def _prepared_hashes(pairs_dir) -> dict[str, str]:
+    """The sha256 of every part of ``pairs_dir`` a run trains on, by file name, from its manifest (checked
+    against the files by :func:`~.pairs.check_pairs_dir`); a missing input is refused first."""
     paths = pairs_paths(pairs_dir)
     for role in ("train", "valid", "vocab"):
         if not paths[role].exists():
@@ -218,125 +245,132 @@ def train(pairs_dir, out_dir, config: TrainConfig | None = None) -> TrainSummary
     parts = check_pairs_dir(pairs_dir)["parts"]
     data_hashes = {name: parts[name]["sha256"] for name in ("train.parquet", "valid.parquet", "vocab.json")}
     data_hashes.update({name: parts[name]["sha256"] for name in ARRAY_PARTS})
-    out = Path(out_dir)
-    last_path = out / LAST
-    check_run_dir(out, config.resume)
+    return data_hashes
+
+
+def _start_processes(config: TrainConfig) -> Dist:
+    """This process's rank and device (``torchrun``'s, or the one process's), its torch threads on a CPU; a world
+    larger than the batch is refused, and only rank 0 shows progress."""
     dist = setup_distributed(config.device)
-    device = dist.device
-    if device.type == "cpu":
+    if dist.device.type == "cpu":
         torch.set_num_threads(cap_to_cores(config.torch_threads, "--torch-threads"))   # for this process, as the command's option asks
     if dist.world_size > config.batch_size:
         raise PhraseRescoreError(f"{dist.world_size} processes (WORLD_SIZE) for a batch of {config.batch_size} "
                                  "pairs: each rank needs at least one pair; start fewer processes or raise --batch-size")
     if not dist.is_main:
         progress.set_quiet(True)        # one progress bar: rank 0's
-    vocabs = Vocabularies.load(paths["vocab"])
-    # read from disk as the batches need them: the memory does not grow with the number of pairs
-    train_set, valid_set = PairFile(pairs_dir, "train"), PairFile(pairs_dir, "valid")
-    if len(train_set) == 0:
-        raise PhraseRescoreError("no training pairs", paths["train"])
-    data_hash = data_hashes["train.parquet"]
+    return dist
 
+
+def _model_config(config: TrainConfig, vocabs: Vocabularies) -> EncDecConfig:
+    """The preset's sizes for these vocabularies, with the run's GRU form, biases, initial scale and overrides."""
+    init_std = default_init_std(config.preset) if config.init_std is None else config.init_std
     try:
-        model_cfg = EncDecConfig.preset(config.preset, len(vocabs.source), len(vocabs.target), gru=config.gru,
-                                        bias=config.bias, init_std=default_init_std(config.preset) if config.init_std is None
-                                        else config.init_std, **config.model_overrides)
+        return EncDecConfig.preset(config.preset, len(vocabs.source), len(vocabs.target), gru=config.gru,
+                                   bias=config.bias, init_std=init_std, **config.model_overrides)
     except (ValueError, TypeError) as e:
         raise PhraseRescoreError(f"bad model settings: {e}") from None
-    torch.manual_seed(config.seed)                          # the initial weights
-    model = RNNEncoderDecoder(model_cfg).to(device)
-    optimizer = torch.optim.Adadelta(model.parameters(), lr=config.lr, rho=config.rho, eps=config.eps)
-    sampler = UniformSampler(len(train_set), config.batch_size, config.seed)
-    loop = TrainingLoop(out, max_steps=config.max_steps, valid_every=config.valid_every, patience=config.patience,
-                        time_budget_s=config.time_budget_s, log_columns=LOG_COLUMNS, desc="train",
-                        position={"pairs_seen": 0}, dist=dist, clock=time.monotonic)  # this module's clock
 
-    if config.resume:
-        ckpt = read_checkpoint(last_path, device, ENCDEC)
-        ts = check_train_state(ckpt.get("train_state"), ("config", "data_sha256", "optimizer", "sampler", "torch_rng",
-                                                         *loop.state), last_path, "train")
-        check_same_settings(ts["config"], config, TrainConfig.TRAJECTORY, last_path)
-        check_world_size(ts.get("world_size", 1), dist, last_path, "train into another --out")
-        if ts["data_sha256"] != data_hash:
-            raise PhraseRescoreError("cannot resume: train.parquet changed since this run started", paths["train"])
-        for name, digest in (ts.get("pairs_sha256") or {}).items():
-            if data_hashes.get(name) != digest:
-                raise PhraseRescoreError(f"cannot resume: {name} changed since this run started (last.pt was "
-                                         "trained on other prepared pairs)", Path(pairs_dir) / name)
-        try:
-            model.load_state_dict(ckpt["state_dict"])
-        except RuntimeError as e:
-            raise PhraseRescoreError(f"cannot resume: the weights in last.pt do not fit this model: {str(e)[:300]}",
-                                     last_path) from None
-        optimizer.load_state_dict(ts["optimizer"])
-        sampler.load_state_dict(ts["sampler"])
-        torch.set_rng_state(ts["torch_rng"])
-        loop.resume(ts)
 
-    log_prob = dist.data_parallel(model, "log_prob")    # gradients averaged over the ranks in backward
+class _EncDecTrainer:
+    """One run's model, Adadelta, pair sampler and schedule (:class:`~.training_loop.TrainingLoop`), and the
+    update the schedule takes: an Adadelta step on equation (4)."""
 
-    unigram = unigram_perplexity(train_set, valid_set, len(vocabs.target), config.valid_max_pairs)
-    params = [p for p in model.parameters()]
-    model.train()
+    def __init__(self, config: TrainConfig, dist: Dist, vocabs: Vocabularies, train_set: PairFile, out: Path,
+                 data_hashes: dict[str, str]):
+        self.config, self.dist, self.vocabs, self.train_set, self.out = config, dist, vocabs, train_set, out
+        self.data_hashes, self.last_path = data_hashes, out / LAST
+        model_cfg = _model_config(config, vocabs)
+        torch.manual_seed(config.seed)                          # the initial weights
+        self.model = RNNEncoderDecoder(model_cfg).to(dist.device)
+        self.optimizer = torch.optim.Adadelta(self.model.parameters(), lr=config.lr, rho=config.rho, eps=config.eps)
+        self.sampler = UniformSampler(len(train_set), config.batch_size, config.seed)
+        self.loop = TrainingLoop(out, max_steps=config.max_steps, valid_every=config.valid_every,
+                                 patience=config.patience, time_budget_s=config.time_budget_s,
+                                 log_columns=LOG_COLUMNS, desc="train", position={"pairs_seen": 0}, dist=dist,
+                                 clock=time.monotonic)  # this module's clock
 
-    def train_step() -> tuple[float, int, int]:
+    def resume(self, pairs_dir) -> None:
+        """Continue from ``last.pt`` (:func:`~.training_loop.resume_from_last`), refused when it was saved under
+        another world size or trained on other prepared pairs."""
+        def check_data(ts: dict) -> None:
+            check_world_size(ts.get("world_size", 1), self.dist, self.last_path, "train into another --out")
+            if ts["data_sha256"] != self.data_hashes["train.parquet"]:
+                raise PhraseRescoreError("cannot resume: train.parquet changed since this run started",
+                                         pairs_paths(pairs_dir)["train"])
+            for name, digest in (ts.get("pairs_sha256") or {}).items():
+                if self.data_hashes.get(name) != digest:
+                    raise PhraseRescoreError(f"cannot resume: {name} changed since this run started (last.pt was "
+                                             "trained on other prepared pairs)", Path(pairs_dir) / name)
+
+        resume_from_last(self.loop, ENCDEC, self.dist.device, self.config, self.model, self.optimizer, "train",
+                         check_data, sampler=self.sampler)
+
+    def start(self) -> None:
+        """The model in training mode, its ``log_prob`` averaging the ranks' gradients in backward."""
+        self.log_prob = self.dist.data_parallel(self.model, "log_prob")
+        self.params = [p for p in self.model.parameters()]
+        self.model.train()
+
+    def step(self) -> tuple[float, int, int]:
         """One Adadelta step on a batch of pairs: (its loss, eq (4); its pairs; its target tokens)."""
+        config, dist, loop = self.config, self.dist, self.loop
         step = loop.state["step"] + 1
-        idx = next(sampler)                                                # the global batch
+        idx = next(self.sampler)                                           # the global batch
         mine = np.array_split(idx, dist.world_size)[dist.rank] if dist.enabled else idx
-        s, sm, t, tm = train_set.batch(mine, device=device)                # (b, S), (b, T)
+        s, sm, t, tm = self.train_set.batch(mine, device=dist.device)      # (b, S), (b, T)
         if dist.enabled:    # this slice's share of eq (4); DDP averages the N ranks' gradients
-            lp_sum = -log_prob(s, sm, t, tm).sum()
+            lp_sum = -self.log_prob(s, sm, t, tm).sum()
             loss = lp_sum * (dist.world_size / len(idx))
             loss_sum, n_tokens = dist.all_reduce_sum([lp_sum.item(), tm.sum().item()])
             loss_value, n_tokens = loss_sum / len(idx), int(n_tokens)
         else:
-            loss = -log_prob(s, sm, t, tm).mean()                          # eq (4)
+            loss = -self.log_prob(s, sm, t, tm).mean()                     # eq (4)
             loss_value, n_tokens = loss.item(), int(tm.sum())
         if not math.isfinite(loss_value):
             raise PhraseRescoreError(
                 f"training loss became {loss_value} at step {step}; stopped. The last good "
-                f"checkpoint is kept in {last_path} (step {_saved_step(last_path)}); try a lower --lr or "
-                "--clip-norm", out)
-        optimizer.zero_grad(set_to_none=True)
+                f"checkpoint is kept in {self.last_path} (step {_saved_step(self.last_path)}); try a lower --lr or "
+                "--clip-norm", self.out)
+        self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
-        norm = torch.nn.utils.clip_grad_norm_(params, config.clip_norm)
+        norm = torch.nn.utils.clip_grad_norm_(self.params, config.clip_norm)
         if not torch.isfinite(norm):
             raise PhraseRescoreError(
                 f"gradient norm became {float(norm)} at step {step}; stopped. The last good "
-                f"checkpoint is kept in {last_path} (step {_saved_step(last_path)})", out)
-        optimizer.step()
+                f"checkpoint is kept in {self.last_path} (step {_saved_step(self.last_path)})", self.out)
+        self.optimizer.step()
         loop.state["pairs_seen"] += len(idx)
         return loss_value, len(idx), n_tokens
 
-    def own_state() -> dict:
+    def own_state(self) -> dict:
         """last.pt's training state beside the loop's: what decides the rest of the trajectory."""
-        return {"config": config.to_dict(), "data_sha256": data_hash, "pairs_sha256": data_hashes,
-                "optimizer": optimizer.state_dict(),
-                "sampler": sampler.state_dict(), "torch_rng": torch.get_rng_state(),
-                "world_size": dist.world_size}
+        return {"config": self.config.to_dict(), "data_sha256": self.data_hashes["train.parquet"],
+                "pairs_sha256": self.data_hashes, "optimizer": self.optimizer.state_dict(),
+                "sampler": self.sampler.state_dict(), "torch_rng": torch.get_rng_state(),
+                "world_size": self.dist.world_size}
 
-    # With N(0, 0.01^2) weights, gradients reach the subnormal range, where x86 CPUs run 10-100x slower
-    # (measured on a tiny model with std 0.01: 270 pairs/s without, 6,000 with); flushing them to zero changes nothing measurable.
-    # torch has no getter for this process-wide flag: it goes back to torch's default (off) on exit.
-    torch.set_flush_denormal(True)
-    try:
-        stop = loop.run(
-            train_step,
-            validate=lambda: validation_perplexity(model, valid_set, device, config.valid_max_pairs,
-                                                   config.valid_batch_tokens, dist)["ppl"],
-            save=lambda path, train_state: save_checkpoint(path, model, vocabs, train_state),
-            own_state=own_state, log_extra=lambda: {"lr": config.lr},
-            held_out=len(valid_set) > 0 and config.valid_max_pairs != 0)
-    finally:
-        torch.set_flush_denormal(False)
-    return TrainSummary(steps=loop.state["step"], stop_reason=stop, best_valid_ppl=loop.state["best_valid_ppl"],
-                        last_valid_ppl=loop.last_valid, pairs_per_s=loop.per_second(config.batch_size),
-                        seconds=time.monotonic() - t_start, out_dir=str(out), model=str(loop.best_path),
-                        device=str(device), history=[dict(r) for r in loop.state["log"]], unigram_valid_ppl=unigram)
+    def run(self, valid_set: PairFile) -> str:
+        """The schedule's updates, validations on ``valid_set`` and checkpoints; returns why it stopped."""
+        config = self.config
+        # With N(0, 0.01^2) weights, gradients reach the subnormal range, where x86 CPUs run 10-100x slower
+        # (measured on a tiny model with std 0.01: 270 pairs/s without, 6,000 with); flushing them to zero changes nothing measurable.
+        # torch has no getter for this process-wide flag: it goes back to torch's default (off) on exit.
+        torch.set_flush_denormal(True)
+        try:
+            return self.loop.run(
+                self.step,
+                validate=lambda: validation_perplexity(self.model, valid_set, self.dist.device, config.valid_max_pairs,
+                                                       config.valid_batch_tokens, self.dist)["ppl"],
+                save=lambda path, train_state: save_checkpoint(path, self.model, self.vocabs, train_state),
+                own_state=self.own_state, log_extra=lambda: {"lr": config.lr},
+                held_out=len(valid_set) > 0 and config.valid_max_pairs != 0)
+        finally:
+            torch.set_flush_denormal(False)
 
 
 def _saved_step(path: Path):
+    """The step of the checkpoint at ``path``, for the message of a run stopped by a NaN."""
     if not path.exists():
         return "none yet"
     try:

@@ -31,6 +31,7 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -40,11 +41,11 @@ from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.core.fileio import atomic_open, read_sentences, sha256_file
 
 from .device import check_device, resolve_device
-from .model.checkpoint import CSLM_KIND, LAST, read_checkpoint, save_checkpoint
+from .model.checkpoint import CSLM_KIND, save_checkpoint
 from .model.cslm import BOS_ID, CSLM, EOS_ID, CSLMConfig, CSLMVocab, corpus_events
 from .pairs import NpyAppender, NpyFile, corpus_arrays
 from .sentences import count_lines, held_out_lines, iter_sentences
-from .training_loop import TrainingLoop, check_run_dir, check_same_settings, check_train_state
+from .training_loop import TrainingLoop, check_run_dir, resume_from_last
 
 #: ids gathered (in a Python list) before they are appended to the events' array
 EVENTS_CHUNK = 1 << 16
@@ -200,9 +201,44 @@ def train_cslm(corpus: str | os.PathLike, out_dir: str | os.PathLike, config: Tr
     config = config or TrainCSLMConfig()
     t_start = time.monotonic()
     out = Path(out_dir)
-    last_path = out / LAST
     check_run_dir(out, config.resume)
     device = resolve_device(config.device)
+    data = _read_data(corpus, valid, out, config)
+    valid_tokens = len(data.valid_events[1])
+    ngram_ppl = ngram_perplexity(lm, data.valid_sentences) if lm is not None and valid_tokens else None
+    trainer = _CSLMTrainer(config, device, data, out)
+    if config.resume:
+        trainer.resume()
+    out.mkdir(parents=True, exist_ok=True)
+    stop = trainer.run()
+    loop, vocab = trainer.loop, data.vocab
+    summary = CSLMSummary(
+        steps=loop.state["step"], stop_reason=stop, best_valid_ppl=loop.state["best_valid_ppl"],
+        last_valid_ppl=loop.last_valid,
+        ngram_valid_ppl=ngram_ppl, valid_sentences=len(data.valid_sentences), valid_tokens=int(valid_tokens),
+        valid_source=os.fspath(valid) if valid is not None else "held out of the corpus",
+        shortlist=len(vocab) - 3, oos_types=len(vocab.oos_words),
+        events_per_s=loop.per_second(config.batch_size), seconds=time.monotonic() - t_start, out_dir=os.fspath(out),
+        model=os.fspath(loop.best_path), device=str(device), lm=None if lm is None else os.fspath(lm),
+        history=[dict(r) for r in loop.state["log"]])
+    _write_summary(out / "summary.json", summary)
+    return summary
+
+
+class _Data(NamedTuple):
+    """What a run trains and validates on."""
+
+    hashes: dict                # sha256 of the corpus and of the --valid file (None without one)
+    vocab: CSLMVocab
+    model_config: CSLMConfig
+    events: NpyFile             # the training events' targets (:func:`_write_events`)
+    valid_sentences: list
+    valid_events: tuple         # contexts, targets and log q outside the shortlist (:func:`~.model.cslm.corpus_events`)
+
+
+def _read_data(corpus, valid, out: Path, config: TrainCSLMConfig) -> _Data:
+    """The vocabulary and model sizes from the corpus, its training events (written once into ``out``, keyed by
+    the corpus, the held-out lines and the vocabulary) and the validation events."""
     hashes = {"corpus": sha256_file(corpus), "valid": sha256_file(valid) if valid is not None else None}
     counts, valid_sents, held = _read_corpus(corpus, valid, config)
     vocab = CSLMVocab.build(counts, config.shortlist)
@@ -214,82 +250,76 @@ def train_cslm(corpus: str | os.PathLike, out_dir: str | os.PathLike, config: Tr
     key = {"corpus": hashes["corpus"], "held_out": None if valid is not None else [config.seed, config.valid_size],
            "vocab": hashlib.sha256(vocab.to_json().encode()).hexdigest()}
     events = NpyFile(corpus_arrays(out, key, lambda d: _write_events(d, corpus, held, vocab)) / "train-ids.npy")
-    vctx, vtgt, vextra = corpus_events(vocab, valid_sents, mcfg.context)
-    ngram_ppl = ngram_perplexity(lm, valid_sents) if lm is not None and len(vtgt) else None
+    return _Data(hashes, vocab, mcfg, events, valid_sents, corpus_events(vocab, valid_sents, mcfg.context))
 
-    torch.manual_seed(config.seed)
-    model = CSLM(mcfg).to(device)
-    model.train()
-    opt = torch.optim.Adam(model.parameters(), lr=config.lr)
-    loop = TrainingLoop(out, max_steps=config.max_steps, valid_every=config.valid_every, patience=config.patience,
-                        time_budget_s=config.time_budget_s, log_columns=LOG_COLUMNS, desc="train-cslm",
-                        position={"epoch": 0, "batch": 0})
-    if config.resume:
-        ck = read_checkpoint(last_path, device, CSLM_KIND)
-        ts = check_train_state(ck.get("train_state"), ("config", "data_sha256", "optimizer", "torch_rng", *loop.state),
-                               last_path, "train-cslm")
-        check_same_settings(ts["config"], config, TrainCSLMConfig.TRAJECTORY, last_path)
-        if ts["data_sha256"] != hashes:
-            raise PhraseRescoreError("cannot resume: the corpus or the validation text changed since this run "
-                                     "started", last_path)
-        try:
-            model.load_state_dict(ck["state_dict"])
-        except RuntimeError as e:
-            raise PhraseRescoreError(f"cannot resume: the weights in last.pt do not fit this model: {str(e)[:300]}",
-                                     last_path) from None
-        opt.load_state_dict(ts["optimizer"])
-        torch.set_rng_state(ts["torch_rng"])
-        loop.resume(ts)
-    out.mkdir(parents=True, exist_ok=True)
 
-    n = events.len
-    n_batches = math.ceil(n / config.batch_size)
-    perm = None                 # this epoch's order of the events
+class _CSLMTrainer:
+    """One run's CSLM, Adam and schedule (:class:`~.training_loop.TrainingLoop`), and the update the schedule
+    takes: an Adam step on the next batch of this epoch's permutation of the events."""
 
-    def train_step() -> tuple[float, int, int]:
+    def __init__(self, config: TrainCSLMConfig, device: torch.device, data: _Data, out: Path):
+        self.config, self.device, self.data, self.out = config, device, data, out
+        torch.manual_seed(config.seed)
+        self.model = CSLM(data.model_config).to(device)
+        self.model.train()
+        self.opt = torch.optim.Adam(self.model.parameters(), lr=config.lr)
+        self.loop = TrainingLoop(out, max_steps=config.max_steps, valid_every=config.valid_every,
+                                 patience=config.patience, time_budget_s=config.time_budget_s,
+                                 log_columns=LOG_COLUMNS, desc="train-cslm", position={"epoch": 0, "batch": 0})
+        self.n_batches = math.ceil(data.events.len / config.batch_size)
+        self.perm = None                # this epoch's order of the events
+
+    def resume(self) -> None:
+        """Continue from ``last.pt`` (:func:`~.training_loop.resume_from_last`), refused when it was trained on
+        another corpus or validation text."""
+        def check_data(ts: dict) -> None:
+            if ts["data_sha256"] != self.data.hashes:
+                raise PhraseRescoreError("cannot resume: the corpus or the validation text changed since this run "
+                                         "started", self.loop.last_path)
+
+        resume_from_last(self.loop, CSLM_KIND, self.device, self.config, self.model, self.opt, "train-cslm",
+                         check_data)
+
+    def step(self) -> tuple[float, int, int]:
         """One Adam step on the next batch of events: (its mean cross-entropy, its events twice: each is
         one target token)."""
-        nonlocal perm
-        state = loop.state
-        if perm is None or state["batch"] == 0:     # Generator.permutation(n), in 4-byte items while n allows
-            perm = np.arange(n, dtype=np.int32 if n < 2 ** 31 else np.int64)
-            np.random.default_rng([config.seed, state["epoch"]]).shuffle(perm)
-        idx = perm[state["batch"] * config.batch_size:(state["batch"] + 1) * config.batch_size]
-        ctx, tgt = read_events(events, idx, mcfg.context)
-        c = torch.from_numpy(ctx).to(device)
-        t = torch.from_numpy(tgt).to(device)
-        loss = torch.nn.functional.nll_loss(model(c), t)
+        config, state, n = self.config, self.loop.state, self.data.events.len
+        if self.perm is None or state["batch"] == 0:     # Generator.permutation(n), in 4-byte items while n allows
+            self.perm = np.arange(n, dtype=np.int32 if n < 2 ** 31 else np.int64)
+            np.random.default_rng([config.seed, state["epoch"]]).shuffle(self.perm)
+        idx = self.perm[state["batch"] * config.batch_size:(state["batch"] + 1) * config.batch_size]
+        ctx, tgt = read_events(self.data.events, idx, self.data.model_config.context)
+        c = torch.from_numpy(ctx).to(self.device)
+        t = torch.from_numpy(tgt).to(self.device)
+        loss = torch.nn.functional.nll_loss(self.model(c), t)
         if not torch.isfinite(loss):
             raise PhraseRescoreError(f"training loss became {loss.item()} at step {state['step'] + 1}; stopped "
-                                     "(try a lower --lr)", out)
-        opt.zero_grad(set_to_none=True)
+                                     "(try a lower --lr)", self.out)
+        self.opt.zero_grad(set_to_none=True)
         loss.backward()
-        opt.step()
+        self.opt.step()
         state["batch"] += 1
-        if state["batch"] == n_batches:
+        if state["batch"] == self.n_batches:
             state["epoch"], state["batch"] = state["epoch"] + 1, 0
         return loss.item(), len(idx), len(idx)
 
-    stop = loop.run(
-        train_step,
-        validate=lambda: cslm_perplexity(model, vctx, vtgt, vextra),
-        save=lambda path, train_state: save_checkpoint(path, model, vocab, train_state),
-        own_state=lambda: {"config": dataclasses.asdict(config), "data_sha256": hashes,
-                           "optimizer": opt.state_dict(), "torch_rng": torch.get_rng_state()},
-        log_extra=lambda: {"epoch": round(loop.state["epoch"] + loop.state["batch"] / n_batches, 4)},
-        held_out=len(vtgt) > 0)
-    summary = CSLMSummary(
-        steps=loop.state["step"], stop_reason=stop, best_valid_ppl=loop.state["best_valid_ppl"],
-        last_valid_ppl=loop.last_valid,
-        ngram_valid_ppl=ngram_ppl, valid_sentences=len(valid_sents), valid_tokens=int(len(vtgt)),
-        valid_source=os.fspath(valid) if valid is not None else "held out of the corpus",
-        shortlist=len(vocab) - 3, oos_types=len(vocab.oos_words),
-        events_per_s=loop.per_second(config.batch_size), seconds=time.monotonic() - t_start, out_dir=os.fspath(out),
-        model=os.fspath(loop.best_path), device=str(device), lm=None if lm is None else os.fspath(lm),
-        history=[dict(r) for r in loop.state["log"]])
-    with atomic_open(out / "summary.json", "w") as f:
+    def run(self) -> str:
+        """The schedule's updates, validations and checkpoints; returns why it stopped."""
+        loop, vctx, vtgt, vextra = self.loop, *self.data.valid_events
+        return loop.run(
+            self.step,
+            validate=lambda: cslm_perplexity(self.model, vctx, vtgt, vextra),
+            save=lambda path, train_state: save_checkpoint(path, self.model, self.data.vocab, train_state),
+            own_state=lambda: {"config": dataclasses.asdict(self.config), "data_sha256": self.data.hashes,
+                               "optimizer": self.opt.state_dict(), "torch_rng": torch.get_rng_state()},
+            log_extra=lambda: {"epoch": round(loop.state["epoch"] + loop.state["batch"] / self.n_batches, 4)},
+            held_out=len(vtgt) > 0)
+
+
+def _write_summary(path: Path, summary: CSLMSummary) -> None:
+    """``summary.json``: the summary less its history and timings."""
+    with atomic_open(path, "w") as f:
         json.dump({k: v for k, v in dataclasses.asdict(summary).items() if k not in ("history", "seconds",
                                                                                     "events_per_s")},
                   f, indent=2, sort_keys=True)
         f.write("\n")
-    return summary

@@ -1,5 +1,6 @@
 """The training loop of the trainers that count updates: ``train`` (the RNN Encoder-Decoder) and
-``train-cslm`` (the CSLM); and the resume checks that ``train-seq2seq`` makes too.
+``train-cslm`` (the CSLM), and their resume from ``last.pt`` (:func:`resume_from_last`); and the resume checks
+that ``train-seq2seq`` makes too.
 
 :class:`TrainingLoop` owns the schedule and its bookkeeping; a trainer brings what is its own (model,
 batches, loss, optimizer, what its checkpoint holds) as functions (see :meth:`TrainingLoop.run`). The
@@ -38,12 +39,14 @@ import zipfile
 from pathlib import Path
 from typing import Callable
 
+import torch
+
 from phrase_rescore.core import progress
 from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.core.fileio import atomic_open
 
 from .distributed import Dist
-from .model.checkpoint import BEST, LAST
+from .model.checkpoint import BEST, LAST, ModelKind, read_checkpoint
 
 LOG = "train_log.csv"
 POSTFIX_EVERY = 20          # updates between refreshes of the progress bar's loss
@@ -103,6 +106,33 @@ def check_world_size(saved: int, dist: Dist, last_path: Path, instead: str) -> N
             f"cannot resume: last.pt was saved by a run of {saved} process(es), this one has "
             f"{dist.world_size} (WORLD_SIZE); relaunch with {saved} in all (torchrun --nnodes x "
             f"--nproc-per-node), or {instead}", last_path)
+
+
+def resume_from_last(loop: TrainingLoop, kind: ModelKind, device, config, model, optimizer, command: str,
+                     check_data: Callable[[dict], None], sampler=None) -> None:
+    """Continue a run of ``train`` or ``train-cslm`` exactly from ``loop.last_path``: the weights, the
+    optimizer's state, the sampler's position (when the trainer has one), the torch RNG and the loop's counters.
+
+    ``last.pt`` is refused when its training state lacks a key this resume reads, when a setting of
+    ``config.TRAJECTORY`` differs or when ``check_data`` (the trainer's checks of its inputs against the state)
+    raises, each before the weights are loaded; or when its weights do not fit ``model``.
+    """
+    last_path = loop.last_path
+    ckpt = read_checkpoint(last_path, device, kind)
+    keys = ("config", "data_sha256", "optimizer", *(("sampler",) if sampler is not None else ()), "torch_rng")
+    ts = check_train_state(ckpt.get("train_state"), (*keys, *loop.state), last_path, command)
+    check_same_settings(ts["config"], config, config.TRAJECTORY, last_path)
+    check_data(ts)
+    try:
+        model.load_state_dict(ckpt["state_dict"])
+    except RuntimeError as e:
+        raise PhraseRescoreError(f"cannot resume: the weights in last.pt do not fit this model: {str(e)[:300]}",
+                                 last_path) from None
+    optimizer.load_state_dict(ts["optimizer"])
+    if sampler is not None:
+        sampler.load_state_dict(ts["sampler"])
+    torch.set_rng_state(ts["torch_rng"])
+    loop.resume(ts)
 
 
 def write_csv_log(path: Path, columns: list[str], rows: list[dict]) -> None:

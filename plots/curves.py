@@ -67,20 +67,31 @@ def read_log(path: str | os.PathLike) -> Log:
     if not lines:
         raise PhraseRescoreError("the log is empty: expected a header line and at least one row", path)
     if lines[0][1].lstrip().startswith("{"):
-        columns: list[str] = []
-        rows: list[tuple[int, dict]] = []
-        for n, text in lines:
-            try:
-                rec = json.loads(text)
-            except json.JSONDecodeError as e:
-                raise PhraseRescoreError(f"not a JSON object ({e.msg}); expected one JSON object per line",
-                                         path, n) from None
-            if not isinstance(rec, dict):
-                raise PhraseRescoreError("not a JSON object; expected one JSON object per line", path, n)
-            columns += [k for k in rec if k not in columns and not isinstance(rec[k], (dict, list, str))]
-            rows.append((n, rec))
-        values = {c: np.array([_number(rec.get(c), c, path, n) for n, rec in rows]) for c in columns}
-        return Log(path, columns, values)
+        return _read_json_lines(path, lines)
+    return _read_csv(path, lines)
+
+
+def _read_json_lines(path: str, lines: list[tuple[int, str]]) -> Log:
+    """A log of one JSON object per line; its columns are the keys whose values are not strings, lists or
+    objects, in the order they first appear."""
+    columns: list[str] = []
+    rows: list[tuple[int, dict]] = []
+    for n, text in lines:
+        try:
+            rec = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise PhraseRescoreError(f"not a JSON object ({e.msg}); expected one JSON object per line",
+                                     path, n) from None
+        if not isinstance(rec, dict):
+            raise PhraseRescoreError("not a JSON object; expected one JSON object per line", path, n)
+        columns += [k for k in rec if k not in columns and not isinstance(rec[k], (dict, list, str))]
+        rows.append((n, rec))
+    values = {c: np.array([_number(rec.get(c), c, path, n) for n, rec in rows]) for c in columns}
+    return Log(path, columns, values)
+
+
+def _read_csv(path: str, lines: list[tuple[int, str]]) -> Log:
+    """A CSV log: a header of distinct, non-empty names, then rows of as many fields."""
     header = next(csv.reader([lines[0][1]]))
     if len(set(header)) != len(header) or any(not h.strip() for h in header):
         raise PhraseRescoreError(f"bad header {header}: expected distinct, non-empty column names", path, lines[0][0])

@@ -113,25 +113,20 @@ def _gf2_square(mat: list[int]) -> list[int]:
 def crc32_combine(crc1: int, crc2: int, len2: int) -> int:
     """``zlib.crc32(a + b)`` from ``crc1 = zlib.crc32(a)``, ``crc2 = zlib.crc32(b)`` and ``len(b)``, in
     O(log len2) steps: zlib's ``crc32_combine`` (crc32.c), which shifts ``crc1`` over ``len2`` zero
-    bytes by squaring the GF(2) matrix of a one-bit shift."""
+    bytes by squaring the GF(2) matrix of a one-bit shift. (zlib alternates two matrices to spare a copy;
+    here one matrix is squared in place of the other, the same sequence of shifts.)"""
     if len2 <= 0:
         return crc1
-    odd = [0xEDB88320] + [1 << n for n in range(31)]     # shift by one bit (the reflected polynomial)
-    even = _gf2_square(odd)                                 # two bits
-    odd = _gf2_square(even)                                 # four bits
-    while True:                                             # apply len2 bytes = 8 * len2 bits of shift
-        even = _gf2_square(odd)
+    shift = [0xEDB88320] + [1 << n for n in range(31)]    # shift by one bit (the reflected polynomial)
+    for _ in range(3):                                      # 2, 4, then 8 bits: one zero byte
+        shift = _gf2_square(shift)
+    while True:                                             # apply len2 bytes: one squaring per bit of len2
         if len2 & 1:
-            crc1 = _gf2_times(even, crc1)
+            crc1 = _gf2_times(shift, crc1)
         len2 >>= 1
         if not len2:
             break
-        odd = _gf2_square(even)
-        if len2 & 1:
-            crc1 = _gf2_times(odd, crc1)
-        len2 >>= 1
-        if not len2:
-            break
+        shift = _gf2_square(shift)
     return crc1 ^ crc2
 
 

@@ -23,9 +23,9 @@ import re
 import sys
 from typing import Any, Callable
 
+from .bom import drop_bom
 from .cores import available_cores
 from .errors import PhraseRescoreError
-from .fileio import BOM
 
 try:
     import tomllib
@@ -172,6 +172,12 @@ def parse_float(text: str) -> float | None:
         return None
     x = float(text)
     return x if math.isfinite(x) else None
+
+
+def spells_non_finite(token: str) -> bool:
+    """``token`` spells an infinity or a NaN as C's strtod would read one (``inf``, ``-Infinity``, ``NaN``):
+    a token that is no number here (:data:`FLOAT_TOKEN`) for being not finite rather than malformed."""
+    return token.lstrip("+-").lower() in ("inf", "infinity", "nan")
 
 
 def parse_number(text: str, kind: type = float) -> int | float | None:
@@ -439,12 +445,12 @@ def read_toml(path: str | os.PathLike, what: str = "file") -> dict[str, Any]:
         as TOML reads it and the command line does not (``1_000``, ``0x10``: :func:`toml_number_outside_syntax`).
 
     A UTF-8 byte-order mark starting the file is dropped, as for every text read for its content
-    (:mod:`.fileio`); TOML parsers would otherwise refuse line 1.
+    (:mod:`.bom`); TOML parsers would otherwise refuse line 1.
     """
     try:
         with open(path, "rb") as f:
             raw = f.read()
-        text = raw[len(BOM):].decode("utf-8") if raw.startswith(BOM) else raw.decode("utf-8")
+        text = drop_bom(raw, "strip", path).decode("utf-8")
         data = tomllib.loads(text)
     except FileNotFoundError:
         raise PhraseRescoreError(f"{what} not found", path) from None

@@ -29,8 +29,9 @@ import random
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from phrase_rescore.core.atomic_write import atomic_open
 from phrase_rescore.core.errors import PhraseRescoreError
-from phrase_rescore.core.fileio import atomic_open, sha256_file
+from phrase_rescore.core.hashing import sha256_file
 
 from . import lexicon as L
 

@@ -114,8 +114,8 @@ def _options(cls, config, options: dict, what: str, fixed: Sequence[str] = ()) -
 def _guard(command: str, inputs: Mapping, outputs: Mapping | None = None, out_dirs: Mapping | None = None) -> None:
     """The command line's guard of a user's files: no output may replace an input or another output, and
     an output folder must be new, empty or ``command``'s (it is claimed: created and marked)."""
-    from phrase_rescore.core.fileio import check_outputs
     from phrase_rescore.core.outdir import claim_output_dir
+    from phrase_rescore.core.output_paths import check_outputs
 
     check_outputs(inputs, outputs or {}, out_dirs)
     for name, folder in (out_dirs or {}).items():

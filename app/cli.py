@@ -15,8 +15,8 @@ import click
 
 from phrase_rescore.core import locks
 from phrase_rescore.core.errors import PhraseRescoreError
-from phrase_rescore.core.fileio import check_outputs
 from phrase_rescore.core.outdir import claim_output_dir, forget_created, lock_output, release_unused
+from phrase_rescore.core.output_paths import check_outputs
 from phrase_rescore.core.version import code_version
 
 from .schema import SettingsCommand, collect, options
@@ -67,7 +67,7 @@ class _Group(click.Group):
         except (OSError, EOFError, UnicodeDecodeError, zlib.error) as e:
             # a safety net for a user's file that a stage did not check: one that vanished, a full
             # disk, a truncated or corrupt gzip, text that is not UTF-8; other exceptions are bugs
-            from phrase_rescore.core.fileio import describe_file_error
+            from phrase_rescore.core.file_errors import describe_file_error
 
             if isinstance(e, OSError) and e.filename is None and e.errno is not None and locks.held_outputs():
                 # a write that names no file (a library's own): the outputs this command was writing

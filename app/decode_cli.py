@@ -29,8 +29,9 @@ from typing import IO, Sequence
 from phrase_rescore.core import progress
 from phrase_rescore.core.config import cap_to_cores, machine_cores, parse_float, parse_int
 from phrase_rescore.core.errors import PhraseRescoreError
-from phrase_rescore.core.fileio import check_outputs, read_sentences
 from phrase_rescore.core.outdir import lock_output
+from phrase_rescore.core.output_paths import check_outputs
+from phrase_rescore.core.reading import read_sentences
 from phrase_rescore.core.words import words
 from phrase_rescore.moses_integration.embedded.decoder import DecoderConfig
 from phrase_rescore.moses_integration.embedded.moses_command import (

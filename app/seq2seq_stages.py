@@ -32,9 +32,9 @@ import os
 import time
 from pathlib import Path
 
+from phrase_rescore.core.atomic_write import atomic_open
 from phrase_rescore.core.config import setting
 from phrase_rescore.core.errors import PhraseRescoreError
-from phrase_rescore.core.fileio import atomic_open
 from phrase_rescore.moses_integration.moses_install import configured_home
 
 from .schema import stage_check, stage_choices, stage_params

@@ -50,9 +50,10 @@ import os
 from pathlib import Path
 from typing import NamedTuple
 
+from phrase_rescore.core.atomic_write import atomic_open
 from phrase_rescore.core.config import FLOAT32_MAX, SEED_MAX, check, setting
 from phrase_rescore.core.errors import PhraseRescoreError
-from phrase_rescore.core.fileio import atomic_open, read_lines
+from phrase_rescore.core.reading import read_lines
 from phrase_rescore.moses_integration.moses_install import configured_home
 
 from .schema import stage_check, stage_choices, stage_params
@@ -472,7 +473,7 @@ def _cslm_row(ctx: StageContext, config: str, base, cslm: Path, work: Path):
     added, the weights retuned by MERT on the dev list (starting at the tuned system's, CSLM0 at
     ``cslm_weight``), both lists re-ranked by them. Reused when its stamp (the hashes of the lists, the
     CSLM, the tuned ini and the settings) matches."""
-    from phrase_rescore.core.fileio import sha256_file
+    from phrase_rescore.core.hashing import sha256_file
     from phrase_rescore.moses_integration.moses_ini import read_moses_ini
     from phrase_rescore.moses_integration.report import SystemSpec
     from phrase_rescore.pipeline.rescore_nbest import (
@@ -560,7 +561,7 @@ def run_evaluate(ctx: StageContext) -> dict:
     systems decode to n-best lists (their rows are the lists' first hypotheses) and the +CSLM rows re-rank
     those lists (:func:`_cslm_rows`); the report gives the lists' oracle BLEU.
     """
-    from phrase_rescore.core.fileio import sha256_file
+    from phrase_rescore.core.hashing import sha256_file
     from phrase_rescore.moses_integration.report import EvaluateConfig, SystemSpec, evaluate
 
     p = ctx.params

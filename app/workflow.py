@@ -76,9 +76,11 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
 from phrase_rescore.core import locks
+from phrase_rescore.core.atomic_write import atomic_open
 from phrase_rescore.core.config import holds_date_time, parse_value, read_toml, shown_value
 from phrase_rescore.core.errors import PhraseRescoreError
-from phrase_rescore.core.fileio import atomic_open, naming, sha256_file
+from phrase_rescore.core.file_errors import naming
+from phrase_rescore.core.hashing import sha256_file
 from phrase_rescore.core.outdir import lock_output
 from phrase_rescore.core.version import code_version
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import torch
 
-from phrase_rescore.core.fileio import read_lines
+from phrase_rescore.core.reading import read_lines
 from phrase_rescore.moses_integration.embedded.lm import LMConfig, train_lm
 from phrase_rescore.moses_integration.embedded.tokenizer import TokenizeConfig, Tokenizer
 from phrase_rescore.pipeline.train_cslm import TrainCSLMConfig, train_cslm

@@ -22,7 +22,7 @@ import sys
 import numpy as np
 
 try:  # write atomically through the project's helper when it is installed
-    from phrase_rescore.core.fileio import atomic_open
+    from phrase_rescore.core.atomic_write import atomic_open
 except ImportError:  # pragma: no cover - the benchmark scripts run inside the project
     atomic_open = None
 

@@ -33,7 +33,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import real_quality  # noqa: E402
 
-from phrase_rescore.core.fileio import atomic_open, read_lines, read_text_lines  # noqa: E402
+from phrase_rescore.core.atomic_write import atomic_open  # noqa: E402
+from phrase_rescore.core.reading import read_lines, read_text_lines  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT.parent / "shared" / "data" / "multi30k-en-fr"

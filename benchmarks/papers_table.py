@@ -22,7 +22,7 @@ def score_rows(baseline_tok: Path, rows: list[dict], test_ref: Path, case: str, 
                n_boot: int, seed: int) -> list[dict]:
     """Each row (the baseline first) with its test BLEU, Δ, the paired-bootstrap p against the baseline, and
     the oracle BLEU of its n-best list."""
-    from phrase_rescore.core.fileio import read_text_lines
+    from phrase_rescore.core.reading import read_text_lines
     from phrase_rescore.moses_integration.embedded.detruecase import detruecase_lines
     from phrase_rescore.moses_integration.report import detokenize_lines, oracle_bleu, score_systems
 

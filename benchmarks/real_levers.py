@@ -110,7 +110,7 @@ def train_models(work: Path, lever: str, budget: float | None = None) -> dict:
 
 def evaluate_lever(work: Path, lever: str, backend: str, seeds: list[int]) -> dict:
     """Score, write the moses.ini, tune once per seed and decode the test half; compare with the baseline runs."""
-    from phrase_rescore.core.fileio import read_text_lines
+    from phrase_rescore.core.reading import read_text_lines
     from phrase_rescore.moses_integration.report import EvaluateConfig, SystemSpec, evaluate
     from phrase_rescore.moses_integration.rewrite import RewriteConfig, rewrite_moses_ini
     from phrase_rescore.moses_integration.tuning import TuneConfig, tune

@@ -379,7 +379,7 @@ def mean_delta_p(ref: list[str], base_runs: list[list[str]], sys_runs: list[list
 
 def _save_log(path: Path, log: dict) -> None:
     """Write the run's log atomically: a run stopped while writing it leaves the last complete one."""
-    from phrase_rescore.core.fileio import atomic_open
+    from phrase_rescore.core.atomic_write import atomic_open
 
     with atomic_open(path, "w") as f:
         f.write(json.dumps(log, indent=1, default=str))
@@ -408,7 +408,7 @@ def write_report(work: Path, n_boot: int) -> None:
     """WORKDIR/real_quality.md and .json from the seed runs' Table 1 files and the stages' manifests."""
     import pandas as pd
 
-    from phrase_rescore.core.fileio import read_text_lines
+    from phrase_rescore.core.reading import read_text_lines
 
     log = json.loads((work / "real_quality.log.json").read_text())
     ref = read_text_lines(log["test_ref"])

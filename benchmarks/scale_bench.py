@@ -45,7 +45,7 @@ json.dump({"rc": r.returncode, "cpu_s": u.ru_utime + u.ru_stime, "peak_rss_mb": 
 
 TUNE_DECODE = """
 import json, sys, time
-from phrase_rescore.core.fileio import read_sentences
+from phrase_rescore.core.reading import read_sentences
 from phrase_rescore.moses_integration.embedded.decoder import Decoder
 from phrase_rescore.moses_integration.table_filter import filtered_ini
 ini, dev, folder = sys.argv[1:4]

@@ -41,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from gen_table import generate_table  # noqa: E402
 from score_bench import untrained_checkpoint  # noqa: E402
 
-from phrase_rescore.core.fileio import open_binary_read  # noqa: E402
+from phrase_rescore.core.reading import open_binary_read  # noqa: E402
 from phrase_rescore.moses_integration.phrase_table import read_phrase_table  # noqa: E402
 from phrase_rescore.pipeline.scoring.chunked import ChunkedOutput  # noqa: E402
 from phrase_rescore.pipeline.scoring.sharded import chunk_offsets, join_parts, plan  # noqa: E402

@@ -101,7 +101,7 @@ def bleu(hyp_path: str | Path, ref_path: str | Path) -> tuple[float, str]:
 
 
 def tokenize_file(raw: Path, out: Path, lang: str) -> None:
-    from phrase_rescore.core.fileio import atomic_open
+    from phrase_rescore.core.atomic_write import atomic_open
     from phrase_rescore.moses_integration.embedded.tokenizer import TokenizeConfig, Tokenizer
 
     if out.exists():
@@ -241,7 +241,7 @@ def _greedy(w, cks, direct):
 
 
 def _oracle(nbest, ref, out):
-    from phrase_rescore.core.fileio import atomic_open
+    from phrase_rescore.core.atomic_write import atomic_open
     from phrase_rescore.moses_integration.embedded.bleu_stats import Reference, sentence_stats
     from phrase_rescore.moses_integration.embedded.bleu_stats import bleu as sbleu
     from phrase_rescore.moses_integration.nbest import read_nbest_groups

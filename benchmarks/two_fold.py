@@ -27,7 +27,7 @@ import real_quality  # noqa: E402
 
 def _fold(work: Path) -> tuple[list[str], dict[str, dict[str, list[str]]]]:
     """A run's test references and, per seed key and configuration, its detokenized test output."""
-    from phrase_rescore.core.fileio import read_text_lines
+    from phrase_rescore.core.reading import read_text_lines
 
     log = work / "real_quality.log.json"
     if not log.exists():
@@ -124,7 +124,7 @@ def main(argv=None) -> None:
     text = render(res, first, second)
     print(text)
     if args.out:
-        from phrase_rescore.core.fileio import atomic_open
+        from phrase_rescore.core.atomic_write import atomic_open
 
         with atomic_open(outs[0], "w") as f:
             f.write(text)

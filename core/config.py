@@ -23,9 +23,9 @@ import re
 import sys
 from typing import Any, Callable
 
+from .bom import drop_bom
 from .cores import available_cores
 from .errors import PhraseRescoreError
-from .fileio import BOM
 
 try:
     import tomllib
@@ -172,6 +172,12 @@ def parse_float(text: str) -> float | None:
         return None
     x = float(text)
     return x if math.isfinite(x) else None
+
+
+def spells_non_finite(token: str) -> bool:
+    """``token`` spells an infinity or a NaN as C's strtod would read one (``inf``, ``-Infinity``, ``NaN``):
+    a token that is no number here (:data:`FLOAT_TOKEN`) for being not finite rather than malformed."""
+    return token.lstrip("+-").lower() in ("inf", "infinity", "nan")
 
 
 def parse_number(text: str, kind: type = float) -> int | float | None:
@@ -351,6 +357,46 @@ def _in_range(s: Setting, x: int | float) -> bool:
                 or (s.high is not None and (x > s.high or (s.high_open and x == s.high))))
 
 
+def _in_bounds(s: Setting, out: Any) -> bool:
+    """Whether a value of the setting's type is one of its choices and within its range (each item of a list)."""
+    if s.choices is not None:
+        return out in s.choices
+    if s.type in (int, float):
+        return _in_range(s, out)
+    if s.type is tuple and s.item in (int, float):
+        return all(_in_range(s, x) for x in out)
+    return True
+
+
+def _check_table(s: Setting, table: dict, value: Any, name: Callable[[Setting, Any], str]) -> dict:
+    """A table setting's value with each key checked as its declared entry; an undeclared key is refused."""
+    entries = dict(s.table)
+    unknown = sorted(str(k) for k in table if k not in entries)
+    if unknown:
+        raise PhraseRescoreError(f"{name(s, value)}: unknown key(s) {', '.join(unknown)}; valid keys: "
+                                 f"{', '.join(sorted(entries))}")
+    out = dict(table)
+    for k, v in out.items():
+        out[k] = check_value(entries[k], v, lambda e, x: f"{name(s, value)}: {e.name} = {shown_value(x)}")
+    return out
+
+
+def _expected_of(s: Setting, value: Any) -> str:
+    """What a message says a valid value is, naming the kind of number when a range alone would not say it
+    (``--lr x: expected a number above 0``)."""
+    words = expected(s)
+    number = not isinstance(value, bool) and isinstance(value, int if s.type is int else (int, float))
+    if s.choices is None and s.type in (int, float) and (s.low, s.high) != (None, None) and not number:
+        kind = "a whole number" if s.type is int else "a number"
+        words = words if words.startswith(kind) else f"{kind} {words}"
+    return words
+
+
+def _option_of(shown: str) -> str:
+    """The option or key of a named value, without the value (``--threads`` of ``--threads 64``)."""
+    return shown.split(" = ")[0] if " = " in shown else shown.rsplit(" ", 1)[0]
+
+
 def check_value(s: Setting, value: Any, name: Callable[[Setting, Any], str]) -> Any:
     """``value`` as ``s`` takes it (an int given for a float becomes a float; a count of threads above the
     machine's cores becomes the cores, with a note: :func:`cap_to_cores`).
@@ -360,31 +406,13 @@ def check_value(s: Setting, value: Any, name: Callable[[Setting, Any], str]) -> 
     if value is None and s.optional:
         return None
     ok, out = _coerce(s, value, s.type)
-    if ok and s.choices is not None:
-        ok = out in s.choices
-    elif ok and s.type in (int, float):
-        ok = _in_range(s, out)
-    elif ok and s.type is tuple and s.item in (int, float):
-        ok = all(_in_range(s, x) for x in out)
-    elif ok and s.type is dict and s.table:
-        entries = dict(s.table)
-        unknown = sorted(str(k) for k in out if k not in entries)
-        if unknown:
-            raise PhraseRescoreError(f"{name(s, value)}: unknown key(s) {', '.join(unknown)}; valid keys: "
-                                     f"{', '.join(sorted(entries))}")
-        out = dict(out)
-        for k, v in out.items():
-            out[k] = check_value(entries[k], v, lambda e, x: f"{name(s, value)}: {e.name} = {shown_value(x)}")
+    ok = ok and _in_bounds(s, out)
+    if ok and s.choices is None and s.type is dict and s.table:
+        out = _check_table(s, out, value, name)
     if not ok:
-        words = expected(s)
-        number = not isinstance(value, bool) and isinstance(value, int if s.type is int else (int, float))
-        if s.choices is None and s.type in (int, float) and (s.low, s.high) != (None, None) and not number:
-            kind = "a whole number" if s.type is int else "a number"     # a range alone would not say it
-            words = words if words.startswith(kind) else f"{kind} {words}"
-        raise PhraseRescoreError(f"{name(s, value)}: expected {words}")
+        raise PhraseRescoreError(f"{name(s, value)}: expected {_expected_of(s, value)}")
     if s.cores and isinstance(out, int):
-        shown = name(s, value)
-        out = cap_to_cores(out, shown.split(" = ")[0] if " = " in shown else shown.rsplit(" ", 1)[0])
+        out = cap_to_cores(out, _option_of(name(s, value)))
     return out
 
 
@@ -439,12 +467,12 @@ def read_toml(path: str | os.PathLike, what: str = "file") -> dict[str, Any]:
         as TOML reads it and the command line does not (``1_000``, ``0x10``: :func:`toml_number_outside_syntax`).
 
     A UTF-8 byte-order mark starting the file is dropped, as for every text read for its content
-    (:mod:`.fileio`); TOML parsers would otherwise refuse line 1.
+    (:mod:`.bom`); TOML parsers would otherwise refuse line 1.
     """
     try:
         with open(path, "rb") as f:
             raw = f.read()
-        text = raw[len(BOM):].decode("utf-8") if raw.startswith(BOM) else raw.decode("utf-8")
+        text = drop_bom(raw, "strip", path).decode("utf-8")
         data = tomllib.loads(text)
     except FileNotFoundError:
         raise PhraseRescoreError(f"{what} not found", path) from None

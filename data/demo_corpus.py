@@ -29,8 +29,9 @@ import random
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from phrase_rescore.core.atomic_write import atomic_open
 from phrase_rescore.core.errors import PhraseRescoreError
-from phrase_rescore.core.fileio import atomic_open, sha256_file
+from phrase_rescore.core.hashing import sha256_file
 
 from . import lexicon as L
 
@@ -91,18 +92,20 @@ def _nouns_with(tags: frozenset[str]) -> list[L.Noun]:
     return [n for n in L.NOUNS if n.tags & tags]
 
 
-def _sample_np(rng: random.Random, tags: frozenset[str], role: str) -> NP:
-    """A noun phrase whose head has one of ``tags``; role "subj", "obj" or "pp" restricts determiners."""
-    if role == "subj" and "person" in tags:
-        r = rng.random()
-        if r < 0.28:
-            person = rng.randrange(6)
-            return NP("pron", person, rng.choice("mf"))
-        if r < 0.4:
-            name, gender = rng.choice(L.NAMES)
-            return NP("name", 2, gender, name=name)
-    noun = rng.choice(_nouns_with(tags))
-    mass = "mass" in noun.tags
+def _sample_person(rng: random.Random) -> NP | None:
+    """A subject pronoun (28%) or a person's name (12%) in place of a noun phrase; None for a noun phrase."""
+    r = rng.random()
+    if r < 0.28:
+        person = rng.randrange(6)
+        return NP("pron", person, rng.choice("mf"))
+    if r < 0.4:
+        name, gender = rng.choice(L.NAMES)
+        return NP("name", 2, gender, name=name)
+    return None
+
+
+def _sample_det(rng: random.Random, role: str, mass: bool) -> str:
+    """A determiner for a noun in ``role`` (a mass noun takes the partitive for an indefinite or a number)."""
     if role == "pp":
         det = rng.choices(["def", "poss", "dem"], [0.75, 0.15, 0.1])[0]
     elif role == "obj":
@@ -111,13 +114,30 @@ def _sample_np(rng: random.Random, tags: frozenset[str], role: str) -> NP:
         det = rng.choices(["def", "indef", "poss", "dem", "num"], [0.55, 0.12, 0.18, 0.08, 0.07])[0]
     if mass and det in ("indef", "num"):
         det = "part"
+    return det
+
+
+def _sample_adj(rng: random.Random, noun: L.Noun) -> L.Adjective | None:
+    """An adjective fitting ``noun`` for 30% of noun phrases, else None."""
+    if rng.random() < 0.3:
+        cands = [a for a in L.ADJECTIVES if a.tags & noun.tags]
+        return rng.choice(cands) if cands else None
+    return None
+
+
+def _sample_np(rng: random.Random, tags: frozenset[str], role: str) -> NP:
+    """A noun phrase whose head has one of ``tags``; role "subj", "obj" or "pp" restricts determiners."""
+    if role == "subj" and "person" in tags:
+        person = _sample_person(rng)
+        if person is not None:
+            return person
+    noun = rng.choice(_nouns_with(tags))
+    mass = "mass" in noun.tags
+    det = _sample_det(rng, role, mass)
     plural = det == "num" or (det != "part" and not mass and rng.random() < 0.3)
     det_index = rng.randrange(len(L.POSSESSIVES) if det == "poss" else len(L.NUMBERS))
     bare = det in ("indef", "part") and (plural or mass) and rng.random() < 0.5
-    adj = None
-    if rng.random() < 0.3:
-        cands = [a for a in L.ADJECTIVES if a.tags & noun.tags]
-        adj = rng.choice(cands) if cands else None
+    adj = _sample_adj(rng, noun)
     return NP("noun", 5 if plural else 2, noun.gender, noun=noun, det=det, det_index=det_index,
               bare=bare, adj=adj)
 
@@ -133,49 +153,62 @@ def _sample_pp(rng: random.Random, exclude: str = "") -> tuple[int, NP]:
     return i, _sample_np(rng, frozenset(L.PREPOSITIONS[i][2].split()), "pp")
 
 
-def sample_clause(rng: random.Random) -> Clause:
-    """Draw one clause from the grammar."""
-    kind = rng.choices(["trans", "intrans", "copula", "there"], [0.5, 0.28, 0.15, 0.07])[0]
-    tense = rng.choices(TENSES, [0.5, 0.3, 0.2])[0]
-    time = rng.choice(L.TIME_ADVERBS[tense]) if rng.random() < 0.25 else None
-    if kind == "there":
-        if tense == "past":
-            tense = "present"
-            time = None
-        subj = _sample_np(rng, frozenset({"animal", "thing", "food", "drink", "person", "vehicle"}), "obj")
-        if subj.det not in ("indef", "part", "num"):
-            subj = replace(subj, det="indef" if "mass" not in subj.noun.tags else "part")
-        pp_i = rng.choice([i for i, p in enumerate(L.PREPOSITIONS) if p[0] in ("in", "on", "under", "near", "behind")])
-        pp = (pp_i, _sample_np(rng, frozenset(L.PREPOSITIONS[pp_i][2].split()), "pp"))
-        neg = rng.random() < 0.2 and subj.det != "num"
-        return Clause("there", subj, pp=pp, tense=tense, neg=neg, time=time)
-    if kind == "copula":
-        subj = _sample_np(rng, frozenset({"person", "animal", "place", "thing", "vehicle", "food", "drink"}), "subj")
-        cands = [a for a in L.ADJECTIVES if a.tags & _np_tags(subj)]
-        adj = rng.choice(cands)
-        if subj.adj is adj:
-            subj = replace(subj, adj=None)
-        q = rng.choice(["yn", "where"]) if rng.random() < 0.15 else ""
-        if q == "where" and subj.kind == "pron":
-            q = "yn"  # "Où suis-je ?" needs inversion, which the grammar does not do
-        if q == "where":
-            return Clause("copula", subj, tense="present", question="where")
-        neg = not q and rng.random() < 0.2
-        return Clause("copula", subj, adj=adj, tense=tense, neg=neg, time=time, question=q)
+def _sample_there(rng: random.Random, tense: str, time: tuple[str, str] | None) -> Clause:
+    """An existential clause ("there is a cat under the table"): not in the past tense."""
+    if tense == "past":
+        tense = "present"
+        time = None
+    subj = _sample_np(rng, frozenset({"animal", "thing", "food", "drink", "person", "vehicle"}), "obj")
+    if subj.det not in ("indef", "part", "num"):
+        subj = replace(subj, det="indef" if "mass" not in subj.noun.tags else "part")
+    pp_i = rng.choice([i for i, p in enumerate(L.PREPOSITIONS) if p[0] in ("in", "on", "under", "near", "behind")])
+    pp = (pp_i, _sample_np(rng, frozenset(L.PREPOSITIONS[pp_i][2].split()), "pp"))
+    neg = rng.random() < 0.2 and subj.det != "num"
+    return Clause("there", subj, pp=pp, tense=tense, neg=neg, time=time)
+
+
+def _sample_copula(rng: random.Random, tense: str, time: tuple[str, str] | None) -> Clause:
+    """A clause of "to be" and an adjective ("the cat is small"), or a "where is ..." question."""
+    subj = _sample_np(rng, frozenset({"person", "animal", "place", "thing", "vehicle", "food", "drink"}), "subj")
+    cands = [a for a in L.ADJECTIVES if a.tags & _np_tags(subj)]
+    adj = rng.choice(cands)
+    if subj.adj is adj:
+        subj = replace(subj, adj=None)
+    q = rng.choice(["yn", "where"]) if rng.random() < 0.15 else ""
+    if q == "where" and subj.kind == "pron":
+        q = "yn"  # "Où suis-je ?" needs inversion, which the grammar does not do
+    if q == "where":
+        return Clause("copula", subj, tense="present", question="where")
+    neg = not q and rng.random() < 0.2
+    return Clause("copula", subj, adj=adj, tense=tense, neg=neg, time=time, question=q)
+
+
+def _sample_verb_pp(rng: random.Random, verb: L.Verb) -> tuple[int, NP] | None:
+    """The prepositional phrase of a verb's clause: always the goal of a motion verb, else sometimes one."""
+    if verb.kind == "motion":
+        return (-1, _sample_np(rng, frozenset({"place"}), "pp"))
+    if rng.random() < (0.25 if verb.kind == "trans" else 0.6):
+        return _sample_pp(rng, exclude="for" if verb.en_particle == "for" else "")
+    return None
+
+
+def _sample_question(rng: random.Random, verb: L.Verb, pp: tuple[int, NP] | None) -> str:
+    """The question form of a verb's clause (18% are questions), "" for a statement."""
+    if rng.random() < 0.18:
+        opts = ["yn", "who"] + (["what"] if verb.kind == "trans" else []) + \
+               (["where", "when"] if verb.kind == "intrans" and pp is None else [])
+        return rng.choice(opts)
+    return ""
+
+
+def _sample_verb_clause(rng: random.Random, kind: str, tense: str, time: tuple[str, str] | None) -> Clause:
+    """A clause of a transitive ("trans") or other verb, with its subject, object, phrase and question form."""
     verbs = [v for v in L.VERBS if (v.kind == "trans") == (kind == "trans")]
     verb = rng.choice(verbs)
     subj = _sample_np(rng, verb.subj, "subj")
     obj = _sample_np(rng, verb.obj, "obj") if verb.kind == "trans" else None
-    pp = None
-    if verb.kind == "motion":
-        pp = (-1, _sample_np(rng, frozenset({"place"}), "pp"))
-    elif rng.random() < (0.25 if verb.kind == "trans" else 0.6):
-        pp = _sample_pp(rng, exclude="for" if verb.en_particle == "for" else "")
-    question = ""
-    if rng.random() < 0.18:
-        opts = ["yn", "who"] + (["what"] if verb.kind == "trans" else []) + \
-               (["where", "when"] if verb.kind == "intrans" and pp is None else [])
-        question = rng.choice(opts)
+    pp = _sample_verb_pp(rng, verb)
+    question = _sample_question(rng, verb, pp)
     if question == "who":
         subj = NP("pron", 2, "m")  # placeholder subject: "who" takes the 3rd person singular
     if question == "what":
@@ -187,6 +220,18 @@ def sample_clause(rng: random.Random) -> Clause:
                                           and time is None and rng.random() < 0.15) else None
     return Clause(verb.kind, subj, verb=verb, obj=obj, pp=pp, time=time, freq=freq,
                   tense=tense, neg=neg, question=question)
+
+
+def sample_clause(rng: random.Random) -> Clause:
+    """Draw one clause from the grammar."""
+    kind = rng.choices(["trans", "intrans", "copula", "there"], [0.5, 0.28, 0.15, 0.07])[0]
+    tense = rng.choices(TENSES, [0.5, 0.3, 0.2])[0]
+    time = rng.choice(L.TIME_ADVERBS[tense]) if rng.random() < 0.25 else None
+    if kind == "there":
+        return _sample_there(rng, tense, time)
+    if kind == "copula":
+        return _sample_copula(rng, tense, time)
+    return _sample_verb_clause(rng, kind, tense, time)
 
 
 # ----------------------------------------------------------------------------- English
@@ -233,32 +278,55 @@ def _en_finish(words: list[str], question: bool) -> str:
     return s + ("?" if question else ".")
 
 
-def realize_en(c: Clause) -> str:
-    """The English sentence of a clause."""
-    if c.kind == "there":
-        subj = c.subj
-        be = {"present": "are" if subj.plural else "is", "future": "will be"}[c.tense]
-        if c.neg:
-            np_words = ["no"] + en_np(replace(subj, det="def"))[1:]
-            words = ["there"] + be.split() + np_words + _en_pp(c.pp)
-        else:
-            words = ["there"] + be.split() + en_np(subj) + _en_pp(c.pp)
-        return _en_finish(words + (c.time[0].split() if c.time else []), False)
+def _en_there(c: Clause) -> str:
+    """English of an existential clause: "there is a cat under the table", "there are no cats ..."."""
+    subj = c.subj
+    be = {"present": "are" if subj.plural else "is", "future": "will be"}[c.tense]
+    if c.neg:
+        np_words = ["no"] + en_np(replace(subj, det="def"))[1:]
+        words = ["there"] + be.split() + np_words + _en_pp(c.pp)
+    else:
+        words = ["there"] + be.split() + en_np(subj) + _en_pp(c.pp)
+    return _en_finish(words + (c.time[0].split() if c.time else []), False)
+
+
+def _en_copula(c: Clause, subj: list[str], time: list[str]) -> str:
+    """English of a clause of "to be" and an adjective, or of a "where is ..." question."""
     person = c.subj.person
-    subj = en_np(c.subj, subject=True)
-    time = c.time[0].split() if c.time else []
-    if c.kind == "copula":
-        if c.question == "where":
-            return _en_finish(["where", L.EN_BE_PRESENT[person]] + subj, True)
-        if c.tense == "future":
-            aux, rest = ["will"], ["be"]
-        else:
-            aux, rest = [(L.EN_BE_PRESENT if c.tense == "present" else L.EN_BE_PAST)[person]], []
-        if c.neg:
-            aux = aux + ["not"]
-        if c.question == "yn":
-            return _en_finish(aux + subj + rest + [c.adj.en] + time, True)
-        return _en_finish(subj + aux + rest + [c.adj.en] + time, False)
+    if c.question == "where":
+        return _en_finish(["where", L.EN_BE_PRESENT[person]] + subj, True)
+    if c.tense == "future":
+        aux, rest = ["will"], ["be"]
+    else:
+        aux, rest = [(L.EN_BE_PRESENT if c.tense == "present" else L.EN_BE_PAST)[person]], []
+    if c.neg:
+        aux = aux + ["not"]
+    if c.question == "yn":
+        return _en_finish(aux + subj + rest + [c.adj.en] + time, True)
+    return _en_finish(subj + aux + rest + [c.adj.en] + time, False)
+
+
+def _en_do(c: Clause) -> str:
+    """The auxiliary "do" of a question or negation, in the clause's tense and person ("will" in the future)."""
+    return {"present": "does" if c.subj.person == 2 else "do", "past": "did", "future": "will"}[c.tense]
+
+
+def _en_statement_verb(c: Clause) -> list[str]:
+    """The verb of an English statement: its tense, "do not" of a negation, a frequency adverb before it."""
+    v, person = c.verb, c.subj.person
+    if c.neg:
+        verb = [_en_do(c), "not", v.en]
+    elif c.tense == "future":
+        verb = ["will", v.en]
+    else:
+        verb = [v.en_past if c.tense == "past" else (v.en_3sg if person == 2 else v.en)]
+    if c.freq:
+        verb = [c.freq[0]] + verb
+    return verb
+
+
+def _en_verb_clause(c: Clause, subj: list[str], time: list[str]) -> str:
+    """English of a verb's clause: a statement, a "who" question, or a question with "do"."""
     v = c.verb
     after = ([v.en_particle] if v.en_particle else [])
     after += en_np(c.obj, negated=c.neg) if c.obj is not None else []
@@ -267,19 +335,21 @@ def realize_en(c: Clause) -> str:
     if c.question == "who":
         finite = {"present": [v.en_3sg], "past": [v.en_past], "future": ["will", v.en]}[c.tense]
         return _en_finish(["who"] + finite + after, True)
-    do = {"present": "does" if person == 2 else "do", "past": "did", "future": "will"}[c.tense]
     if c.question:
         wh = {"yn": [], "where": ["where"], "when": ["when"], "what": ["what"]}[c.question]
-        return _en_finish(wh + [do] + subj + [v.en] + after, True)
-    if c.neg:
-        verb = [do, "not", v.en]
-    elif c.tense == "future":
-        verb = ["will", v.en]
-    else:
-        verb = [v.en_past if c.tense == "past" else (v.en_3sg if person == 2 else v.en)]
-    if c.freq:
-        verb = [c.freq[0]] + verb
-    return _en_finish(subj + verb + after, False)
+        return _en_finish(wh + [_en_do(c)] + subj + [v.en] + after, True)
+    return _en_finish(subj + _en_statement_verb(c) + after, False)
+
+
+def realize_en(c: Clause) -> str:
+    """The English sentence of a clause."""
+    if c.kind == "there":
+        return _en_there(c)
+    subj = en_np(c.subj, subject=True)
+    time = c.time[0].split() if c.time else []
+    if c.kind == "copula":
+        return _en_copula(c, subj, time)
+    return _en_verb_clause(c, subj, time)
 
 
 # ----------------------------------------------------------------------------- French
@@ -325,26 +395,20 @@ def _fr_adj_form(a: L.Adjective, gender: str, plural: bool, before: str = "") ->
     return a.m_vowel if before and L.fr_vowel_initial(before) else a.m
 
 
-def fr_np(np_: NP) -> list[str]:
-    """French words of a noun phrase (before elision/contraction)."""
+def _fr_person(np_: NP) -> list[str]:
+    """French of a subject pronoun or a name."""
     if np_.kind == "pron":
         if np_.person in (2, 5):
             base = "il" if np_.gender == "m" else "elle"
             return [base + ("s" if np_.person == 5 else "")]
         return [L.FR_PERSONS[np_.person]]
-    if np_.kind == "name":
-        return [np_.name]
-    n, g, pl = np_.noun, np_.gender, np_.plural
-    noun = n.fr_pl if pl else n.fr
-    pre: list[str] = []
-    post: list[str] = []
-    if np_.adj is not None:
-        if np_.adj.prenominal:
-            pre = [_fr_adj_form(np_.adj, g, pl, before=noun)]
-        else:
-            post = [_fr_adj_form(np_.adj, g, pl)]
-    first = (pre or [noun])[0]
-    vowel = L.fr_vowel_initial(first)
+    return [np_.name]
+
+
+def _fr_det(np_: NP, pre: bool, vowel: bool) -> list[str]:
+    """The French determiner of a noun phrase, agreeing in gender and number; ``pre``: a pre-nominal adjective
+    follows it, ``vowel``: the next word starts with a vowel sound."""
+    g, pl = np_.gender, np_.plural
     if np_.det == "def":
         det = ["les"] if pl else ["le" if g == "m" else "la"]
     elif np_.det == "indef":
@@ -361,7 +425,24 @@ def fr_np(np_: NP) -> list[str]:
         det = ["ces" if pl else ("cette" if g == "f" else ("cet" if vowel else "ce"))]
     else:
         det = [L.NUMBERS[np_.det_index][1]]
-    return det + pre + [noun] + post
+    return det
+
+
+def fr_np(np_: NP) -> list[str]:
+    """French words of a noun phrase (before elision/contraction)."""
+    if np_.kind in ("pron", "name"):
+        return _fr_person(np_)
+    n, g, pl = np_.noun, np_.gender, np_.plural
+    noun = n.fr_pl if pl else n.fr
+    pre: list[str] = []
+    post: list[str] = []
+    if np_.adj is not None:
+        if np_.adj.prenominal:
+            pre = [_fr_adj_form(np_.adj, g, pl, before=noun)]
+        else:
+            post = [_fr_adj_form(np_.adj, g, pl)]
+    first = (pre or [noun])[0]
+    return _fr_det(np_, bool(pre), L.fr_vowel_initial(first)) + pre + [noun] + post
 
 
 def _fr_pp(pp: tuple[int, NP]) -> list[str]:
@@ -380,33 +461,36 @@ def _fr_finish(tokens: list[str], question: bool) -> str:
     return s + (" ?" if question else ".")
 
 
-def realize_fr(c: Clause) -> str:
-    """The French sentence of a clause."""
-    time = [c.time[1]] if c.time else []
-    if c.kind == "there":
-        verb = {"present": ["a"], "future": ["aura"]}[c.tense]
-        subj = replace(c.subj, det="neg") if c.neg and c.subj.det in ("indef", "part") else c.subj
-        head = ["il", "ne", "y"] + verb + ["pas"] if c.neg else ["il", "y"] + verb
-        return _fr_finish(head + fr_np(subj) + _fr_pp(c.pp) + time, False)
+def _fr_there(c: Clause, time: list[str]) -> str:
+    """French of an existential clause: "il y a un chat sous la table", "il n'y a pas de chat ..."."""
+    verb = {"present": ["a"], "future": ["aura"]}[c.tense]
+    subj = replace(c.subj, det="neg") if c.neg and c.subj.det in ("indef", "part") else c.subj
+    head = ["il", "ne", "y"] + verb + ["pas"] if c.neg else ["il", "y"] + verb
+    return _fr_finish(head + fr_np(subj) + _fr_pp(c.pp) + time, False)
+
+
+def _fr_copula(c: Clause, subj: list[str], time: list[str]) -> str:
+    """French of a clause of "être" and an agreeing adjective, or of a "où est ..." question."""
     person, gender, plural = c.subj.person, c.subj.gender, c.subj.plural
-    subj = fr_np(c.subj)
-    if c.kind == "copula":
-        if c.question == "where":
-            return _fr_finish(["où", L.ETRE_PRESENT[person]] + subj, True)
-        adj = [_fr_adj_form(c.adj, gender, plural)]
-        if c.tense == "present":
-            verb, rest = [L.ETRE_PRESENT[person]], []
-        elif c.tense == "past":
-            verb, rest = [L.AVOIR_PRESENT[person]], ["été"]
-        else:
-            verb, rest = [L.ETRE_FUTURE_STEM + L.FUTURE_ENDINGS[person]], []
-        if c.neg:
-            verb = ["ne"] + verb + ["pas"]
-        body = subj + verb + rest + adj + time
-        return _fr_finish((["est-ce", "que"] if c.question == "yn" else []) + body, c.question == "yn")
+    if c.question == "where":
+        return _fr_finish(["où", L.ETRE_PRESENT[person]] + subj, True)
+    adj = [_fr_adj_form(c.adj, gender, plural)]
+    if c.tense == "present":
+        verb, rest = [L.ETRE_PRESENT[person]], []
+    elif c.tense == "past":
+        verb, rest = [L.AVOIR_PRESENT[person]], ["été"]
+    else:
+        verb, rest = [L.ETRE_FUTURE_STEM + L.FUTURE_ENDINGS[person]], []
+    if c.neg:
+        verb = ["ne"] + verb + ["pas"]
+    body = subj + verb + rest + adj + time
+    return _fr_finish((["est-ce", "que"] if c.question == "yn" else []) + body, c.question == "yn")
+
+
+def _fr_verb(c: Clause, person: int, gender: str, plural: bool) -> tuple[list[str], list[str]]:
+    """``(finite verb, past participle)`` of a verb's clause: the participle of the passé composé agrees with
+    the subject after être; ne ... pas goes around the finite verb, a frequency adverb after it."""
     v = c.verb
-    if c.question == "who":
-        person, gender, plural, subj = 2, "m", False, ["qui"]
     if c.tense == "present":
         finite, rest = [v.present[person]], []
     elif c.tense == "future":
@@ -419,6 +503,15 @@ def realize_fr(c: Clause) -> str:
         finite = ["ne"] + finite + ["pas"]
     if c.freq:
         finite = finite + [c.freq[1]]
+    return finite, rest
+
+
+def _fr_verb_clause(c: Clause, subj: list[str], time: list[str]) -> str:
+    """French of a verb's clause: a statement, or a question with qui or est-ce que."""
+    person, gender, plural = c.subj.person, c.subj.gender, c.subj.plural
+    if c.question == "who":
+        person, gender, plural, subj = 2, "m", False, ["qui"]
+    finite, rest = _fr_verb(c, person, gender, plural)
     obj: list[str] = []
     if c.obj is not None:
         o = c.obj
@@ -431,30 +524,39 @@ def realize_fr(c: Clause) -> str:
     return _fr_finish(lead + subj + finite + rest + after, bool(c.question))
 
 
+def realize_fr(c: Clause) -> str:
+    """The French sentence of a clause."""
+    time = [c.time[1]] if c.time else []
+    if c.kind == "there":
+        return _fr_there(c, time)
+    subj = fr_np(c.subj)
+    if c.kind == "copula":
+        return _fr_copula(c, subj, time)
+    return _fr_verb_clause(c, subj, time)
+
+
 # ----------------------------------------------------------------------------- noise
 
-def _loosen(c: Clause, rng: random.Random, kind: str) -> tuple[Clause, str]:
-    """A loose French rendering of ``c``: one word swapped for another of its class, or one phrase omitted.
+def _omissions(c: Clause) -> list:
+    """The ways to leave one optional phrase of ``c`` out (each a function giving the changed clause): a
+    prepositional phrase (not a motion verb's goal nor an existential's), a time or frequency adverb, an
+    adjective of the object or of a noun subject."""
+    options = []
+    if c.pp is not None and c.kind not in ("there",) and c.verb is not None and c.verb.kind != "motion":
+        options.append(lambda: replace(c, pp=None))
+    if c.time is not None:
+        options.append(lambda: replace(c, time=None))
+    if c.freq is not None:
+        options.append(lambda: replace(c, freq=None))
+    if c.obj is not None and c.obj.adj is not None:
+        options.append(lambda: replace(c, obj=replace(c.obj, adj=None)))
+    if c.subj is not None and c.subj.kind == "noun" and c.subj.adj is not None:
+        options.append(lambda: replace(c, subj=replace(c.subj, adj=None)))
+    return options
 
-    :returns: the changed clause and the kind of change made ("substitution" when an omission
-        was asked for but the clause has nothing optional to leave out).
-    """
-    if kind == "omission":
-        options = []
-        if c.pp is not None and c.kind not in ("there",) and c.verb is not None and c.verb.kind != "motion":
-            options.append(lambda: replace(c, pp=None))
-        if c.time is not None:
-            options.append(lambda: replace(c, time=None))
-        if c.freq is not None:
-            options.append(lambda: replace(c, freq=None))
-        if c.obj is not None and c.obj.adj is not None:
-            options.append(lambda: replace(c, obj=replace(c.obj, adj=None)))
-        if c.subj is not None and c.subj.kind == "noun" and c.subj.adj is not None:
-            options.append(lambda: replace(c, subj=replace(c.subj, adj=None)))
-        if options:
-            return rng.choice(options)(), "omission"
-    # substitution: one content word translated as another word of the same class; only words that
-    # have another of their class are candidates (a rare verb kind may have a single member)
+
+def _noun_swaps(c: Clause, rng: random.Random) -> list:
+    """The ways to translate the subject's or object's noun as another noun (mass for mass, count for count)."""
     options = []
     for role in ("subj", "obj"):
         np_ = getattr(c, role)
@@ -463,6 +565,14 @@ def _loosen(c: Clause, rng: random.Random, kind: str) -> tuple[Clause, str]:
             if others:
                 options.append(lambda np_=np_, role=role, others=others: replace(
                     c, **{role: replace(np_, noun=(o := rng.choice(others)), gender=o.gender, adj=None)}))
+    return options
+
+
+def _substitutions(c: Clause, rng: random.Random) -> list:
+    """The ways to translate one content word of ``c`` as another word of its class (each a function drawing
+    the other word from ``rng`` when called); only words that have another of their class are candidates (a
+    rare verb kind may have a single member)."""
+    options = _noun_swaps(c, rng)
     if c.verb is not None:
         others = [v for v in L.VERBS if v.kind == c.verb.kind and v.fr != c.verb.fr]
         if others:
@@ -471,6 +581,20 @@ def _loosen(c: Clause, rng: random.Random, kind: str) -> tuple[Clause, str]:
         others = [a for a in L.ADJECTIVES if a.m != c.adj.m]
         if others:
             options.append(lambda others=others: replace(c, adj=rng.choice(others)))
+    return options
+
+
+def _loosen(c: Clause, rng: random.Random, kind: str) -> tuple[Clause, str]:
+    """A loose French rendering of ``c``: one word swapped for another of its class, or one phrase omitted.
+
+    :returns: the changed clause and the kind of change made ("substitution" when an omission
+        was asked for but the clause has nothing optional to leave out).
+    """
+    if kind == "omission":
+        options = _omissions(c)
+        if options:
+            return rng.choice(options)(), "omission"
+    options = _substitutions(c, rng)
     if not options:  # nothing to swap: the caller sees an unchanged sentence and keeps the pair clean
         return c, "substitution"
     return rng.choice(options)(), "substitution"

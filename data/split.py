@@ -15,9 +15,10 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from phrase_rescore.core.atomic_write import atomic_open
 from phrase_rescore.core.config import setting
 from phrase_rescore.core.errors import PhraseRescoreError
-from phrase_rescore.core.fileio import atomic_open, read_lines
+from phrase_rescore.core.reading import read_lines
 
 MODES = ("alternate", "halves")
 #: the files written into the output folder

@@ -9,9 +9,9 @@ import os
 from pathlib import Path
 
 from phrase_rescore.core import children
+from phrase_rescore.core.atomic_write import atomic_path
 from phrase_rescore.core.config import cap_to_cores
 from phrase_rescore.core.errors import PhraseRescoreError
-from phrase_rescore.core.fileio import atomic_path
 
 from .moses_install import MosesInstall, require_moses
 

@@ -25,8 +25,8 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
+from phrase_rescore.core.atomic_write import atomic_open
 from phrase_rescore.core.errors import PhraseRescoreError
-from phrase_rescore.core.fileio import atomic_open
 
 #: a run's iterations are numbered below this; iteration i of seed s uses s * ITERATIONS_PER_SEED + i
 ITERATIONS_PER_SEED = 1000

@@ -72,9 +72,10 @@ import os
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from phrase_rescore.core.config import parse_int, parse_number
+from phrase_rescore.core.atomic_write import atomic_open
+from phrase_rescore.core.config import parse_int, parse_number, spells_non_finite
 from phrase_rescore.core.errors import PhraseRescoreError
-from phrase_rescore.core.fileio import atomic_open, open_binary_read
+from phrase_rescore.core.reading import open_binary_read
 from phrase_rescore.core.words import words
 
 from .moses_values import COUNT_TOKEN_RE, FLOAT32_OVERFLOW, SCORE_TOKEN_RE, format_weight
@@ -758,7 +759,7 @@ def _parse_feature(content: str, path: str | None, line_no: int) -> FeatureLine:
 def _parse_weight_token(t: str, name: str, path: str | None, line_no: int | None) -> float:
     """One weight of feature ``name`` as Moses reads it: a decimal number that is a finite float."""
     if SCORE_TOKEN_RE.fullmatch(t) is None:
-        if t.lstrip("+-").lower() in ("inf", "infinity", "nan"):
+        if spells_non_finite(t):
             raise PhraseRescoreError(f"weight of {name} is not finite: {t!r}", path, line_no)
         raise PhraseRescoreError(
             f"expected a number as weight of {name}, in the form Moses reads (ASCII digits with an "

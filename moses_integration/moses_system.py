@@ -49,7 +49,7 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 from phrase_rescore.core.errors import PhraseRescoreError
-from phrase_rescore.core.fileio import open_binary_read, read_lines
+from phrase_rescore.core.reading import open_binary_read, read_lines
 from phrase_rescore.core.words import words
 
 from .embedded.detruecase import DELAYED_SENTENCE_START

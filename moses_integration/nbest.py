@@ -31,9 +31,10 @@ import os
 from dataclasses import dataclass, field
 from typing import IO, Iterable, Iterator, Sequence
 
+from phrase_rescore.core.atomic_write import atomic_open
 from phrase_rescore.core.config import COUNT_TOKEN_RE, parse_float
 from phrase_rescore.core.errors import PhraseRescoreError
-from phrase_rescore.core.fileio import atomic_open, read_lines
+from phrase_rescore.core.reading import read_lines
 
 from .moses_values import format_weight
 

@@ -36,9 +36,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Mapping, NamedTuple, Sequence
 
+from phrase_rescore.core.atomic_write import atomic_open
 from phrase_rescore.core.errors import PhraseRescoreError
-from phrase_rescore.core.fileio import atomic_open, read_text_lines
 from phrase_rescore.core.outdir import claim_output_dir
+from phrase_rescore.core.reading import read_text_lines
 
 from .embedded.bleu_stats import Reference, corpus_bleu
 from .moses_install import MosesInstall, find_moses

@@ -34,8 +34,11 @@ import re
 from dataclasses import dataclass, field
 from typing import IO, Iterable, Iterator, Sequence
 
+from phrase_rescore.core.atomic_write import atomic_open
+from phrase_rescore.core.config import spells_non_finite
 from phrase_rescore.core.errors import PhraseRescoreError
-from phrase_rescore.core.fileio import GZIP_READ_ERRORS, atomic_open, gzip_read_error, open_binary_read
+from phrase_rescore.core.file_errors import GZIP_READ_ERRORS, gzip_read_error
+from phrase_rescore.core.reading import open_binary_read
 from phrase_rescore.core.words import SEPARATORS
 
 from .moses_values import FLOAT32_OVERFLOW, NEUTRAL_VALUE, SCORE_TOKEN_RE, format_score
@@ -250,7 +253,7 @@ def parse_scores(text: str, allow_negative: bool = False) -> tuple[tuple[float, 
 def score_problem(token: str, allow_negative: bool = False) -> str | None:
     """Why Moses would not read ``token`` as the same finite non-negative float32; None when it would."""
     if not SCORE_TOKEN_RE.fullmatch(token):
-        if token.lstrip("+-").lower() in ("inf", "infinity", "nan"):
+        if spells_non_finite(token):
             return f"score {token!r} is not finite: expected finite numbers"
         return (f"score {token!r} is not a number: expected decimal numbers such as 0.25 or 1e-05, "
                 "separated by spaces or tabs (Moses reads nothing else)")

@@ -28,11 +28,13 @@ from typing import Iterator, Sequence
 import numpy as np
 import pandas as pd
 
+from phrase_rescore.core.atomic_write import atomic_open
 from phrase_rescore.core.config import SEED_MAX, setting
 from phrase_rescore.core.cores import DEFAULT_WORDS as CORES
 from phrase_rescore.core.cores import threads_or_cores
 from phrase_rescore.core.errors import PhraseRescoreError
-from phrase_rescore.core.fileio import atomic_open, read_text_lines, sha256_file
+from phrase_rescore.core.hashing import sha256_file
+from phrase_rescore.core.reading import read_text_lines
 
 from .backend import BACKENDS, Backend, get_backend
 from .embedded.detruecase import detruecase_line, detruecase_lines

@@ -46,19 +46,15 @@ from pathlib import Path
 from typing import Sequence
 
 from phrase_rescore.core import children
+from phrase_rescore.core.atomic_write import atomic_path, fsync_dir, fsync_file
 from phrase_rescore.core.config import FLOAT32_MAX, cap_to_cores, setting
 from phrase_rescore.core.cores import DEFAULT_WORDS as CORES
 from phrase_rescore.core.cores import threads_or_cores
 from phrase_rescore.core.errors import PhraseRescoreError
-from phrase_rescore.core.fileio import (
-    atomic_path,
-    check_outputs,
-    fsync_dir,
-    fsync_file,
-    naming,
-    open_binary_read,
-    temp_dir_beside,
-)
+from phrase_rescore.core.file_errors import naming
+from phrase_rescore.core.output_paths import check_outputs
+from phrase_rescore.core.reading import open_binary_read
+from phrase_rescore.core.temp_names import temp_dir_beside
 
 from .moses_ini import check_ini_path, read_moses_ini
 from .moses_install import find_moses

@@ -25,8 +25,9 @@ import os
 
 import numpy as np
 
+from phrase_rescore.core.atomic_write import atomic_open
 from phrase_rescore.core.errors import PhraseRescoreError
-from phrase_rescore.core.fileio import atomic_open, open_binary_read
+from phrase_rescore.core.reading import open_binary_read
 
 from .moses_values import floor_log, logprob_texts, moses_float32
 from .phrase_table import FIELD_SEP, append_columns, scored_line

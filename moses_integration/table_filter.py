@@ -28,16 +28,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Sequence
 
+from phrase_rescore.core.atomic_write import atomic_open
 from phrase_rescore.core.errors import PhraseRescoreError
-from phrase_rescore.core.fileio import (
-    GZIP_READ_ERRORS,
-    atomic_open,
-    gzip_read_error,
-    is_gzip,
-    read_sentences,
-    sha256_file,
-)
+from phrase_rescore.core.file_errors import GZIP_READ_ERRORS, gzip_read_error
+from phrase_rescore.core.hashing import sha256_file
 from phrase_rescore.core.progress import bar
+from phrase_rescore.core.reading import is_gzip, read_sentences
 from phrase_rescore.core.words import SEPARATORS
 
 from .embedded.translation_options import source_phrases

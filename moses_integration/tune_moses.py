@@ -61,11 +61,14 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from phrase_rescore.core import children
+from phrase_rescore.core.atomic_write import atomic_open
 from phrase_rescore.core.config import SEED_MAX, cap_to_cores, setting
 from phrase_rescore.core.cores import DEFAULT_WORDS as CORES
 from phrase_rescore.core.cores import threads_or_cores
 from phrase_rescore.core.errors import PhraseRescoreError
-from phrase_rescore.core.fileio import atomic_open, naming, read_text_lines, sha256_file
+from phrase_rescore.core.file_errors import naming
+from phrase_rescore.core.hashing import sha256_file
+from phrase_rescore.core.reading import read_text_lines
 
 from .embedded.bleu_stats import corpus_bleu
 from .mert_seeds import ITERATIONS_PER_SEED, write_launchers

@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from phrase_rescore.core.atomic_write import atomic_open
 from phrase_rescore.core.config import check, flag_name, setting, settings
 from phrase_rescore.core.errors import PhraseRescoreError
-from phrase_rescore.core.fileio import atomic_open
 
 from .backend import BACKENDS
 from .tune_moses import MosesTuneConfig, tune_moses

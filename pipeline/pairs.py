@@ -34,7 +34,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from phrase_rescore.core.errors import PhraseRescoreError
-from phrase_rescore.core.fileio import sha256_file
+from phrase_rescore.core.hashing import sha256_file
 
 from .batching import UniformSampler, length_batches, pad_batch  # noqa: F401  (re-exported)
 
@@ -383,7 +383,9 @@ def corpus_arrays(parent: str | os.PathLike, key: dict, write, is_main: bool = T
     ``barrier``. An error of a write that names no file (a full disk) names the folder."""
     import shutil
 
-    from phrase_rescore.core.fileio import fsync_dir, fsync_file, naming, temp_dir_beside
+    from phrase_rescore.core.atomic_write import fsync_dir, fsync_file
+    from phrase_rescore.core.file_errors import naming
+    from phrase_rescore.core.temp_names import temp_dir_beside
 
     text = json.dumps(key, sort_keys=True)
     folder = Path(parent) / f"corpus-ids-{hashlib.sha256(text.encode()).hexdigest()[:16]}"

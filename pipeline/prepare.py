@@ -33,10 +33,12 @@ import pyarrow.compute as pc
 import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 
+from phrase_rescore.core.atomic_write import fsync_dir, fsync_file
 from phrase_rescore.core.config import SEED_MAX, setting
 from phrase_rescore.core.errors import PhraseRescoreError
-from phrase_rescore.core.fileio import HOST_TAG, fsync_dir, fsync_file, sha256_file, writer_gone
+from phrase_rescore.core.hashing import sha256_file
 from phrase_rescore.core.progress import bar
+from phrase_rescore.core.temp_names import HOST_TAG, writer_gone
 from phrase_rescore.core.version import code_version
 from phrase_rescore.moses_integration.phrase_table import ON_ERROR_CHOICES, read_phrase_table
 

@@ -34,10 +34,12 @@ from typing import Collection, NamedTuple, Protocol, Sequence
 import numpy as np
 import torch
 
+from phrase_rescore.core.atomic_write import atomic_open
 from phrase_rescore.core.config import setting
 from phrase_rescore.core.errors import PhraseRescoreError
-from phrase_rescore.core.fileio import atomic_open, check_outputs, read_text_lines
+from phrase_rescore.core.output_paths import check_outputs
 from phrase_rescore.core.progress import bar
+from phrase_rescore.core.reading import read_text_lines
 from phrase_rescore.core.words import words
 from phrase_rescore.moses_integration.nbest import NBestEntry, NBestWriter, read_nbest_groups
 
@@ -261,7 +263,7 @@ def tune_rerank_weights_with(tuner: str, nbest_path: str | os.PathLike, ref_path
     """
     if tuner == "embedded":
         return tune_rerank_weights(nbest_path, ref_path, init, restarts, seed)
-    from phrase_rescore.core.fileio import read_text_lines
+    from phrase_rescore.core.reading import read_text_lines
     from phrase_rescore.moses_integration.nbest_tuning import require_tuner, reranked_bleu, tune_nbest_moses
 
     if tuner not in TUNERS:

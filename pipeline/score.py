@@ -39,7 +39,8 @@ import torch
 from phrase_rescore.core import progress
 from phrase_rescore.core.config import cap_to_cores, check, setting, setting_values
 from phrase_rescore.core.errors import PhraseRescoreError
-from phrase_rescore.core.fileio import sha256_file, wants_gzip
+from phrase_rescore.core.gzip_writing import wants_gzip
+from phrase_rescore.core.hashing import sha256_file
 from phrase_rescore.core.version import code_version
 from phrase_rescore.moses_integration.moses_values import logprob_texts, neutral_text, parse_columns, unk_texts
 from phrase_rescore.moses_integration.phrase_table import (

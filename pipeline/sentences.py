@@ -12,7 +12,7 @@ from typing import Iterator
 import numpy as np
 
 from phrase_rescore.core.errors import PhraseRescoreError
-from phrase_rescore.core.fileio import read_lines, read_sentences
+from phrase_rescore.core.reading import read_lines, read_sentences
 from phrase_rescore.core.words import words
 
 from .vocab import EOS_ID, Vocab

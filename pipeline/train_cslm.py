@@ -36,9 +36,11 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
+from phrase_rescore.core.atomic_write import atomic_open
 from phrase_rescore.core.config import MODEL_DIM_MAX, SEED_MAX, setting
 from phrase_rescore.core.errors import PhraseRescoreError
-from phrase_rescore.core.fileio import atomic_open, read_sentences, sha256_file
+from phrase_rescore.core.hashing import sha256_file
+from phrase_rescore.core.reading import read_sentences
 
 from .device import check_device, resolve_device
 from .model.checkpoint import CSLM_KIND, save_checkpoint

@@ -42,9 +42,10 @@ import numpy as np
 import pyarrow as pa
 import torch
 
+from phrase_rescore.core.atomic_write import atomic_open
 from phrase_rescore.core.config import MODEL_DIM_MAX, SEED_MAX, setting
 from phrase_rescore.core.errors import PhraseRescoreError
-from phrase_rescore.core.fileio import atomic_open, sha256_file
+from phrase_rescore.core.hashing import sha256_file
 from phrase_rescore.core.progress import bar, set_quiet
 
 from .batching import length_batches, pad_batch

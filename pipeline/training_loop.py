@@ -42,8 +42,8 @@ from typing import Callable
 import torch
 
 from phrase_rescore.core import progress
+from phrase_rescore.core.atomic_write import atomic_open
 from phrase_rescore.core.errors import PhraseRescoreError
-from phrase_rescore.core.fileio import atomic_open
 
 from .distributed import Dist
 from .model.checkpoint import BEST, LAST, ModelKind, read_checkpoint

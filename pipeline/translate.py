@@ -24,9 +24,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from phrase_rescore.core.atomic_write import atomic_open
 from phrase_rescore.core.config import setting
 from phrase_rescore.core.errors import PhraseRescoreError
-from phrase_rescore.core.fileio import atomic_open
 from phrase_rescore.core.progress import bar
 
 from .batching import pad_batch

@@ -177,7 +177,7 @@ class Vocabularies:
 
     def save(self, path: str | os.PathLike) -> None:
         """Write as JSON, atomically."""
-        from phrase_rescore.core.fileio import atomic_open
+        from phrase_rescore.core.atomic_write import atomic_open
 
         with atomic_open(path, "w") as f:
             f.write(self.to_json() + "\n")
@@ -196,7 +196,7 @@ class Vocabularies:
 
 def count_corpus(path: str | os.PathLike, counter: collections.Counter | None = None) -> collections.Counter:
     """Count the words of a tokenized corpus (plain or gzip), split as Moses splits them."""
-    from phrase_rescore.core.fileio import read_lines
+    from phrase_rescore.core.reading import read_lines
 
     counter = collections.Counter() if counter is None else counter
     for _, line, _ in read_lines(path):

@@ -20,7 +20,7 @@ from typing import Sequence
 import numpy as np
 
 from phrase_rescore.core.errors import PhraseRescoreError
-from phrase_rescore.core.fileio import read_lines
+from phrase_rescore.core.reading import read_lines
 
 from .render import COLOURS, new_figure, png_bytes, styled, write_png
 

@@ -11,7 +11,7 @@ import io
 import os
 from typing import Iterator
 
-from phrase_rescore.core.fileio import atomic_open
+from phrase_rescore.core.atomic_write import atomic_open
 
 DPI = 100
 #: colours of the pictures (matplotlib's tab10 order), one per curve or configuration

@@ -154,7 +154,7 @@ def moses_log(text: str) -> float:
 
 def tokenize_file(src: Path, out: Path, lang: str) -> list[str]:
     """Tokenize and lowercase ``src`` as the workflow's tokenize stage does; write ``out``; return its lines."""
-    from phrase_rescore.core.fileio import read_text_lines
+    from phrase_rescore.core.reading import read_text_lines
     from phrase_rescore.moses_integration.embedded.clean import strip_pipes
     from phrase_rescore.moses_integration.embedded.tokenizer import TokenizeConfig, Tokenizer
 

@@ -19,7 +19,7 @@ from _rerank_data import START, VOCAB, write_dev
 from click.testing import CliRunner
 
 from phrase_rescore.core.errors import PhraseRescoreError
-from phrase_rescore.core.fileio import read_text_lines
+from phrase_rescore.core.reading import read_text_lines
 from phrase_rescore.moses_integration.nbest_tuning import nbest_layout, require_tuner, reranked_bleu, tune_nbest_moses
 from phrase_rescore.pipeline.rescore_nbest import tune_rerank_weights
 

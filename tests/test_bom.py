@@ -9,7 +9,7 @@ import pytest
 
 from phrase_rescore.core.config import read_toml
 from phrase_rescore.core.errors import PhraseRescoreError
-from phrase_rescore.core.fileio import read_lines, read_sentences, read_text_lines
+from phrase_rescore.core.reading import read_lines, read_sentences, read_text_lines
 
 BOM = b"\xef\xbb\xbf"
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from _corpus_text import write_text
 
-from phrase_rescore.core.fileio import read_sentences
+from phrase_rescore.core.reading import read_sentences
 from phrase_rescore.pipeline import pairs as pairs_module
 from phrase_rescore.pipeline import train_cslm as train_cslm_module
 from phrase_rescore.pipeline import train_seq2seq as train_seq2seq_module

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from _real_moses import moses_home, needs_moses, script
 
-from phrase_rescore.core.fileio import read_text_lines
+from phrase_rescore.core.reading import read_text_lines
 from phrase_rescore.moses_integration.backend import Backend
 from phrase_rescore.moses_integration.embedded.detruecase import detruecase_line, detruecase_lines
 from phrase_rescore.moses_integration.report import EvaluateConfig, SystemSpec, evaluate, score_systems

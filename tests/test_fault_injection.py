@@ -33,7 +33,7 @@ from click.testing import CliRunner
 
 from phrase_rescore.app.cli import main
 from phrase_rescore.core.errors import PhraseRescoreError
-from phrase_rescore.core.fileio import sha256_file
+from phrase_rescore.core.hashing import sha256_file
 from phrase_rescore.pipeline.model.checkpoint import read_checkpoint
 from phrase_rescore.pipeline.pairs import check_pairs_dir
 

@@ -17,9 +17,13 @@ import torch
 from click.testing import CliRunner
 
 from phrase_rescore.app.cli import main as cli
-from phrase_rescore.core import fileio
+from phrase_rescore.core.atomic_write import atomic_open, atomic_path
 from phrase_rescore.core.errors import PhraseRescoreError
-from phrase_rescore.core.fileio import atomic_open, atomic_path, check_outputs, open_text_read, remove_stale_temps
+from phrase_rescore.core.file_errors import describe_file_error
+from phrase_rescore.core.gzip_writing import gzip_writer
+from phrase_rescore.core.output_paths import check_outputs
+from phrase_rescore.core.reading import open_text_read
+from phrase_rescore.core.temp_names import HOST_TAG, remove_stale_temps
 from phrase_rescore.pipeline.model.checkpoint import save_checkpoint
 from phrase_rescore.pipeline.model.encdec import EncDecConfig, RNNEncoderDecoder
 from phrase_rescore.pipeline.vocab import Vocab, Vocabularies
@@ -102,7 +106,7 @@ def test_gzip_outputs_are_the_same_bytes_for_the_same_content(tmp_path, mode, da
 
 def test_gzip_writer_leaves_the_file_open(tmp_path):
     with open(tmp_path / "x.gz", "wb") as f:
-        with fileio.gzip_writer(f) as g:
+        with gzip_writer(f) as g:
             g.write(b"x\n")
         f.write(b"")                             # still open
     assert gzip.decompress((tmp_path / "x.gz").read_bytes()) == b"x\n"
@@ -166,7 +170,7 @@ def test_a_full_disk_is_reported_against_the_output_and_leaves_nothing(tmp_path)
 
 _KILLED_WRITER = """
 import os, signal, sys
-from phrase_rescore.core.fileio import atomic_open
+from phrase_rescore.core.atomic_write import atomic_open
 with atomic_open(sys.argv[1], "wb") as f:
     f.write(b"half of it")
     f.flush()
@@ -198,7 +202,7 @@ def test_temporary_files_of_live_processes_and_others_are_kept(tmp_path):
     dead_pid = int(gone.stdout)
     live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
-        host = fileio._HOST
+        host = HOST_TAG
         other_host = "0" * 8 if host != "0" * 8 else "1" * 8
         keep = [f".out.txt.{host}-{live.pid}.abc123_x.tmp",          # a writer still running
                 f".out.txt.{host}-{os.getpid()}.abc123_y.tmp",      # this process (another thread)
@@ -226,7 +230,7 @@ def test_decoding_errors_inside_a_readers_block_name_the_file(tmp_path):
     with pytest.raises(UnicodeDecodeError) as e:
         with open_text_read(bad) as f:
             f.read()
-    assert fileio.describe_file_error(e.value) == f"{bad}: not valid UTF-8 text (byte b'\\xff': invalid start byte)"
+    assert describe_file_error(e.value) == f"{bad}: not valid UTF-8 text (byte b'\\xff': invalid start byte)"
 
 
 @pytest.fixture(scope="module")
@@ -302,7 +306,7 @@ def test_an_output_folder_below_a_file_is_an_error(tmp_path, monkeypatch):
 def test_an_atomic_output_has_the_mode_a_plain_open_gives_and_the_umask_stays(tmp_path, mask):
     """mkstemp makes 0600; the output gets 0666 & ~umask, as open() would give it, read from the process
     without setting the umask (which would race with another thread creating a file)."""
-    from phrase_rescore.core.fileio import atomic_open, process_umask
+    from phrase_rescore.core.atomic_write import atomic_open, process_umask
 
     old = os.umask(mask)
     try:

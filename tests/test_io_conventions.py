@@ -16,17 +16,11 @@ import pyarrow as pa
 import pytest
 
 from phrase_rescore.app.stages import _tokenize_file
-from phrase_rescore.core import fileio
+from phrase_rescore.core import reading
 from phrase_rescore.core.errors import PhraseRescoreError
-from phrase_rescore.core.fileio import (
-    GZIP_HEADER,
-    HOST_TAG,
-    gzip_piece,
-    gzip_trailer,
-    gzip_writer,
-    read_text_lines,
-    writer_gone,
-)
+from phrase_rescore.core.gzip_writing import GZIP_HEADER, gzip_piece, gzip_trailer, gzip_writer
+from phrase_rescore.core.reading import read_text_lines
+from phrase_rescore.core.temp_names import HOST_TAG, writer_gone
 from phrase_rescore.core.words import words
 from phrase_rescore.moses_integration.embedded import decoder
 from phrase_rescore.moses_integration.embedded.clean import CleanConfig, clean_pairs
@@ -37,7 +31,7 @@ from phrase_rescore.pipeline.vocab import count_corpus, split_words
 
 # ------------------------------------------------------------------------------------ reading lines
 
-SENTENCE_READERS = {"core": fileio.read_sentences, "pipeline.sentences": sentences.read_sentences,
+SENTENCE_READERS = {"core": reading.read_sentences, "pipeline.sentences": sentences.read_sentences,
                     "embedded decoder": decoder.read_sentences}
 
 LINE_CASES = [  # (file bytes, lines without their endings)

@@ -278,7 +278,7 @@ def test_the_next_prepare_removes_only_the_temporary_folders_of_killed_runs(tmp_
     import subprocess
     import sys
 
-    from phrase_rescore.core.fileio import HOST_TAG
+    from phrase_rescore.core.temp_names import HOST_TAG
     from phrase_rescore.pipeline import prepare as prepare_module
     a, _ = _two_tables(tmp_path)
     out = tmp_path / "pairs"

@@ -11,7 +11,8 @@ import pandas as pd
 import pytest
 
 from phrase_rescore.core.errors import PhraseRescoreError
-from phrase_rescore.core.fileio import read_text_lines, sha256_file
+from phrase_rescore.core.hashing import sha256_file
+from phrase_rescore.core.reading import read_text_lines
 from phrase_rescore.moses_integration.backend import Backend
 from phrase_rescore.moses_integration.report import DEV_NOTE, EvaluateConfig, SystemSpec, evaluate, score_systems
 

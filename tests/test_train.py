@@ -245,7 +245,7 @@ def test_resume_rewrites_a_log_that_a_kill_left_behind_last_pt(pairs_dir, tmp_pa
 def test_resume_refuses_a_last_pt_trained_on_other_pairs(tmp_path, part):
     import shutil
 
-    from phrase_rescore.core.fileio import sha256_file
+    from phrase_rescore.core.hashing import sha256_file
     make_learnable_table(tmp_path / "a.txt", n_pairs=300, seed=0)
     make_learnable_table(tmp_path / "b.txt", n_pairs=300, seed=1)
     prepare(tmp_path / "a.txt", tmp_path / "pa", PrepareConfig(vocab_size=100, valid_fraction=0.1, seed=1))

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import phrase_rescore.app.workflow as workflow
 from phrase_rescore.app.workflow import ATTEMPT, MANIFEST, Registry, StageDef, load_workflow, run_workflow
-from phrase_rescore.core.fileio import atomic_open
+from phrase_rescore.core.atomic_write import atomic_open
 
 KILLED = 77
 CHUNK = 4

@@ -36,9 +36,11 @@ from pathlib import Path
 from typing import Sequence
 
 from phrase_rescore.core import progress
+from phrase_rescore.core.atomic_write import atomic_open
 from phrase_rescore.core.config import check, setting, setting_values
 from phrase_rescore.core.errors import PhraseRescoreError
-from phrase_rescore.core.fileio import atomic_open, read_text_lines, sha256_file
+from phrase_rescore.core.hashing import sha256_file
+from phrase_rescore.core.reading import read_text_lines
 
 from ..moses_ini import check_ini_path
 from .align import EflomalConfig, align_eflomal, format_pharaoh, grow_diag_final_and

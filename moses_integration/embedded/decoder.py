@@ -30,10 +30,11 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
+from phrase_rescore.core.atomic_write import atomic_open
 from phrase_rescore.core.config import cap_to_cores
 from phrase_rescore.core.errors import PhraseRescoreError
-from phrase_rescore.core.fileio import atomic_open, read_sentences
 from phrase_rescore.core.progress import bar
+from phrase_rescore.core.reading import read_sentences
 
 from ..moses_values import format_moses_float
 from .features import UNKNOWN_SCORE, DecoderSpec, load_decoder_spec

@@ -35,8 +35,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from phrase_rescore.core import children, progress
+from phrase_rescore.core.atomic_write import atomic_open, atomic_path
 from phrase_rescore.core.errors import PhraseRescoreError
-from phrase_rescore.core.fileio import atomic_open, atomic_path
 
 UNK, BOS, EOS = "<unk>", "<s>", "</s>"
 FALLBACK_DISCOUNTS = (0.5, 1.0, 1.5)

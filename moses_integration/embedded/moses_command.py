@@ -26,8 +26,8 @@ from typing import IO, Iterable, Sequence
 
 import numpy as np
 
+from phrase_rescore.core.atomic_write import atomic_open
 from phrase_rescore.core.errors import PhraseRescoreError
-from phrase_rescore.core.fileio import atomic_open
 from phrase_rescore.core.progress import bar
 from phrase_rescore.core.words import words
 

@@ -41,7 +41,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from phrase_rescore.core import progress
-from phrase_rescore.core.fileio import atomic_open
+from phrase_rescore.core.atomic_write import atomic_open
 
 from ..moses_values import format_moses_float
 

@@ -21,8 +21,9 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from phrase_rescore.core.errors import PhraseRescoreError
-from phrase_rescore.core.fileio import GZIP_READ_ERRORS, gzip_read_error, open_binary_read
+from phrase_rescore.core.file_errors import GZIP_READ_ERRORS, gzip_read_error
 from phrase_rescore.core.progress import bar
+from phrase_rescore.core.reading import open_binary_read
 from phrase_rescore.core.words import SEPARATORS
 from phrase_rescore.core.words import words as split_words
 

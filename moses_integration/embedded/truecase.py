@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from typing import Iterable
 
 from phrase_rescore.core.errors import PhraseRescoreError
-from phrase_rescore.core.fileio import open_binary_read
+from phrase_rescore.core.reading import open_binary_read
 
 from .detruecase import _SPACE, DELAYED_SENTENCE_START, SENTENCE_END
 

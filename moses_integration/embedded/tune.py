@@ -29,8 +29,10 @@ from typing import Callable
 
 import numpy as np
 
+from phrase_rescore.core.atomic_write import atomic_open
 from phrase_rescore.core.errors import PhraseRescoreError
-from phrase_rescore.core.fileio import atomic_open, read_text_lines, sha256_file
+from phrase_rescore.core.hashing import sha256_file
+from phrase_rescore.core.reading import read_text_lines
 from phrase_rescore.core.version import code_version
 
 from ..mert_seeds import iteration_seed

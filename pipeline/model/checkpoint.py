@@ -32,8 +32,8 @@ from pathlib import Path
 
 import torch
 
+from phrase_rescore.core.atomic_write import atomic_path
 from phrase_rescore.core.errors import PhraseRescoreError
-from phrase_rescore.core.fileio import atomic_path
 
 from ..vocab import Vocabularies
 from .cslm import CSLM, CSLMConfig, CSLMVocab

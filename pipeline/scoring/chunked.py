@@ -40,16 +40,11 @@ import os
 import zlib
 from pathlib import Path
 
+from phrase_rescore.core.atomic_write import atomic_path
 from phrase_rescore.core.errors import PhraseRescoreError
-from phrase_rescore.core.fileio import (
-    GZIP_HEADER,
-    atomic_path,
-    check_outputs,
-    gzip_piece,
-    gzip_trailer,
-    naming,
-    wants_gzip,
-)
+from phrase_rescore.core.file_errors import naming
+from phrase_rescore.core.gzip_writing import GZIP_HEADER, gzip_piece, gzip_trailer, wants_gzip
+from phrase_rescore.core.output_paths import check_outputs
 
 MANIFEST_FORMAT = "phrase-rescore-score-manifest"
 MANIFEST_VERSION = 1

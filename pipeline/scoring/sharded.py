@@ -38,15 +38,11 @@ from pathlib import Path
 
 import numpy as np
 
+from phrase_rescore.core.atomic_write import atomic_path
 from phrase_rescore.core.errors import PhraseRescoreError
-from phrase_rescore.core.fileio import (
-    GZIP_HEADER,
-    GZIP_READ_ERRORS,
-    atomic_path,
-    gzip_read_error,
-    gzip_trailer,
-    open_binary_read,
-)
+from phrase_rescore.core.file_errors import GZIP_READ_ERRORS, gzip_read_error
+from phrase_rescore.core.gzip_writing import GZIP_HEADER, gzip_trailer
+from phrase_rescore.core.reading import open_binary_read
 
 from .chunked import MANIFEST_FORMAT, ChunkedOutput, crc32_combine, read_own_json
 

@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Se
 
 from phrase_rescore import __all__ as _package_names
 from phrase_rescore.core.errors import PhraseRescoreError
+from phrase_rescore.pipeline.ranks import is_rank_zero
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -119,7 +120,7 @@ def _guard(command: str, inputs: Mapping, outputs: Mapping | None = None, out_di
 
     check_outputs(inputs, outputs or {}, out_dirs)
     for name, folder in (out_dirs or {}).items():
-        if folder is not None and os.environ.get("RANK", "0") == "0":  # under torchrun rank 0 claims for all
+        if folder is not None and is_rank_zero():  # under torchrun rank 0 claims for all
             claim_output_dir(folder, name, command)
 
 

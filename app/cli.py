@@ -18,6 +18,7 @@ from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.core.fileio import check_outputs
 from phrase_rescore.core.outdir import claim_output_dir, forget_created, lock_output, release_unused
 from phrase_rescore.core.version import code_version
+from phrase_rescore.pipeline.ranks import is_rank_zero
 
 from .schema import SettingsCommand, collect, options
 
@@ -104,14 +105,14 @@ def _check_paths(inputs: dict, outputs: dict, out_dirs: dict | None = None) -> N
     _lock(outputs, out_dirs)
     command = click.get_current_context().info_name
     for option, folder in (out_dirs or {}).items():
-        if folder is not None and os.environ.get("RANK", "0") == "0":  # under torchrun rank 0 claims for all
+        if folder is not None and is_rank_zero():  # under torchrun rank 0 claims for all
             claim_output_dir(folder, option, command)
 
 
 def _lock(outputs: dict, out_dirs: dict | None = None) -> None:
     """Hold the lock of every output file and folder until the command ends (:mod:`phrase_rescore.core.locks`):
     a second command writing one of them meanwhile is refused, naming this one's PID and host."""
-    if os.environ.get("RANK", "0") != "0":   # under torchrun rank 0 holds them for all
+    if not is_rank_zero():   # under torchrun rank 0 holds them for all
         return
     command = click.get_current_context().info_name
     for option, value in {**outputs, **(out_dirs or {})}.items():
@@ -466,7 +467,7 @@ def train_seq2seq_cmd(src, tgt, out_dir, valid_src, valid_tgt, vocab, **kw):
                   {}, {"--out-dir": out_dir})
     s = train(TrainSeq2SeqConfig(src=src, tgt=tgt, out_dir=out_dir, valid_src=valid_src, valid_tgt=valid_tgt,
                                  vocab=vocab, **values))
-    if os.environ.get("RANK", "0") == "0":  # under torchrun rank 0 reports for all ranks
+    if is_rank_zero():  # under torchrun rank 0 reports for all ranks
         click.echo(f"{s.steps} steps, {s.epochs:g} epochs in {s.seconds:.1f}s ({s.target_tokens_per_s:.0f} target "
                    f"tokens/s); validation perplexity {s.last_valid_ppl:.3f} (best {s.best_valid_ppl:.3f}); {s.model}")
     _training_curves(out_dir, "train_log.jsonl", "Seq2Seq (LSTM encoder-decoder)")
@@ -557,7 +558,7 @@ def train_cmd(pairs_dir, out_dir, **kw):
     cfg = TrainConfig(**collect(TrainConfig, kw))
     _check_paths({"PAIRS_DIR": pairs_dir}, {}, {"--out": out_dir})
     s = train(pairs_dir, out_dir, cfg)
-    if os.environ.get("RANK", "0") == "0":  # under torchrun rank 0 reports for all ranks
+    if is_rank_zero():  # under torchrun rank 0 reports for all ranks
         valid = (f"validation perplexity {s.last_valid_ppl:.3f}, best {s.best_valid_ppl:.3f} (unigram "
                  f"{s.unigram_valid_ppl:.3f})" if s.best_valid_ppl < float("inf") else
                  "no validation (prepare held out no pairs): the model is the last step's weights")
@@ -646,7 +647,7 @@ def _training_curves(out_dir: str, log_name: str, title: str) -> None:
     from phrase_rescore.app.pictures import TRAINING_CURVES, training_curves
 
     log = os.path.join(out_dir, log_name)
-    if os.path.isfile(log) and os.environ.get("RANK", "0") == "0":  # under torchrun, rank 0 draws
+    if os.path.isfile(log) and is_rank_zero():  # under torchrun, rank 0 draws
         s = training_curves(log, os.path.join(out_dir, TRAINING_CURVES), title)
         click.echo(f"training curves: {s['file']}")
 

@@ -36,6 +36,7 @@ from phrase_rescore.core.config import setting
 from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.core.fileio import atomic_open
 from phrase_rescore.moses_integration.moses_install import configured_home
+from phrase_rescore.pipeline.configs import RescoreConfig, TrainSeq2SeqConfig, TranslateConfig
 
 from .schema import stage_check, stage_choices, stage_params
 from .workflow import Registry, StageContext, StageDef
@@ -99,7 +100,7 @@ class Seq2SeqRerank:
 def _run_train(artifact: str, reverse: bool):
     """Train the LSTM on build-smt's clean corpus, its validation pairs held out of it (``valid_size``)."""
     def run(ctx: StageContext) -> dict:
-        from phrase_rescore.pipeline.train_seq2seq import TrainSeq2SeqConfig, train
+        from phrase_rescore.pipeline.train_seq2seq import train
 
         out = ctx.output(artifact).parent
         params = {k: v for k, v in ctx.params.items() if k != "reverse"}
@@ -163,7 +164,7 @@ def paper_systems(ctx: StageContext, baseline_ini: Path, dev_scored: bool) -> li
 def run_translate(ctx: StageContext) -> dict:
     """The test half (and dev, with ``dev``) translated by the reversed LSTM at ``beam`` and ``small_beam``,
     and by the forward model and the ensemble of the two at ``beam`` when the workflow trains both."""
-    from phrase_rescore.pipeline.translate import TranslateConfig, translate_file
+    from phrase_rescore.pipeline.translate import translate_file
 
     p = ctx.params
     rev, fwd = ctx.input("seq2seq"), ctx.input("seq2seq_forward")
@@ -222,7 +223,7 @@ def _lists(ctx: StageContext, artifact: str) -> dict[str, Path]:
 
 def _add_feature(ctx: StageContext, lists: dict[str, Path], checkpoint: Path, tag: str) -> dict[str, Path]:
     """Both lists with one more feature (the model's log-probability of each hypothesis), nothing re-ranked."""
-    from phrase_rescore.pipeline.rescore_nbest import RescoreConfig, rescore_nbest
+    from phrase_rescore.pipeline.rescore_nbest import rescore_nbest
 
     out = {}
     for split, nbest in lists.items():
@@ -238,13 +239,7 @@ def _rerank_tuned(ctx: StageContext, lists: dict[str, Path], ini: Path, starts: 
 
     :returns: ``({split: re-ranked 1-best}, {split: the list with Seq2Seq0}, summary)``."""
     from phrase_rescore.moses_integration.moses_ini import read_moses_ini
-    from phrase_rescore.pipeline.rescore_nbest import (
-        RescoreConfig,
-        read_sentences,
-        rerank_nbest,
-        rescore_nbest,
-        write_weights,
-    )
+    from phrase_rescore.pipeline.rescore_nbest import read_sentences, rerank_nbest, rescore_nbest, write_weights
 
     p = ctx.params
     init = {**printed_weights(ini), **{k: [v] for k, v in starts.items()}}
@@ -325,8 +320,6 @@ def run_rerank_stack(ctx: StageContext) -> dict:
 
 def add_stages(reg: Registry) -> None:
     """Register the stages of Sutskever et al.'s rows (none runs unless a workflow selects it)."""
-    from phrase_rescore.pipeline.train_seq2seq import TrainSeq2SeqConfig
-
     train = stage_params(TrainSeq2SeqConfig, exclude=TRAIN_EXCLUDE)
     fwd = stage_params(TrainSeq2SeqConfig, exclude=(*TRAIN_EXCLUDE, "reverse"))
     for name, art, reverse, params, leads in (

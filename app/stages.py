@@ -50,13 +50,18 @@ import os
 from pathlib import Path
 from typing import NamedTuple
 
-from phrase_rescore.core.config import FLOAT32_MAX, SEED_MAX, check, setting
+from phrase_rescore.core.config import check
 from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.core.fileio import atomic_open, read_lines
+from phrase_rescore.data.split import SplitConfig
 from phrase_rescore.moses_integration.moses_install import configured_home
+from phrase_rescore.moses_integration.rewrite import RewriteConfig
+from phrase_rescore.moses_integration.tuning import TuneConfig
+from phrase_rescore.pipeline.configs import PrepareConfig, RescoreConfig, ScoreConfig, TrainConfig, TrainCSLMConfig
 
 from .schema import stage_check, stage_choices, stage_params
 from .seq2seq_stages import ROW_ARTIFACTS, add_stages, paper_systems
+from .stage_settings import AddedWeights, CSLMRerank, DemoDataConfig
 from .workflow import Registry, StageContext, StageDef
 
 
@@ -106,18 +111,6 @@ def _config(cls, params: dict, **fixed):
 # Each stage's parameters, their checks and valid values are the settings of the config of the matching
 # command (``phrase_rescore.app.schema``); the runner checks them all before any stage runs.
 
-@dataclasses.dataclass
-class DemoDataConfig:
-    """Options of ``make-demo-data`` and ``[demo-data]``: the corpus is a function of them."""
-
-    train: int = setting(10000, at_least=1, help="Training sentence pairs.")
-    dev: int = setting(500, at_least=1, help="Development (tuning) sentence pairs.")
-    test: int = setting(500, at_least=1, help="Test sentence pairs.")
-    seed: int = setting(1, at_least=0, at_most=SEED_MAX, help="Seed; the corpus is a function of it.")
-    noise: float = setting(0.04, at_least=0, at_most=1,
-                           help="Share of training pairs misaligned or loosely translated.")
-
-
 #: tokenize prepares dev and test as build-smt prepared the training corpus: the same settings
 TOKENIZE_KEYS = ("source_lang", "target_lang", "case", "escape")
 #: evaluate lowercases the references and detokenizes as the system was built
@@ -158,7 +151,7 @@ SPLIT_FILES = {"dev_src": "split/dev.src", "dev_ref": "split/dev.ref", "test_src
 
 
 def run_split(ctx: StageContext) -> dict:
-    from phrase_rescore.data.split import SplitConfig, split_heldout
+    from phrase_rescore.data.split import split_heldout
 
     res = split_heldout(ctx.input("heldout_src"), ctx.input("heldout_ref"), ctx.dir / "split",
                         _config(SplitConfig, ctx.params))
@@ -254,7 +247,7 @@ def _run_prepare(reverse: bool):
     corpora with them: the pairs of the reverse model, whose log p(e|f) ``score`` appends as one more column."""
     def run(ctx: StageContext) -> dict:
         from phrase_rescore.moses_integration.table_columns import swap_table
-        from phrase_rescore.pipeline.prepare import PrepareConfig, prepare
+        from phrase_rescore.pipeline.prepare import prepare
 
         src, tgt = ctx.input("train_src_tok"), ctx.input("train_tgt_tok")
         if reverse:
@@ -313,7 +306,7 @@ def refuse_constant_unknown_words(pairs: Path, manifest: dict, vocab_size: int) 
 
 def _run_train(pairs: str, model: str, pictures: str):
     def run(ctx: StageContext) -> dict:
-        from phrase_rescore.pipeline.train import TrainConfig, train
+        from phrase_rescore.pipeline.train import train
 
         out = ctx.output(model).parent
         resume = ctx.resume and (out / "last.pt").exists()
@@ -332,7 +325,7 @@ def run_score(ctx: StageContext) -> dict:
     """Score once with both columns (+RNN+WP), then derive the +RNN table from it without the model. With a
     reverse model (``train-reverse``), both tables end with its log p(e|f) column."""
     from phrase_rescore.moses_integration.table_columns import drop_unk_column
-    from phrase_rescore.pipeline.score import ScoreConfig, score_table
+    from phrase_rescore.pipeline.score import score_table
     from phrase_rescore.pipeline.score_columns import score_with_extras
 
     counts = {}
@@ -360,7 +353,7 @@ def run_score(ctx: StageContext) -> dict:
 def run_train_cslm(ctx: StageContext) -> dict:
     """The target-language CSLM on build-smt's clean target corpus, validated on the tokenized dev
     references (text neither LM saw), with the n-gram LM's perplexity on the same text beside its own."""
-    from phrase_rescore.pipeline.train_cslm import TrainCSLMConfig, train_cslm
+    from phrase_rescore.pipeline.train_cslm import train_cslm
 
     out = ctx.output("cslm").parent
     resume = ctx.resume and (out / "last.pt").exists()
@@ -377,34 +370,20 @@ def run_train_cslm(ctx: StageContext) -> dict:
 
 # ----------------------------------------------------------------------------- moses-ini, tune, evaluate
 
-@dataclasses.dataclass
-class AddedWeights:
-    """The initial weights of the columns the workflow adds (tuning replaces them): ``[moses-ini]`` holds these
-    instead of ``moses-ini --weights``, since its two stages add one column (+RNN) and two (+RNN+WP)."""
-
-    rnn_weight: float = setting(0.2, at_least=-FLOAT32_MAX, at_most=FLOAT32_MAX, help="Initial weight of the log p(f|e) column.")
-    wp_weight: float = setting(-0.2, at_least=-FLOAT32_MAX, at_most=FLOAT32_MAX, help="Initial weight of the unknown-word column (+RNN+WP).")
-    reverse_weight: float = setting(0.2, at_least=-FLOAT32_MAX, at_most=FLOAT32_MAX, help="Initial weight of the reverse model's log p(e|f) column (with "
-                                              "train-reverse).")
-
 
 def _moses_ini_params(config: str) -> dict:
-    from phrase_rescore.moses_integration.rewrite import RewriteConfig
-
     weights = stage_params(AddedWeights, exclude=("wp_weight",) if config == "rnn" else ())
     return {**weights, **stage_params(RewriteConfig, exclude=("weights",))}
 
 
 def _check_moses_ini(p: dict) -> None:
-    from phrase_rescore.moses_integration.rewrite import RewriteConfig
-
     stage_check(AddedWeights)(p)
     stage_check(RewriteConfig, exclude=("weights",))(p)
 
 
 def _run_moses_ini(config: str):
     def run(ctx: StageContext) -> dict:
-        from phrase_rescore.moses_integration.rewrite import RewriteConfig, rewrite_moses_ini
+        from phrase_rescore.moses_integration.rewrite import rewrite_moses_ini
 
         c = CONFIGURATIONS[config]
         p = ctx.params
@@ -424,7 +403,7 @@ def _run_moses_ini(config: str):
 
 def _run_tune(config: str):
     def run(ctx: StageContext) -> dict:
-        from phrase_rescore.moses_integration.tuning import TuneConfig, tune
+        from phrase_rescore.moses_integration.tuning import tune
 
         c = CONFIGURATIONS[config]
         p = ctx.params
@@ -435,22 +414,6 @@ def _run_tune(config: str):
         log = ctx.dir / "work" / "tune-log.csv"
         return {"tuned_ini": os.fspath(tuned), "log": os.fspath(log) if log.exists() else None}
     return run
-
-
-@dataclasses.dataclass
-class CSLMRerank:
-    """``[evaluate]``'s settings of the +CSLM rows, used when the workflow trains a CSLM (Cho et al. section 5):
-    the tuned +RNN and +RNN+WP systems decode dev and test to n-best lists, ``CSLM0 = log p(e)`` is added to
-    every hypothesis, the weights are retuned by MERT on the dev list and re-rank both lists: by the embedded
-    MERT, or by Moses's ``mert`` or ``kbmira`` (``rerank_tuner``, with the Moses of ``moses_home``)."""
-
-    nbest_size: int = setting(100, at_least=1, at_most=10_000,
-                              help="Distinct hypotheses per sentence in the lists the CSLM re-ranks.")
-    cslm_weight: float = setting(0.1, at_least=-FLOAT32_MAX, at_most=FLOAT32_MAX, help="CSLM0's starting weight for MERT (the others start at the tuned ones).")
-    rerank_restarts: int = setting(20, at_least=1, help="MERT's random restarts on the dev n-best list.")
-    rerank_tuner: str = setting("embedded", choices=("embedded", "mert", "kbmira"),
-                                help="Who retunes the weights on the dev n-best list: the embedded MERT, or Moses's "
-                                     "mert or kbmira (from moses_home / MOSES_HOME).")
 
 
 def _check_evaluate(p: dict) -> None:
@@ -475,13 +438,7 @@ def _cslm_row(ctx: StageContext, config: str, base, cslm: Path, work: Path):
     from phrase_rescore.core.fileio import sha256_file
     from phrase_rescore.moses_integration.moses_ini import read_moses_ini
     from phrase_rescore.moses_integration.report import SystemSpec
-    from phrase_rescore.pipeline.rescore_nbest import (
-        RescoreConfig,
-        read_sentences,
-        rerank_nbest,
-        rescore_nbest,
-        write_weights,
-    )
+    from phrase_rescore.pipeline.rescore_nbest import read_sentences, rerank_nbest, rescore_nbest, write_weights
 
     p = ctx.params
     label = CSLM_CONFIGURATIONS[config].label
@@ -617,8 +574,7 @@ def default_registry() -> Registry:
 
 def _add_corpus_stages(reg: Registry) -> None:
     """The corpora and the phrase-based system: demo-data, split, build-smt, tokenize."""
-    from phrase_rescore.data.split import SplitConfig
-    from phrase_rescore.moses_integration.embedded.build import BuildConfig
+    from phrase_rescore.moses_integration.embedded.build import BuildConfig  # pandas: when the stages are listed
 
     reg.add(StageDef("demo-data", "demo-data", run_demo_data,
                      stage_params(DemoDataConfig), produces=DEMO_FILES, doc="generate the English-French demo corpus",
@@ -647,11 +603,6 @@ def _add_corpus_stages(reg: Registry) -> None:
 def _add_neural_stages(reg: Registry) -> None:
     """The neural models and the scored tables: prepare, train (and its reverse and ensemble models), score,
     train-cslm."""
-    from phrase_rescore.pipeline.prepare import PrepareConfig
-    from phrase_rescore.pipeline.score import ScoreConfig
-    from phrase_rescore.pipeline.train import TrainConfig
-    from phrase_rescore.pipeline.train_cslm import TrainCSLMConfig
-
     reg.add(StageDef("prepare", "prepare", _run_prepare(False), stage_params(PrepareConfig),
                      consumes=("phrase_table", "train_src_tok", "train_tgt_tok"),
                      optional=frozenset({"train_src_tok", "train_tgt_tok"}), produces={"pairs": "pairs"},
@@ -699,8 +650,7 @@ def _add_neural_stages(reg: Registry) -> None:
 
 def _add_moses_stages(reg: Registry) -> None:
     """The tuned systems and Table 1: moses-ini, tune, evaluate."""
-    from phrase_rescore.moses_integration.report import EvaluateConfig
-    from phrase_rescore.moses_integration.tuning import TuneConfig
+    from phrase_rescore.moses_integration.report import EvaluateConfig  # pandas: when the stages are listed
 
     for config in ("rnn", "rnn-wp"):
         c = CONFIGURATIONS[config]

@@ -24,7 +24,7 @@ import os
 import secrets
 import shutil
 import zlib
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import numpy as np
@@ -33,34 +33,17 @@ import pyarrow.compute as pc
 import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 
-from phrase_rescore.core.config import SEED_MAX, setting
 from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.core.fileio import HOST_TAG, fsync_dir, fsync_file, sha256_file, writer_gone
 from phrase_rescore.core.progress import bar
 from phrase_rescore.core.version import code_version
-from phrase_rescore.moses_integration.phrase_table import ON_ERROR_CHOICES, read_phrase_table
+from phrase_rescore.moses_integration.phrase_table import read_phrase_table
 
+from .configs import PrepareConfig
 from .pairs import MANIFEST_FORMAT_VERSION, PART_NAMES, SCHEMA, SplitWriter, pairs_paths
 from .vocab import Vocabularies, build_vocab, count_corpus, encode_phrases, split_words
 
 _PAIR_SCHEMA = pa.schema([("source", pa.string()), ("target", pa.string())])
-
-
-@dataclass
-class PrepareConfig:
-    """Options of the prepare stage."""
-
-    vocab_size: int = setting(15000, at_least=1, help="Shortlist size per side (the paper, section 4.1: 15000).")
-    valid_fraction: float = setting(0.01, at_least=0, below=1, help="Share of distinct source phrases held out.")
-    seed: int = setting(1234, at_least=0, at_most=SEED_MAX, help="Seed choosing the held-out sources.")
-    src_corpus: str | None = None    # tokenized source corpus to count the vocabulary from
-    tgt_corpus: str | None = None    # tokenized target corpus
-    on_error: str = setting("raise", choices=ON_ERROR_CHOICES, help="keep: skip bad lines, listed in OUT/rejects.txt.")
-    partition_bytes: int = setting(256 << 20, at_least=1, help="About this much table text per on-disk partition.")
-    buffer_pairs: int = setting(200_000, at_least=1, at_most=10_000_000, help="Pairs buffered in memory before a partition write.")
-    vocab_from_corpus: bool = setting(True, help="Count the vocabulary from the tokenized corpus when there is one "
-                                                 "(--src-corpus/--tgt-corpus; in a workflow, build-smt's), else "
-                                                 "from the table.")
 
 
 def _num_partitions(table_path: str, partition_bytes: int) -> int:

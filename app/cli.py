@@ -19,7 +19,6 @@ from phrase_rescore.core.fileio import check_outputs
 from phrase_rescore.core.outdir import claim_output_dir, forget_created, lock_output, release_unused
 from phrase_rescore.core.version import code_version
 from phrase_rescore.data.split import SplitConfig
-from phrase_rescore.moses_integration.rewrite import RewriteConfig
 from phrase_rescore.moses_integration.tuning import TuneConfig
 from phrase_rescore.pipeline.configs import (
     PrepareConfig,
@@ -321,12 +320,12 @@ def run_cmd(workflow_file, workdir, sets, from_stage):
 @click.option("--out", required=True, type=click.Path(dir_okay=False), help="The new moses.ini to write.")
 @click.option("--binarized-prefix", type=click.Path(dir_okay=False),
               help="PhraseDictionaryCompact: processPhraseTableMin -out prefix (default: the table's name without .gz).")
-@options(RewriteConfig)
+@options("phrase_rescore.moses_integration.rewrite:RewriteConfig")
 def moses_ini_cmd(old_ini, table, out, binarized_prefix, **kw):
     """Point a moses.ini at the rescored table: more num-features, matching weights."""
     from pathlib import Path
 
-    from phrase_rescore.moses_integration.rewrite import BINARIZER_LOG, MINPHR, default_binarized_prefix
+    from phrase_rescore.moses_integration.rewrite import BINARIZER_LOG, MINPHR, RewriteConfig, default_binarized_prefix
 
     from .api import rewrite_ini
 

@@ -52,12 +52,14 @@ from typing import NamedTuple
 
 from phrase_rescore.core.config import check
 from phrase_rescore.core.errors import PhraseRescoreError
-from phrase_rescore.core.fileio import atomic_open, read_lines
+from phrase_rescore.core.fileio import atomic_open
 from phrase_rescore.data.split import SplitConfig
+from phrase_rescore.moses_integration.embedded.tokenizer import TokenizeConfig
+from phrase_rescore.moses_integration.heldout_text import TOKENIZE_KEYS, check_same_preprocessing, tokenize_file
 from phrase_rescore.moses_integration.moses_install import configured_home
 from phrase_rescore.moses_integration.rewrite import RewriteConfig
 from phrase_rescore.moses_integration.tuning import TuneConfig
-from phrase_rescore.pipeline.configs import PrepareConfig, RescoreConfig, ScoreConfig, TrainConfig, TrainCSLMConfig
+from phrase_rescore.pipeline.configs import PrepareConfig, ScoreConfig, TrainConfig, TrainCSLMConfig
 
 from .schema import stage_check, stage_choices, stage_params
 from .seq2seq_stages import ROW_ARTIFACTS, add_stages, paper_systems
@@ -111,8 +113,6 @@ def _config(cls, params: dict, **fixed):
 # Each stage's parameters, their checks and valid values are the settings of the config of the matching
 # command (``phrase_rescore.app.schema``); the runner checks them all before any stage runs.
 
-#: tokenize prepares dev and test as build-smt prepared the training corpus: the same settings
-TOKENIZE_KEYS = ("source_lang", "target_lang", "case", "escape")
 #: evaluate lowercases the references and detokenizes as the system was built
 EVALUATE_BUILD_KEYS = ("case", "target_lang")
 
@@ -167,58 +167,9 @@ def run_build_smt(ctx: StageContext) -> dict:
     return {"phrase_table": res.stats.get("phrase_table"), "timings": res.timings, "notes": res.notes}
 
 
-def _tokenize_file(src: Path, out: Path, lang: str, params: dict, truecase_model: Path | None,
-                   moses_truecaser: bool = False) -> int:
-    """Tokenize ``src`` line by line as build-smt tokenizes its corpus (``|`` removed as clean removes it).
-
-    :param moses_truecaser: the system is a Moses system, cased by Moses's scripts: ``truecase_model`` is
-        train-truecaser.perl's, applied as truecase.perl applies it
-        (:mod:`~phrase_rescore.moses_integration.embedded.truecase`), and lowercasing is lowercase.perl's
-        (Perl's ``lc``); otherwise the system is build-smt's, cased as build-smt cased its corpus.
-    """
-    from phrase_rescore.core.words import words
-    from phrase_rescore.moses_integration.embedded.clean import strip_pipes
-    from phrase_rescore.moses_integration.embedded.tokenizer import TokenizeConfig, Tokenizer
-    from phrase_rescore.moses_integration.embedded.truecase import load_truecase_model, perl_lc, truecase_line
-
-    truecase = params["case"] == "truecase"
-    if moses_truecaser and params["case"] in ("truecase", "lower"):
-        model = load_truecase_model(truecase_model) if truecase else None
-        tok = Tokenizer(TokenizeConfig(lang=lang, case="none", escape=params["escape"]))
-
-        def tokenize(line: str) -> list[str]:
-            if model is None:
-                return [perl_lc(t) for t in tok.split(line)]
-            return words(truecase_line(" ".join(tok.split(line)), model))
-    else:
-        tc = Tokenizer.load_truecaser(truecase_model) if truecase else None
-        tok = Tokenizer(TokenizeConfig(lang=lang, case=params["case"], escape=params["escape"]), truecaser=tc)
-        tokenize = tok.tokenize
-    n = 0
-    with atomic_open(out, "w") as w:
-        for _, line, _ in read_lines(src):
-            w.write(" ".join(strip_pipes(tokenize(line))[0]) + "\n")
-            n += 1
-    return n
-
-
-def _check_same_preprocessing(params: dict, build_manifest: Path) -> None:
-    """Refuse to tokenize dev and test otherwise than the build recorded in ``build_manifest`` (when
-    there is one) prepared its training corpus."""
-    try:
-        m = json.loads(build_manifest.read_text(encoding="utf-8"))
-    except (FileNotFoundError, NotADirectoryError, ValueError, UnicodeDecodeError):
-        return
-    if not isinstance(m, dict) or m.get("format") != "phrase-rescore/build-smt" or not isinstance(m.get("config"), dict):
-        return
-    differ = [f"{k} = {params[k]!r} (the build's: {m['config'][k]!r})" for k in TOKENIZE_KEYS
-              if k in m["config"] and m["config"][k] != params[k]]
-    if differ:
-        raise PhraseRescoreError("the SMT system was built with other preprocessing than [tokenize] asks for: "
-                                 + ", ".join(differ) + "; set [tokenize] as the build was", build_manifest)
-
-
 def run_tokenize(ctx: StageContext) -> dict:
+    """Dev and test tokenized as the system's training corpus was (with build-smt's truecasing models, or a
+    Moses system's)."""
     p = ctx.params
     model = ctx.input("smt_model")
     moses = {"src": ctx.input("truecase_model_src"), "tgt": ctx.input("truecase_model_tgt")}
@@ -231,12 +182,13 @@ def run_tokenize(ctx: StageContext) -> dict:
     if model is None:
         tc = moses
     else:
-        _check_same_preprocessing(p, model.parent / "manifest.json")
+        check_same_preprocessing(p, model.parent / "manifest.json")
     counts = {}
     for art, out, side in (("dev_src", "dev_src_tok", "src"), ("dev_ref", "dev_ref_tok", "tgt"),
                            ("test_src", "test_src_tok", "src")):
-        lang = p["source_lang"] if side == "src" else p["target_lang"]
-        counts[out] = _tokenize_file(ctx.input(art), ctx.output(out), lang, p, tc[side], moses_truecaser=model is None)
+        config = TokenizeConfig(lang=p["source_lang"] if side == "src" else p["target_lang"], case=p["case"],
+                                escape=p["escape"])
+        counts[out] = tokenize_file(ctx.input(art), ctx.output(out), config, tc[side], moses_truecaser=model is None)
     return counts
 
 
@@ -247,7 +199,7 @@ def _run_prepare(reverse: bool):
     corpora with them: the pairs of the reverse model, whose log p(e|f) ``score`` appends as one more column."""
     def run(ctx: StageContext) -> dict:
         from phrase_rescore.moses_integration.table_columns import swap_table
-        from phrase_rescore.pipeline.prepare import prepare
+        from phrase_rescore.pipeline.prepare import prepare, refuse_constant_unknown_words
 
         src, tgt = ctx.input("train_src_tok"), ctx.input("train_tgt_tok")
         if reverse:
@@ -271,37 +223,6 @@ def _run_prepare(reverse: bool):
 
 #: the stages that use the unknown-word column (+RNN+WP)
 WP_STAGES = frozenset({"moses-ini-rnn-wp", "tune-rnn-wp"})
-
-
-def refuse_constant_unknown_words(pairs: Path, manifest: dict, vocab_size: int) -> None:
-    """Refuse a shortlist under which every phrase pair has the same number of unknown words (none, when the
-    shortlists hold the whole vocabulary of both sides): the unknown-word column of +RNN+WP would be one value
-    on every line, and MERT would tune its weight on noise. Refused rather than changed: the shortlist decides
-    the model and the column, and a size the tool picked in the middle of a run would be a silent change of the
-    experiment (``phrase-rescore init`` proposes one from the vocabulary, in the workflow file)."""
-    import pyarrow.compute as pc
-    import pyarrow.parquet as pq
-
-    lo = hi = None
-    for part in ("train.parquet", "valid.parquet"):
-        path = pairs / part
-        if not path.is_file():
-            continue
-        col = pq.read_table(path, columns=["n_unk"])["n_unk"]
-        if len(col):
-            mm = pc.min_max(col).as_py()
-            lo = mm["min"] if lo is None else min(lo, mm["min"])
-            hi = mm["max"] if hi is None else max(hi, mm["max"])
-    if lo is None or lo != hi:
-        return
-    words_src, words_tgt = manifest["vocab_source"] - 2, manifest["vocab_target"] - 2
-    raise PhraseRescoreError(
-        f"[prepare] vocab_size = {vocab_size}: every one of the {manifest['unique_pairs']} phrase pairs has {lo} "
-        f"words outside the shortlists (of {words_src} source and {words_tgt} target words, counted from "
-        f"{manifest['vocab_counted_from']}), so the +RNN+WP configuration's unknown-word column would be "
-        f"exp({lo}) on every line of the table and MERT would tune its weight on noise. Set [prepare] vocab_size "
-        f"below the vocabulary of both sides (below {min(words_src, words_tgt)}; phrase-rescore init proposes one: "
-        "the words seen at least twice), or leave tune-rnn-wp and moses-ini-rnn-wp out of the workflow")
 
 
 def _run_train(pairs: str, model: str, pictures: str):
@@ -438,7 +359,7 @@ def _cslm_row(ctx: StageContext, config: str, base, cslm: Path, work: Path):
     from phrase_rescore.core.fileio import sha256_file
     from phrase_rescore.moses_integration.moses_ini import read_moses_ini
     from phrase_rescore.moses_integration.report import SystemSpec
-    from phrase_rescore.pipeline.rescore_nbest import read_sentences, rerank_nbest, rescore_nbest, write_weights
+    from phrase_rescore.pipeline.retuned_rerank import SplitFiles, rerank_retuned
 
     p = ctx.params
     label = CSLM_CONFIGURATIONS[config].label
@@ -450,23 +371,14 @@ def _cslm_row(ctx: StageContext, config: str, base, cslm: Path, work: Path):
     stamp_path = work / f"{config}.stamp.json"
     summary = {}
     if not _stamp_ok(stamp_path, stamp, [*out.values(), weights_path]):
-        init = dict(read_moses_ini(base.ini).weights)
-        init["CSLM0"] = [p["cslm_weight"]]
-        init_path = work / f"{config}.init-weights.ini"
-        write_weights(init_path, init)
-        s = rescore_nbest(RescoreConfig(os.fspath(base.nbest["test"]), os.fspath(ctx.input("test_src_tok")),
-                                        [os.fspath(cslm)], os.fspath(work / f"test.{config}.nbest"),
-                                        os.fspath(out["test"]), feature_name="CSLM0", weights_ini=os.fspath(init_path),
-                                        dev_nbest=os.fspath(base.nbest["dev"]),
-                                        dev_src=os.fspath(ctx.input("dev_src_tok")),
-                                        dev_ref=os.fspath(ctx.input("dev_ref_tok")), mert_restarts=p["rerank_restarts"],
-                                        tuner=p["rerank_tuner"], moses_home=_moses_home(p)))
-        weights = read_moses_ini(s.tuned_weights).weights
-        n_dev = len(read_sentences(ctx.input("dev_src_tok")))
-        changed_dev = rerank_nbest(f"{work / f'test.{config}.nbest'}.dev", weights, out["dev"], n_dev)
-        summary = {"hypotheses": s.hypotheses, "hyps_per_s": round(s.hyps_per_s), "mert_dev_bleu": s.dev_bleu,
-                   "tuner": s.tuner, "tune_seconds": round(s.tune_seconds, 2),
-                   "changed_test": s.changed_1best, "changed_dev": changed_dev}
+        init = {**read_moses_ini(base.ini).weights, "CSLM0": [p["cslm_weight"]]}
+        r = rerank_retuned(cslm, "CSLM0", init, SplitFiles(base.nbest["dev"], base.nbest["test"]),
+                           SplitFiles(ctx.input("dev_src_tok"), ctx.input("test_src_tok")), ctx.input("dev_ref_tok"),
+                           SplitFiles(out["dev"], out["test"]), work, config, p["rerank_restarts"],
+                           p["rerank_tuner"], _moses_home(p))
+        summary = {"hypotheses": r.hypotheses, "hyps_per_s": round(r.hyps_per_s), "mert_dev_bleu": r.dev_bleu,
+                   "tuner": r.tuner, "tune_seconds": round(r.tune_seconds, 2),
+                   "changed_test": r.changed_test, "changed_dev": r.changed_dev}
         with atomic_open(stamp_path, "w") as f:
             json.dump(stamp, f, indent=1)
     row = SystemSpec(label, base.ini, base.model, outputs=dict(out), nbest=dict(base.nbest),

@@ -287,3 +287,31 @@ def _encode_and_write(tmp: Path, partitions: list[int], vocabs: Vocabularies, pa
         for w in (*writers.values(), *arrays.values()):
             w.close()
     return counts
+
+
+def refuse_constant_unknown_words(pairs: Path, manifest: dict, vocab_size: int) -> None:
+    """Refuse a shortlist under which every phrase pair has the same number of unknown words (none, when the
+    shortlists hold the whole vocabulary of both sides): the unknown-word column of +RNN+WP would be one value
+    on every line, and MERT would tune its weight on noise. Refused rather than changed: the shortlist decides
+    the model and the column, and a size the tool picked in the middle of a run would be a silent change of the
+    experiment (``phrase-rescore init`` proposes one from the vocabulary, in the workflow file)."""
+    lo = hi = None
+    for part in ("train.parquet", "valid.parquet"):
+        path = pairs / part
+        if not path.is_file():
+            continue
+        col = pq.read_table(path, columns=["n_unk"])["n_unk"]
+        if len(col):
+            mm = pc.min_max(col).as_py()
+            lo = mm["min"] if lo is None else min(lo, mm["min"])
+            hi = mm["max"] if hi is None else max(hi, mm["max"])
+    if lo is None or lo != hi:
+        return
+    words_src, words_tgt = manifest["vocab_source"] - 2, manifest["vocab_target"] - 2
+    raise PhraseRescoreError(
+        f"[prepare] vocab_size = {vocab_size}: every one of the {manifest['unique_pairs']} phrase pairs has {lo} "
+        f"words outside the shortlists (of {words_src} source and {words_tgt} target words, counted from "
+        f"{manifest['vocab_counted_from']}), so the +RNN+WP configuration's unknown-word column would be "
+        f"exp({lo}) on every line of the table and MERT would tune its weight on noise. Set [prepare] vocab_size "
+        f"below the vocabulary of both sides (below {min(words_src, words_tgt)}; phrase-rescore init proposes one: "
+        "the words seen at least twice), or leave tune-rnn-wp and moses-ini-rnn-wp out of the workflow")

@@ -19,7 +19,6 @@ from phrase_rescore.core.fileio import check_outputs
 from phrase_rescore.core.outdir import claim_output_dir, forget_created, lock_output, release_unused
 from phrase_rescore.core.version import code_version
 from phrase_rescore.data.split import SplitConfig
-from phrase_rescore.moses_integration.tuning import TuneConfig
 from phrase_rescore.pipeline.configs import (
     PrepareConfig,
     RescoreConfig,
@@ -347,9 +346,11 @@ def moses_ini_cmd(old_ini, table, out, binarized_prefix, **kw):
 @click.option("--out", type=click.Path(dir_okay=False),
               help="Tuned moses.ini (default: WORKDIR/moses.tuned.ini with --backend moses, WORKDIR/moses.ini with "
                    "--backend embedded).")
-@options(TuneConfig)
+@options("phrase_rescore.moses_integration.tuning:TuneConfig")
 def tune_cmd(ini, dev_src, dev_ref, workdir, out, **kw):
     """Tune the weights of a moses.ini on a dev set (mert-moses.pl or the embedded MERT)."""
+    from phrase_rescore.moses_integration.tuning import TuneConfig
+
     from .api import tune
 
     values = collect(TuneConfig, kw)

@@ -29,7 +29,7 @@ from phrase_rescore.core.config import (
 
 from .stage_settings import AddedWeights, CSLMRerank
 
-#: a config class, or ``"package.module:Name"`` for one whose module loads pandas or sacremoses (imported on first use)
+#: a config class, or ``"package.module:Name"`` for one whose module is slow to import (imported on first use)
 ConfigRef = Union[type, str]
 
 CONFIG_HELP = ("A TOML file of option values, key = value with the names in snake_case (as in a workflow section); "
@@ -93,10 +93,11 @@ def load_class(config: ConfigRef) -> type:
 def options(config: ConfigRef, exclude: tuple[str, ...] = (), config_file: bool = True) -> Callable:
     """Give a command the settings of ``config`` (less ``exclude``) as options, and ``--config``.
 
-    ``config`` is the config class, from a module that loads neither torch nor pandas; a config whose module
-    loads pandas (``evaluate``'s, ``build-smt``'s) or sacremoses (``moses-ini``'s) is named ``"module:Class"``
-    and imported when the command parses its arguments or shows its help (:class:`SettingsCommand`), so
-    ``phrase-rescore --help`` loads none of them.
+    ``config`` is the config class, from a module that loads neither torch nor pandas. A Moses-side config
+    whose module loads the command's machinery (pandas for ``evaluate`` and ``build-smt``, sacremoses for
+    ``moses-ini``, the tuning loop and tqdm for ``tune``) is named ``"module:Class"`` and imported when the
+    command parses its arguments or shows its help (:class:`SettingsCommand`), so ``phrase-rescore --help``
+    and every other command start without it.
     """
     def deco(f):
         f.__settings__ = (config, tuple(exclude), config_file)

@@ -48,7 +48,7 @@ import dataclasses
 import json
 import os
 from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from phrase_rescore.core.config import check
 from phrase_rescore.core.errors import PhraseRescoreError
@@ -65,6 +65,9 @@ from .schema import stage_check, stage_choices, stage_params
 from .seq2seq_stages import ROW_ARTIFACTS, add_stages, paper_systems
 from .stage_settings import AddedWeights, CSLMRerank, DemoDataConfig
 from .workflow import Registry, StageContext, StageDef
+
+if TYPE_CHECKING:
+    from phrase_rescore.moses_integration.report import SystemSpec
 
 
 class Configuration(NamedTuple):
@@ -351,7 +354,14 @@ def _stamp_ok(path: Path, stamp: dict, outputs) -> bool:
         return False
 
 
-def _cslm_row(ctx: StageContext, config: str, base, cslm: Path, work: Path):
+class CSLMRowResult(NamedTuple):
+    """A +CSLM row of Table 1 and what its re-ranking did."""
+
+    row: SystemSpec     # the row evaluate scores
+    summary: dict       # the stage summary's entry: the tuned weights' file, and the re-ranking's numbers when it ran
+
+
+def _cslm_row(ctx: StageContext, config: str, base, cslm: Path, work: Path) -> CSLMRowResult:
     """The +CSLM row of ``config``: its tuned system's dev and test n-best lists (``base.nbest``) with CSLM0
     added, the weights retuned by MERT on the dev list (starting at the tuned system's, CSLM0 at
     ``cslm_weight``), both lists re-ranked by them. Reused when its stamp (the hashes of the lists, the
@@ -384,7 +394,7 @@ def _cslm_row(ctx: StageContext, config: str, base, cslm: Path, work: Path):
     row = SystemSpec(label, base.ini, base.model, outputs=dict(out), nbest=dict(base.nbest),
                      hashes={**base.hashes, "cslm_sha256": sha256_file(cslm),
                              "rerank_weights_sha256": sha256_file(weights_path)})
-    return row, {"weights": os.fspath(weights_path), **summary}
+    return CSLMRowResult(row, {"weights": os.fspath(weights_path), **summary})
 
 
 def _cslm_rows(ctx: StageContext, rows: dict, cslm: Path, work: Path) -> dict:
@@ -416,7 +426,8 @@ def _cslm_rows(ctx: StageContext, rows: dict, cslm: Path, work: Path) -> dict:
                                                p["threads"], nbest_path=work / f"{split}.{row.base}.nbest",
                                                nbest=p["nbest_size"])
             spec.nbest[split] = work / f"{split}.{row.base}.nbest"
-        rows[config], reranked[config] = _cslm_row(ctx, config, spec, cslm, work)
+        made = _cslm_row(ctx, config, spec, cslm, work)
+        rows[config], reranked[config] = made.row, made.summary
     return reranked
 
 

@@ -43,6 +43,9 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Se
 
 from phrase_rescore import __all__ as _package_names
 from phrase_rescore.core.errors import PhraseRescoreError
+from phrase_rescore.moses_integration.tuning import TuneConfig
+from phrase_rescore.pipeline.configs import PrepareConfig, ScoreConfig, TrainConfig
+from phrase_rescore.pipeline.ranks import is_rank_zero
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -51,9 +54,8 @@ if TYPE_CHECKING:
     from phrase_rescore.moses_integration.phrase_table import PhraseTableReader
     from phrase_rescore.moses_integration.report import SystemSpec
     from phrase_rescore.moses_integration.rewrite import RewriteResult
-    from phrase_rescore.pipeline.prepare import PrepareConfig
-    from phrase_rescore.pipeline.score import ScoreConfig, ScoreSummary
-    from phrase_rescore.pipeline.train import TrainConfig, TrainSummary
+    from phrase_rescore.pipeline.score import ScoreSummary
+    from phrase_rescore.pipeline.train import TrainSummary
 
 PathLike = Union[str, os.PathLike]
 
@@ -64,10 +66,7 @@ __all__ = list(_package_names)
 _ELSEWHERE = {
     "PhraseEntry": "phrase_rescore.moses_integration.phrase_table",
     "PhraseTableReader": "phrase_rescore.moses_integration.phrase_table",
-    "PrepareConfig": "phrase_rescore.pipeline.prepare",
-    "TrainConfig": "phrase_rescore.pipeline.train",
     "TrainSummary": "phrase_rescore.pipeline.train",
-    "ScoreConfig": "phrase_rescore.pipeline.score",
     "ScoreSummary": "phrase_rescore.pipeline.score",
     "RewriteResult": "phrase_rescore.moses_integration.rewrite",
     "DecoderConfig": "phrase_rescore.moses_integration.embedded.decoder",
@@ -119,7 +118,7 @@ def _guard(command: str, inputs: Mapping, outputs: Mapping | None = None, out_di
 
     check_outputs(inputs, outputs or {}, out_dirs)
     for name, folder in (out_dirs or {}).items():
-        if folder is not None and os.environ.get("RANK", "0") == "0":  # under torchrun rank 0 claims for all
+        if folder is not None and is_rank_zero():  # under torchrun rank 0 claims for all
             claim_output_dir(folder, name, command)
 
 
@@ -253,7 +252,6 @@ def prepare(table: PathLike, out: PathLike, config: PrepareConfig | None = None,
     >>> s.vocab_source, s.vocab_target           # the words and <eos>, <unk>
     (4, 4)
     """
-    from phrase_rescore.pipeline.prepare import PrepareConfig
     from phrase_rescore.pipeline.prepare import prepare as run
 
     values = _options(PrepareConfig, config, options, "prepare")
@@ -283,7 +281,6 @@ def train(pairs: PathLike, out: PathLike, config: TrainConfig | None = None, **o
     >>> t.steps, t.stop_reason, t.model
     (20, 'max_steps', 'rnn/model.pt')
     """
-    from phrase_rescore.pipeline.train import TrainConfig
     from phrase_rescore.pipeline.train import train as run
 
     cfg = TrainConfig(**_options(TrainConfig, config, options, "train"))
@@ -313,7 +310,6 @@ def score_table(model: PathLike, table: PathLike, out: PathLike, config: ScoreCo
     >>> next(iter(pr.read_phrase_table("phrase-table.rnn.gz"))).scores[4:]     # the two new columns  # doctest: +ELLIPSIS
     (0.0..., 2.718282)
     """
-    from phrase_rescore.pipeline.score import ScoreConfig
     from phrase_rescore.pipeline.score import score_table as run
 
     cfg = ScoreConfig(**_options(ScoreConfig, config, options, "score_table"))
@@ -390,7 +386,7 @@ def score_pairs(model: PathLike, pairs: Iterable, config: ScoreConfig | None = N
     from phrase_rescore.pipeline.device import resolve_device
     from phrase_rescore.pipeline.model.checkpoint import resolve_checkpoint
     from phrase_rescore.pipeline.rare_words import RareWordShares
-    from phrase_rescore.pipeline.score import ScoreConfig, load_model
+    from phrase_rescore.pipeline.score import load_model
     from phrase_rescore.pipeline.scoring.fast import FastScorer, choose_matmul, one_thread_each
 
     cfg = ScoreConfig(**_options(ScoreConfig, config, options, "score_pairs"))
@@ -659,7 +655,6 @@ def tune(ini: PathLike, dev_src: PathLike, dev_ref: PathLike, workdir: PathLike,
     (['UnknownWordPenalty0', 'WordPenalty0', 'PhrasePenalty0'], 6)
     """
     from phrase_rescore.moses_integration.moses_ini import read_moses_ini
-    from phrase_rescore.moses_integration.tuning import TuneConfig
     from phrase_rescore.moses_integration.tuning import tune as run
 
     values = _options(TuneConfig, None, options, "tune", ("ini", "dev_src", "dev_ref", "workdir", "out"))

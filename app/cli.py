@@ -18,8 +18,22 @@ from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.core.outdir import claim_output_dir, forget_created, lock_output, release_unused
 from phrase_rescore.core.output_paths import check_outputs
 from phrase_rescore.core.version import code_version
+from phrase_rescore.data.split import SplitConfig
+from phrase_rescore.pipeline.configs import (
+    PrepareConfig,
+    RescoreConfig,
+    SampleConfig,
+    ScoreConfig,
+    TrainConfig,
+    TrainCSLMConfig,
+    TrainSeq2SeqConfig,
+    TranslateConfig,
+)
+from phrase_rescore.pipeline.ranks import is_rank_zero
+from phrase_rescore.plots.map_config import MapConfig
 
 from .schema import SettingsCommand, collect, options
+from .stage_settings import DemoDataConfig
 
 
 def summary(command: click.Command) -> str:
@@ -104,14 +118,14 @@ def _check_paths(inputs: dict, outputs: dict, out_dirs: dict | None = None) -> N
     _lock(outputs, out_dirs)
     command = click.get_current_context().info_name
     for option, folder in (out_dirs or {}).items():
-        if folder is not None and os.environ.get("RANK", "0") == "0":  # under torchrun rank 0 claims for all
+        if folder is not None and is_rank_zero():  # under torchrun rank 0 claims for all
             claim_output_dir(folder, option, command)
 
 
 def _lock(outputs: dict, out_dirs: dict | None = None) -> None:
     """Hold the lock of every output file and folder until the command ends (:mod:`phrase_rescore.core.locks`):
     a second command writing one of them meanwhile is refused, naming this one's PID and host."""
-    if os.environ.get("RANK", "0") != "0":   # under torchrun rank 0 holds them for all
+    if not is_rank_zero():   # under torchrun rank 0 holds them for all
         return
     command = click.get_current_context().info_name
     for option, value in {**outputs, **(out_dirs or {})}.items():
@@ -160,12 +174,12 @@ def main(ctx, quiet):
 @main.command("prepare")
 @click.argument("table", type=click.Path(exists=True, dir_okay=False))
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Pairs directory to write.")
-@options("phrase_rescore.pipeline.prepare:PrepareConfig", exclude=("src_corpus", "tgt_corpus"))
+@options(PrepareConfig, exclude=("src_corpus", "tgt_corpus"))
 @click.option("--src-corpus", type=click.Path(dir_okay=False), help="Tokenized source corpus to count the vocabulary from.")
 @click.option("--tgt-corpus", type=click.Path(dir_okay=False), help="Tokenized target corpus (with --src-corpus).")
 def prepare_cmd(table, out_dir, src_corpus, tgt_corpus, **kw):
     """Unique phrase pairs as Parquet with ids, a vocabulary and a validation split."""
-    from phrase_rescore.pipeline.prepare import PrepareConfig, prepare
+    from phrase_rescore.pipeline.prepare import prepare
 
     cfg = PrepareConfig(src_corpus=src_corpus, tgt_corpus=tgt_corpus, **collect(PrepareConfig, kw))
     if not cfg.vocab_from_corpus and src_corpus is not None:
@@ -181,14 +195,12 @@ def prepare_cmd(table, out_dir, src_corpus, tgt_corpus, **kw):
 
 @main.command("make-demo-data")
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Directory to write.")
-@options("phrase_rescore.app.stages:DemoDataConfig")
+@options(DemoDataConfig)
 def make_demo_data_cmd(out_dir, **kw):
     """Generate the English-French demo corpus (train/dev/test .en/.fr)."""
     import json
 
     from phrase_rescore.data.demo_corpus import generate
-
-    from .stages import DemoDataConfig
 
     c = DemoDataConfig(**collect(DemoDataConfig, kw))
     _lock({}, {"--out": out_dir})
@@ -202,10 +214,10 @@ def make_demo_data_cmd(out_dir, **kw):
 @click.argument("src", type=click.Path(exists=True, dir_okay=False))
 @click.argument("ref", type=click.Path(exists=True, dir_okay=False))
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Directory to write.")
-@options("phrase_rescore.data.split:SplitConfig")
+@options(SplitConfig)
 def make_split_cmd(src, ref, out_dir, **kw):
     """Split one held-out parallel set (SRC, REF; plain or gzip) into dev and test halves."""
-    from phrase_rescore.data.split import SplitConfig, split_heldout
+    from phrase_rescore.data.split import split_heldout
 
     cfg = SplitConfig(**collect(SplitConfig, kw))
     _check_paths({"SRC": src, "REF": ref}, {}, {"--out": out_dir})
@@ -456,17 +468,17 @@ def build_smt_cmd(train_src, train_tgt, out_dir, **kw):
 @click.option("--valid-src", type=click.Path(exists=True, dir_okay=False), help="Validation source (default: hold out --valid-size pairs).")
 @click.option("--valid-tgt", type=click.Path(exists=True, dir_okay=False), help="Validation target.")
 @click.option("--vocab", type=click.Path(exists=True, dir_okay=False), help="Share an existing vocabulary JSON.")
-@options("phrase_rescore.pipeline.train_seq2seq:TrainSeq2SeqConfig")
+@options(TrainSeq2SeqConfig)
 def train_seq2seq_cmd(src, tgt, out_dir, valid_src, valid_tgt, vocab, **kw):
     """Train a deep LSTM encoder-decoder (Sutskever, Vinyals & Le 2014) on tokenized sentence pairs SRC/TGT."""
-    from phrase_rescore.pipeline.train_seq2seq import TrainSeq2SeqConfig, train
+    from phrase_rescore.pipeline.train_seq2seq import train
 
     values = collect(TrainSeq2SeqConfig, kw)
     _check_paths({"SRC": src, "TGT": tgt, "--valid-src": valid_src, "--valid-tgt": valid_tgt, "--vocab": vocab},
                   {}, {"--out-dir": out_dir})
     s = train(TrainSeq2SeqConfig(src=src, tgt=tgt, out_dir=out_dir, valid_src=valid_src, valid_tgt=valid_tgt,
                                  vocab=vocab, **values))
-    if os.environ.get("RANK", "0") == "0":  # under torchrun rank 0 reports for all ranks
+    if is_rank_zero():  # under torchrun rank 0 reports for all ranks
         click.echo(f"{s.steps} steps, {s.epochs:g} epochs in {s.seconds:.1f}s ({s.target_tokens_per_s:.0f} target "
                    f"tokens/s); validation perplexity {s.last_valid_ppl:.3f} (best {s.best_valid_ppl:.3f}); {s.model}")
     _training_curves(out_dir, "train_log.jsonl", "Seq2Seq (LSTM encoder-decoder)")
@@ -478,10 +490,10 @@ def train_seq2seq_cmd(src, tgt, out_dir, valid_src, valid_tgt, vocab, **kw):
               help="A Seq2Seq checkpoint; repeat for an ensemble.")
 @click.option("--output", "-o", required=True, type=click.Path(dir_okay=False), help="Translations, one per line.")
 @click.option("--scores", type=click.Path(dir_okay=False), help="Also write each translation's log-probability.")
-@options("phrase_rescore.pipeline.translate:TranslateConfig", exclude=("scores",))
+@options(TranslateConfig, exclude=("scores",))
 def translate_cmd(source, models, output, scores, **kw):
     """Translate tokenized SOURCE with beam search over one Seq2Seq model or an ensemble."""
-    from phrase_rescore.pipeline.translate import TranslateConfig, translate_file
+    from phrase_rescore.pipeline.translate import translate_file
 
     values = collect(TranslateConfig, kw)
     _check_paths({"SOURCE": source, "--model": models}, {"--output": output, "--scores": scores})
@@ -498,10 +510,10 @@ def translate_cmd(source, models, output, scores, **kw):
               help="Held-out tokenized text (default: hold out --valid-size sentences of CORPUS).")
 @click.option("--lm", type=click.Path(exists=True, dir_okay=False),
               help="An ARPA n-gram LM whose perplexity on the same held-out text is reported beside the CSLM's.")
-@options("phrase_rescore.pipeline.train_cslm:TrainCSLMConfig")
+@options(TrainCSLMConfig)
 def train_cslm_cmd(corpus, out_dir, valid, lm, **kw):
     """Train the target-language CSLM (Schwenk's feedforward LM, Cho et al. section 5) on a tokenized CORPUS."""
-    from phrase_rescore.pipeline.train_cslm import TrainCSLMConfig, train_cslm
+    from phrase_rescore.pipeline.train_cslm import train_cslm
 
     cfg = TrainCSLMConfig(**collect(TrainCSLMConfig, kw))
     _check_paths({"CORPUS": corpus, "--valid": valid, "--lm": lm}, {}, {"--out": out_dir})
@@ -525,10 +537,10 @@ def train_cslm_cmd(corpus, out_dir, valid, lm, **kw):
               help="Tune the re-ranking weights on this dev n-best list (with --dev-src, --dev-ref; see --tuner).")
 @click.option("--dev-src", type=click.Path(exists=True, dir_okay=False), help="Tokenized dev source.")
 @click.option("--dev-ref", type=click.Path(exists=True, dir_okay=False), help="Tokenized dev reference.")
-@options("phrase_rescore.pipeline.rescore_nbest:RescoreConfig")
+@options(RescoreConfig)
 def rescore_nbest_cmd(nbest, src, models, out_nbest, out_1best, weights_ini, dev_nbest, dev_src, dev_ref, **kw):
     """Add log p(hyp|src) to every hypothesis of a Moses NBEST list of SRC and re-rank it."""
-    from phrase_rescore.pipeline.rescore_nbest import RescoreConfig, rescore_nbest
+    from phrase_rescore.pipeline.rescore_nbest import rescore_nbest
 
     values = collect(RescoreConfig, kw)
     _check_paths({"NBEST": nbest, "SRC": src, "--model": models, "--weights": weights_ini, "--dev-nbest": dev_nbest,
@@ -549,15 +561,15 @@ def rescore_nbest_cmd(nbest, src, models, out_nbest, out_1best, weights_ini, dev
 @click.argument("pairs_dir", type=click.Path(exists=True, file_okay=False))
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False),
               help="MODEL_DIR: model.pt (best), last.pt, train_log.csv.")
-@options("phrase_rescore.pipeline.train:TrainConfig")
+@options(TrainConfig)
 def train_cmd(pairs_dir, out_dir, **kw):
     """Train the RNN Encoder-Decoder on prepared phrase pairs (PAIRS_DIR from `prepare`)."""
-    from phrase_rescore.pipeline.train import TrainConfig, train
+    from phrase_rescore.pipeline.train import train
 
     cfg = TrainConfig(**collect(TrainConfig, kw))
     _check_paths({"PAIRS_DIR": pairs_dir}, {}, {"--out": out_dir})
     s = train(pairs_dir, out_dir, cfg)
-    if os.environ.get("RANK", "0") == "0":  # under torchrun rank 0 reports for all ranks
+    if is_rank_zero():  # under torchrun rank 0 reports for all ranks
         valid = (f"validation perplexity {s.last_valid_ppl:.3f}, best {s.best_valid_ppl:.3f} (unigram "
                  f"{s.unigram_valid_ppl:.3f})" if s.best_valid_ppl < float("inf") else
                  "no validation (prepare held out no pairs): the model is the last step's weights")
@@ -570,12 +582,12 @@ def train_cmd(pairs_dir, out_dir, **kw):
 @click.argument("phrase")
 @click.option("--greedy", is_flag=True, help="Same as --mode greedy.")
 @click.option("--device", default="auto", show_default=True, help="auto (CUDA when present), cpu, cuda or cuda:N.")
-@options("phrase_rescore.pipeline.sample:SampleConfig")
+@options(SampleConfig)
 def sample_cmd(model, phrase, greedy, device, **kw):
     """Target phrases for a tokenized source PHRASE from MODEL (a .pt or a training directory), as in Table 3."""
     from click.core import ParameterSource
 
-    from phrase_rescore.pipeline.sample import SampleConfig, format_table, sample_phrase
+    from phrase_rescore.pipeline.sample import format_table, sample_phrase
 
     ctx = click.get_current_context()
     beam_given = ctx.get_parameter_source("beam") == ParameterSource.COMMANDLINE
@@ -597,7 +609,7 @@ def sample_cmd(model, phrase, greedy, device, **kw):
 @click.argument("table", type=click.Path(exists=True, dir_okay=False))
 @click.option("--out", "-o", required=True, type=click.Path(dir_okay=False),
               help="The new phrase table (gzip when it ends in .gz).")
-@options("phrase_rescore.pipeline.score:ScoreConfig", exclude=("rejects", "vocab"))
+@options(ScoreConfig, exclude=("rejects", "vocab"))
 @click.option("--rejects", type=click.Path(dir_okay=False), help="Where --on-error keep lists bad lines.")
 @click.option("--vocab", type=click.Path(exists=True, dir_okay=False),
               help="Vocabulary JSON, for a checkpoint that carries none (for one that carries its own: only the "
@@ -609,8 +621,6 @@ def sample_cmd(model, phrase, greedy, device, **kw):
               help="A second model of the same direction: the logprob column becomes the two models' mean log p.")
 def score_cmd(model, table, out, rejects, vocab, reverse_model, ensemble_model, **kw):
     """Append log p(f|e) and the unknown-word penalty to every line of a phrase TABLE (resumable)."""
-    from phrase_rescore.pipeline.score import ScoreConfig
-
     from .api import score_table
 
     cfg = ScoreConfig(rejects=rejects, vocab=vocab, **collect(ScoreConfig, kw))
@@ -646,7 +656,7 @@ def _training_curves(out_dir: str, log_name: str, title: str) -> None:
     from phrase_rescore.app.pictures import TRAINING_CURVES, training_curves
 
     log = os.path.join(out_dir, log_name)
-    if os.path.isfile(log) and os.environ.get("RANK", "0") == "0":  # under torchrun, rank 0 draws
+    if os.path.isfile(log) and is_rank_zero():  # under torchrun, rank 0 draws
         s = training_curves(log, os.path.join(out_dir, TRAINING_CURVES), title)
         click.echo(f"training curves: {s['file']}")
 
@@ -694,11 +704,10 @@ def plot_tuning_cmd(logs, out):
               help="prepare's pairs folder: also map the phrase representations c of its source phrases.")
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False),
               help="Folder for words-source.png, words-target.png (and phrases.png).")
-@options("phrase_rescore.plots.maps:MapConfig")
+@options(MapConfig)
 def plot_embeddings_cmd(model, pairs, out_dir, **kw):
     """2-D Barnes-Hut t-SNE maps of an encoder-decoder MODEL's word embeddings and phrase summaries c."""
     from phrase_rescore.app.pictures import embedding_maps
-    from phrase_rescore.plots.maps import MapConfig
 
     cfg = MapConfig(**collect(MapConfig, kw))
     _check_paths({"MODEL": model, "--pairs": pairs}, {}, {"--out": out_dir})

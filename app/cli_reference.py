@@ -30,6 +30,8 @@ import click
 from phrase_rescore.core.config import Setting, expected, settings
 
 from .schema import load_class
+from .seq2seq_stages import NBestLists, Seq2SeqRerank, Seq2SeqTranslate
+from .stage_settings import AddedWeights, CSLMRerank
 
 REGENERATE = "python -m phrase_rescore.app.cli_reference"
 #: the checkout's docs/cli.md (app/ is a folder of the checkout; see pyproject.toml's package-dir)
@@ -37,7 +39,7 @@ DEFAULT_OUT = Path(__file__).resolve().parent.parent / "docs" / "cli.md"
 
 #: workflow section -> (the command whose settings its keys are, config classes of keys the command lacks);
 #: keys a section holds are looked up in the extra classes first, then in the command's settings
-SECTION_SOURCES: dict[str, tuple[str, tuple[str, ...]]] = {
+SECTION_SOURCES: dict[str, tuple[str, tuple[type, ...]]] = {
     "demo-data": ("make-demo-data", ()),
     "split": ("make-split", ()),
     "build-smt": ("build-smt", ()),
@@ -49,15 +51,15 @@ SECTION_SOURCES: dict[str, tuple[str, tuple[str, ...]]] = {
     "train-ensemble": ("train", ()),
     "score": ("score", ()),
     "train-cslm": ("train-cslm", ()),
-    "moses-ini": ("moses-ini", ("phrase_rescore.app.stages:AddedWeights",)),
+    "moses-ini": ("moses-ini", (AddedWeights,)),
     "tune": ("tune", ()),
-    "evaluate": ("evaluate", ("phrase_rescore.app.stages:CSLMRerank",)),
+    "evaluate": ("evaluate", (CSLMRerank,)),
     "train-seq2seq": ("train-seq2seq", ()),
     "train-seq2seq-forward": ("train-seq2seq", ()),
-    "translate-seq2seq": ("translate", ("phrase_rescore.app.seq2seq_stages:Seq2SeqTranslate",)),
-    "nbest": ("tune", ("phrase_rescore.app.seq2seq_stages:NBestLists",)),
-    "rerank-seq2seq": ("rescore-nbest", ("phrase_rescore.app.seq2seq_stages:Seq2SeqRerank",)),
-    "rerank-stack": ("rescore-nbest", ("phrase_rescore.app.seq2seq_stages:Seq2SeqRerank",)),
+    "translate-seq2seq": ("translate", (Seq2SeqTranslate,)),
+    "nbest": ("tune", (NBestLists,)),
+    "rerank-seq2seq": ("rescore-nbest", (Seq2SeqRerank,)),
+    "rerank-stack": ("rescore-nbest", (Seq2SeqRerank,)),
 }
 
 HEADER = f"""# Command-line reference
@@ -180,7 +182,7 @@ def _sections_of(key: str, command: str, registry) -> list[str]:
     inherit that one's values; the section list below says which)."""
     for section, (cmd, extra) in SECTION_SOURCES.items():
         if cmd == command and section in registry.sections() and key in registry.section_params(section):
-            if not any(key in {s.name for s in settings(load_class(c))} for c in extra):
+            if not any(key in {s.name for s in settings(c)} for c in extra):
                 return [f"[{section}] {key}"]
     return []
 
@@ -259,13 +261,13 @@ def _section_setting(section: str, key: str) -> tuple[Setting, str | None]:
     from .cli import main
 
     command, extra = SECTION_SOURCES[section]
-    for spec in extra:
-        for s in settings(load_class(spec)):
+    for cls in extra:
+        for s in settings(cls):
             if s.name == key:
                 return s, None
     own = _settings_of(main.commands[command])
     if key not in own:
-        raise KeyError(f"[{section}] {key}: no setting of {command}'s or of {', '.join(extra) or 'another class'}; "
+        raise KeyError(f"[{section}] {key}: no setting of {command}'s or of {', '.join(c.__name__ for c in extra) or 'another class'}; "
                        "add its config class to SECTION_SOURCES in phrase_rescore/app/cli_reference.py")
     return own[key], f"{command} --{own[key].flag}"
 

@@ -131,7 +131,19 @@ def parse_decode_args(argv: Sequence[str]) -> DecodeArgs:
     :raises PhraseRescoreError: an unknown option, a value without an option, an option given twice, a
         wrong number of values or a value of the wrong kind, or no ``-f``/``-config``.
     """
-    groups: list[tuple[str, str, list[str]]] = []          # (canonical name, spelling used, values)
+    a = DecodeArgs()
+    for name, spelled, values in _option_groups(argv):
+        _set_option(a, name, spelled, values)
+    if a.help:
+        return a
+    if a.config is None:
+        raise PhraseRescoreError("no moses.ini: give -f INI (or -config INI)")
+    return a
+
+
+def _option_groups(argv: Sequence[str]) -> list[tuple[str, str, list[str]]]:
+    """The command line as ``(canonical name, spelling used, values)`` per option, in order, each once."""
+    groups: list[tuple[str, str, list[str]]] = []
     for arg in argv:
         if _is_option(arg):
             spelled = arg[2:] if arg.startswith("--") else arg[1:]
@@ -146,58 +158,70 @@ def parse_decode_args(argv: Sequence[str]) -> DecodeArgs:
             raise PhraseRescoreError(f"unexpected argument {arg!r}: options start with '-' (e.g. -f moses.ini)")
         else:
             groups[-1][2].append(arg)
-    a = DecodeArgs()
-    for name, spelled, values in groups:
-        kind = OPTIONS[name][1]
-        if kind == "flag":
-            # Moses's boolean switches also take an explicit value: -show-weights true
-            if len(values) > 1 or (values and values[0].lower() not in ("true", "1", "yes", "false", "0", "no")):
-                raise PhraseRescoreError(f"{spelled} takes no value, got {' '.join(values)!r}")
-            setattr(a, name.replace("-", "_"), not values or values[0].lower() in ("true", "1", "yes"))
-            continue
-        if kind == "path":
-            if len(values) != 1:
-                raise PhraseRescoreError(f"{spelled}: expected one file name, got {len(values)} values")
-            setattr(a, name.replace("-", "_"), values[0])
-            continue
-        words = [w for v in values for w in v.split()]
-        if kind == "words":
-            if not words:
-                raise PhraseRescoreError(f"{spelled}: expected 'Name= v ...'")
-            a.weight_overwrite = " ".join(words)
-            continue
-        if kind == "nbest":
-            if len(words) not in (2, 3) or (len(words) == 3 and words[2] != "distinct"):
-                raise PhraseRescoreError(f"{spelled}: expected FILE N [distinct], got {' '.join(words)!r}")
-            a.nbest_file = words[0]
-            a.nbest_size = _int(name, words[1], at_least=1)
-            a.nbest_distinct = len(words) == 3
-            continue
-        if len(words) != 1:
-            raise PhraseRescoreError(f"{spelled}: expected one value, got {len(words)}")
-        v = words[0]
-        if kind == "threads":
-            a.threads = machine_cores() if v == "all" else cap_to_cores(_int(name, v, at_least=1), "-threads")
-        elif kind == "float":
-            a.beam_threshold = _float(name, v)
-        else:
-            dest = {"stack": "stack", "n-best-factor": "nbest_factor", "ttable-limit": "ttable_limit"}.get(
-                name, name.replace("-", "_"))
-            at_least = {"stack": 1, "n-best-factor": 1, "ttable-limit": 0, "max-phrase-length": 1,
-                        "cube-pruning-pop-limit": 1, "verbose": 0, "max-input-length": 0}.get(name)
-            x = _int(name, v, at_least)
-            if name == "inputtype":
-                if x != 0:
-                    raise PhraseRescoreError(f"-inputtype {x}: the embedded decoder reads plain text only "
-                                             "(-inputtype 0); use the moses binary for confusion networks "
-                                             "and lattices")
-                continue
-            setattr(a, dest, x)
-    if a.help:
-        return a
-    if a.config is None:
-        raise PhraseRescoreError("no moses.ini: give -f INI (or -config INI)")
-    return a
+    return groups
+
+
+def _set_option(a: DecodeArgs, name: str, spelled: str, values: list[str]) -> None:
+    """Set option ``name``'s field(s) of ``a`` from its values, checked by the option's kind."""
+    kind = OPTIONS[name][1]
+    if kind == "flag":
+        _set_flag(a, name, spelled, values)
+        return
+    if kind == "path":
+        if len(values) != 1:
+            raise PhraseRescoreError(f"{spelled}: expected one file name, got {len(values)} values")
+        setattr(a, name.replace("-", "_"), values[0])
+        return
+    words = [w for v in values for w in v.split()]
+    if kind == "words":
+        if not words:
+            raise PhraseRescoreError(f"{spelled}: expected 'Name= v ...'")
+        a.weight_overwrite = " ".join(words)
+        return
+    if kind == "nbest":
+        _set_nbest(a, name, spelled, words)
+        return
+    if len(words) != 1:
+        raise PhraseRescoreError(f"{spelled}: expected one value, got {len(words)}")
+    v = words[0]
+    if kind == "threads":
+        a.threads = machine_cores() if v == "all" else cap_to_cores(_int(name, v, at_least=1), "-threads")
+    elif kind == "float":
+        a.beam_threshold = _float(name, v)
+    else:
+        _set_number(a, name, v)
+
+
+def _set_flag(a: DecodeArgs, name: str, spelled: str, values: list[str]) -> None:
+    """A boolean switch: no value, or Moses's explicit one (``-show-weights true``)."""
+    if len(values) > 1 or (values and values[0].lower() not in ("true", "1", "yes", "false", "0", "no")):
+        raise PhraseRescoreError(f"{spelled} takes no value, got {' '.join(values)!r}")
+    setattr(a, name.replace("-", "_"), not values or values[0].lower() in ("true", "1", "yes"))
+
+
+def _set_nbest(a: DecodeArgs, name: str, spelled: str, words: list[str]) -> None:
+    """``-n-best-list FILE N [distinct]``."""
+    if len(words) not in (2, 3) or (len(words) == 3 and words[2] != "distinct"):
+        raise PhraseRescoreError(f"{spelled}: expected FILE N [distinct], got {' '.join(words)!r}")
+    a.nbest_file = words[0]
+    a.nbest_size = _int(name, words[1], at_least=1)
+    a.nbest_distinct = len(words) == 3
+
+
+def _set_number(a: DecodeArgs, name: str, v: str) -> None:
+    """An integer option, with its lower bound; ``-inputtype`` takes plain text (0) only."""
+    dest = {"stack": "stack", "n-best-factor": "nbest_factor", "ttable-limit": "ttable_limit"}.get(
+        name, name.replace("-", "_"))
+    at_least = {"stack": 1, "n-best-factor": 1, "ttable-limit": 0, "max-phrase-length": 1,
+                "cube-pruning-pop-limit": 1, "verbose": 0, "max-input-length": 0}.get(name)
+    x = _int(name, v, at_least)
+    if name == "inputtype":
+        if x != 0:
+            raise PhraseRescoreError(f"-inputtype {x}: the embedded decoder reads plain text only "
+                                     "(-inputtype 0); use the moses binary for confusion networks "
+                                     "and lattices")
+        return
+    setattr(a, dest, x)
 
 
 def decoder_config(a: DecodeArgs) -> DecoderConfig:

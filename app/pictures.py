@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from phrase_rescore.plots.maps import MapConfig
+from phrase_rescore.plots.map_config import MapConfig
 
 #: the pictures of a trained encoder-decoder, in the order the report shows them
 TRAINING_CURVES = "training-curves.png"

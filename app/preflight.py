@@ -217,15 +217,27 @@ def _system_case(wf: Workflow, p: Plan, absent: Mapping[str, Path]):
 def resolve_preprocessing(wf: Workflow, p: Plan, absent: Mapping[str, Path], say: Say) -> list[str]:
     """``[tokenize]`` and ``[evaluate]`` take the system's casing, ``[tokenize]`` its escaping and languages;
     a value set that contradicts the system's files is a problem (see the module docstring)."""
-    from phrase_rescore.moses_integration.moses_system import case_contradiction
-
     if "build-smt" in wf.stages:
         return []           # they follow the build (StageDef.follows)
-    problems: list[str] = []
-    system = _system_case(wf, p, absent)
     tokenize = "tokenize" in wf.stages
     # tokenize with build-smt's model folder checks the build's manifest itself when it runs
     built = tokenize and _available(p, "tokenize", "smt_model", absent)
+    problems = _resolve_case(wf, _system_case(wf, p, absent), built, say)
+    if built and "smt_model" in wf.inputs:
+        problems += _check_build_preprocessing(wf)
+    if tokenize and "evaluate" in wf.stages:       # evaluate scores what tokenize prepared
+        problems += _evaluate_follows_tokenize(wf, problems)
+    if tokenize and not built:
+        problems += _resolve_tokenize(wf, p, absent, say)
+    return problems
+
+
+def _resolve_case(wf: Workflow, system, built: bool, say: Say) -> list[str]:
+    """``[tokenize]`` (unless build-smt's model folder decides) and ``[evaluate]`` take the system's casing
+    ``system`` (None: not known); an explicit value that contradicts it is a problem."""
+    from phrase_rescore.moses_integration.moses_system import case_contradiction
+
+    problems: list[str] = []
     for stage in ("tokenize", "evaluate"):
         if stage not in wf.stages or (stage == "tokenize" and built):
             continue
@@ -242,31 +254,38 @@ def resolve_preprocessing(wf: Workflow, p: Plan, absent: Mapping[str, Path], say
         elif value != system.value:
             wf.params[stage]["case"] = system.value
             say(f"[{stage}] case = {system.value!r}, the system's: {system.why}")
-    if built and "smt_model" in wf.inputs:
-        from phrase_rescore.moses_integration.moses_system import read_build_manifest
-
-        build = read_build_manifest(wf.inputs["smt_model"].parent) or {}
-        params = wf.params["tokenize"]
-        differ = [f"{k} = {params[k]!r} (the build's: {build[k]!r})" for k in params if k in build and build[k] != params[k]]
-        if differ:
-            problems.append(f"{wf.inputs['smt_model'].parent / 'manifest.json'}: the SMT system was built with other "
-                            "preprocessing than [tokenize] asks for: " + ", ".join(differ)
-                            + "; set [tokenize] as the build was")
-    if tokenize and "evaluate" in wf.stages:       # evaluate scores what tokenize prepared
-        for k in ("case", "target_lang"):
-            mine, theirs = wf.params["evaluate"][k], wf.params["tokenize"][k]
-            if mine == theirs:
-                continue
-            if k in wf.explicit.get("evaluate", set()):
-                if not any(q.startswith(f"[evaluate] {k} ") for q in problems):
-                    problems.append(f"[evaluate] {k} = {mine!r} contradicts [tokenize] {k} = {theirs!r}: evaluate "
-                                    "scores the output of the system as tokenize prepared its input; set the same "
-                                    f"value, or leave {k} out of [evaluate]")
-            else:
-                wf.params["evaluate"][k] = theirs
-    if tokenize and not built:
-        problems += _resolve_tokenize(wf, p, absent, say)
     return problems
+
+
+def _check_build_preprocessing(wf: Workflow) -> list[str]:
+    """``[tokenize]`` asks for the preprocessing the given SMT system was built with (its build manifest)."""
+    from phrase_rescore.moses_integration.moses_system import read_build_manifest
+
+    build = read_build_manifest(wf.inputs["smt_model"].parent) or {}
+    params = wf.params["tokenize"]
+    differ = [f"{k} = {params[k]!r} (the build's: {build[k]!r})" for k in params if k in build and build[k] != params[k]]
+    if not differ:
+        return []
+    return [f"{wf.inputs['smt_model'].parent / 'manifest.json'}: the SMT system was built with other "
+            "preprocessing than [tokenize] asks for: " + ", ".join(differ) + "; set [tokenize] as the build was"]
+
+
+def _evaluate_follows_tokenize(wf: Workflow, problems: list[str]) -> list[str]:
+    """``[evaluate]``'s case and target language are ``[tokenize]``'s; an explicit other value is a problem
+    (unless ``problems`` already names that key)."""
+    found: list[str] = []
+    for k in ("case", "target_lang"):
+        mine, theirs = wf.params["evaluate"][k], wf.params["tokenize"][k]
+        if mine == theirs:
+            continue
+        if k in wf.explicit.get("evaluate", set()):
+            if not any(q.startswith(f"[evaluate] {k} ") for q in problems):
+                found.append(f"[evaluate] {k} = {mine!r} contradicts [tokenize] {k} = {theirs!r}: evaluate "
+                             "scores the output of the system as tokenize prepared its input; set the same "
+                             f"value, or leave {k} out of [evaluate]")
+        else:
+            wf.params["evaluate"][k] = theirs
+    return found
 
 
 def _resolve_tokenize(wf: Workflow, p: Plan, absent: Mapping[str, Path], say: Say) -> list[str]:

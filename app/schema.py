@@ -1,6 +1,6 @@
 """Click options and workflow parameters generated from a config's settings (:mod:`phrase_rescore.core.config`).
 
-``@options("phrase_rescore.pipeline.train:TrainConfig")`` gives a command one option per setting
+``@options(TrainConfig)`` gives a command one option per setting
 (``--max-steps`` for ``max_steps``, the setting's default and help) and ``--config FILE``, a TOML file
 of the same keys as the workflow section; :func:`collect` merges default < environment < file < command
 line and checks the result with the config's own check, so the command line and the workflow refuse a
@@ -10,7 +10,7 @@ workflow stage the same settings.
 from __future__ import annotations
 
 import importlib
-from typing import Any, Callable
+from typing import Any, Callable, Union
 
 import click
 from click.core import ParameterSource
@@ -26,6 +26,11 @@ from phrase_rescore.core.config import (
     read_config_file,
     settings,
 )
+
+from .stage_settings import AddedWeights, CSLMRerank
+
+#: a config class, or ``"package.module:Name"`` for one whose module is slow to import (imported on first use)
+ConfigRef = Union[type, str]
 
 CONFIG_HELP = ("A TOML file of option values, key = value with the names in snake_case (as in a workflow section); "
                "options given on the command line override it.")
@@ -77,17 +82,22 @@ def _options_of(s: Setting) -> list[click.Option]:
     return out
 
 
-def load_class(spec: str):
-    """``"package.module:Name"`` -> the class."""
-    module, _, name = spec.partition(":")
+def load_class(config: ConfigRef) -> type:
+    """A config class as :func:`options` names it: the class, or ``"package.module:Name"`` imported now."""
+    if isinstance(config, type):
+        return config
+    module, _, name = config.partition(":")
     return getattr(importlib.import_module(module), name)
 
 
-def options(config: str, exclude: tuple[str, ...] = (), config_file: bool = True) -> Callable:
-    """Give a command the settings of ``config`` (``"module:Class"``, less ``exclude``) as options, and ``--config``.
+def options(config: ConfigRef, exclude: tuple[str, ...] = (), config_file: bool = True) -> Callable:
+    """Give a command the settings of ``config`` (less ``exclude``) as options, and ``--config``.
 
-    The class is imported when the command parses its arguments or shows its help
-    (:class:`SettingsCommand`), so ``phrase-rescore --help`` and the Moses-side commands never load torch.
+    ``config`` is the config class, from a module that loads neither torch nor pandas. A Moses-side config
+    whose module loads the command's machinery (pandas for ``evaluate`` and ``build-smt``, sacremoses for
+    ``moses-ini``, the tuning loop and tqdm for ``tune``) is named ``"module:Class"`` and imported when the
+    command parses its arguments or shows its help (:class:`SettingsCommand`), so ``phrase-rescore --help``
+    and every other command start without it.
     """
     def deco(f):
         f.__settings__ = (config, tuple(exclude), config_file)
@@ -104,9 +114,9 @@ class SettingsCommand(click.Command):
 
     def get_params(self, ctx: click.Context) -> list[click.Parameter]:
         if self._settings is not None:
-            spec, exclude, config_file = self._settings
+            config, exclude, config_file = self._settings
             self._settings = None
-            generated = [o for s in settings(load_class(spec)) if s.name not in exclude for o in _options_of(s)]
+            generated = [o for s in settings(load_class(config)) if s.name not in exclude for o in _options_of(s)]
             if config_file:
                 generated.insert(0, click.Option(["--config", "config_file"], type=click.Path(dir_okay=False),
                                                  help=CONFIG_HELP))
@@ -176,9 +186,8 @@ def stage_check(cls, exclude: tuple[str, ...] = ()) -> Callable[[dict], None]:
     return run
 
 
-#: Settings a workflow has that no command's options carry: ``(section, "module:Class")``.
-WORKFLOW_ONLY = (("moses-ini", "phrase_rescore.app.stages:AddedWeights"),
-                 ("evaluate", "phrase_rescore.app.stages:CSLMRerank"))
+#: Settings a workflow has that no command's options carry: ``(section, config class)``.
+WORKFLOW_ONLY = (("moses-ini", AddedWeights), ("evaluate", CSLMRerank))
 
 
 def _limit_words(s: Setting) -> str | None:
@@ -222,8 +231,8 @@ def declared_limits(group: click.Group) -> list[tuple[str, str, str]]:
                 entry_words = _limit_words(entry)
                 if entry_words is not None:
                     rows.append((command, f"--{s.flag} {key}", entry_words))
-    for section, spec in WORKFLOW_ONLY:
-        for s in settings(load_class(spec)):
+    for section, cls in WORKFLOW_ONLY:
+        for s in settings(cls):
             words = _limit_words(s)
             if words is not None:
                 rows.append((f"[{section}]", s.name, words))

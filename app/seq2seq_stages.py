@@ -31,11 +31,13 @@ import json
 import os
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 from phrase_rescore.core.atomic_write import atomic_open
 from phrase_rescore.core.config import setting
 from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.moses_integration.moses_install import configured_home
+from phrase_rescore.pipeline.configs import TUNERS, RescoreConfig, TrainSeq2SeqConfig, TranslateConfig
 
 from .schema import stage_check, stage_choices, stage_params
 from .workflow import Registry, StageContext, StageDef
@@ -87,7 +89,7 @@ class Seq2SeqRerank:
     seq2seq_weight: float = setting(0.1, help="Seq2Seq0's starting weight for MERT (the others start at the tuned ones).")
     cslm_weight: float = setting(0.1, help="CSLM0's starting weight for MERT (rerank-stack).")
     rerank_restarts: int = setting(20, at_least=1, help="MERT's random restarts on the dev n-best list.")
-    rerank_tuner: str = setting("embedded", choices=("embedded", "mert", "kbmira"),
+    rerank_tuner: str = setting("embedded", choices=TUNERS,
                                 help="Who retunes the weights on the dev n-best list: the embedded MERT, or Moses's "
                                      "mert or kbmira (from moses_home / MOSES_HOME).")
     seed: int = setting(0, at_least=0, help="Seed of MERT's random restarts on the dev list.")
@@ -99,7 +101,7 @@ class Seq2SeqRerank:
 def _run_train(artifact: str, reverse: bool):
     """Train the LSTM on build-smt's clean corpus, its validation pairs held out of it (``valid_size``)."""
     def run(ctx: StageContext) -> dict:
-        from phrase_rescore.pipeline.train_seq2seq import TrainSeq2SeqConfig, train
+        from phrase_rescore.pipeline.train_seq2seq import train
 
         out = ctx.output(artifact).parent
         params = {k: v for k, v in ctx.params.items() if k != "reverse"}
@@ -163,7 +165,7 @@ def paper_systems(ctx: StageContext, baseline_ini: Path, dev_scored: bool) -> li
 def run_translate(ctx: StageContext) -> dict:
     """The test half (and dev, with ``dev``) translated by the reversed LSTM at ``beam`` and ``small_beam``,
     and by the forward model and the ensemble of the two at ``beam`` when the workflow trains both."""
-    from phrase_rescore.pipeline.translate import TranslateConfig, translate_file
+    from phrase_rescore.pipeline.translate import translate_file
 
     p = ctx.params
     rev, fwd = ctx.input("seq2seq"), ctx.input("seq2seq_forward")
@@ -222,7 +224,7 @@ def _lists(ctx: StageContext, artifact: str) -> dict[str, Path]:
 
 def _add_feature(ctx: StageContext, lists: dict[str, Path], checkpoint: Path, tag: str) -> dict[str, Path]:
     """Both lists with one more feature (the model's log-probability of each hypothesis), nothing re-ranked."""
-    from phrase_rescore.pipeline.rescore_nbest import RescoreConfig, rescore_nbest
+    from phrase_rescore.pipeline.rescore_nbest import rescore_nbest
 
     out = {}
     for split, nbest in lists.items():
@@ -232,39 +234,31 @@ def _add_feature(ctx: StageContext, lists: dict[str, Path], checkpoint: Path, ta
     return out
 
 
-def _rerank_tuned(ctx: StageContext, lists: dict[str, Path], ini: Path, starts: dict[str, float], tag: str):
-    """The LSTM's ``Seq2Seq0`` added to both lists, the weights of every feature retuned by MERT on the dev list
-    (from the tuned ini's and ``starts``) and both lists re-ranked by them.
+class TunedLists(NamedTuple):
+    """Both lists re-ranked with weights retuned on the dev list."""
 
-    :returns: ``({split: re-ranked 1-best}, {split: the list with Seq2Seq0}, summary)``."""
-    from phrase_rescore.moses_integration.moses_ini import read_moses_ini
-    from phrase_rescore.pipeline.rescore_nbest import (
-        RescoreConfig,
-        read_sentences,
-        rerank_nbest,
-        rescore_nbest,
-        write_weights,
-    )
+    outputs: dict[str, Path]    # split -> the re-ranked 1-best
+    scored: dict[str, Path]     # split -> the list with Seq2Seq0
+    summary: dict               # the stage summary's ``mert`` entry
+
+
+def _rerank_tuned(ctx: StageContext, lists: dict[str, Path], ini: Path, starts: dict[str, float],
+                  tag: str) -> TunedLists:
+    """The LSTM's ``Seq2Seq0`` added to both lists, the weights of every feature retuned by MERT on the dev list
+    (from the tuned ini's and ``starts``) and both lists re-ranked by them."""
+    from phrase_rescore.pipeline.retuned_rerank import SplitFiles, rerank_retuned
 
     p = ctx.params
     init = {**printed_weights(ini), **{k: [v] for k, v in starts.items()}}
-    init_path = ctx.dir / f"{tag}.init-weights.ini"
-    write_weights(init_path, init)
     out = {"dev": ctx.dir / f"dev.{tag}.tok", "test": ctx.dir / f"test.{tag}.tok"}
-    scored = {"test": ctx.dir / f"test.{tag}.nbest", "dev": ctx.dir / f"test.{tag}.nbest.dev"}
-    s = rescore_nbest(RescoreConfig(os.fspath(lists["test"]), os.fspath(ctx.input("test_src_tok")),
-                                    [os.fspath(ctx.input("seq2seq"))], os.fspath(scored["test"]), os.fspath(out["test"]),
-                                    feature_name="Seq2Seq0", weights_ini=os.fspath(init_path),
-                                    dev_nbest=os.fspath(lists["dev"]), dev_src=os.fspath(ctx.input("dev_src_tok")),
-                                    dev_ref=os.fspath(ctx.input("dev_ref_tok")), mert_restarts=p["rerank_restarts"],
-                                    seed=p["seed"], tuner=p["rerank_tuner"], moses_home=configured_home(p["moses_home"]),
-                                    device=p["device"]))
-    weights = read_moses_ini(s.tuned_weights).weights
-    rerank_nbest(scored["dev"], weights, out["dev"], len(read_sentences(ctx.input("dev_src_tok"))))
-    summary = {"hypotheses": s.hypotheses, "hyps_per_s": round(s.hyps_per_s), "mert_dev_bleu": s.dev_bleu,
-               "tune_seconds": round(s.tune_seconds, 1), "changed_test": s.changed_1best, "seconds": round(s.seconds, 1),
-               "weights": {k: v for k, v in weights.items() if k in ("Seq2Seq0", "CSLM0")}}
-    return out, scored, summary
+    r = rerank_retuned(ctx.input("seq2seq"), "Seq2Seq0", init, SplitFiles(lists["dev"], lists["test"]),
+                       SplitFiles(ctx.input("dev_src_tok"), ctx.input("test_src_tok")), ctx.input("dev_ref_tok"),
+                       SplitFiles(out["dev"], out["test"]), ctx.dir, tag, p["rerank_restarts"], p["rerank_tuner"],
+                       configured_home(p["moses_home"]), seed=p["seed"], device=p["device"])
+    summary = {"hypotheses": r.hypotheses, "hyps_per_s": round(r.hyps_per_s), "mert_dev_bleu": r.dev_bleu,
+               "tune_seconds": round(r.tune_seconds, 1), "changed_test": r.changed_test, "seconds": round(r.seconds, 1),
+               "weights": {k: v for k, v in r.weights.items() if k in ("Seq2Seq0", "CSLM0")}}
+    return TunedLists(out, r.scored._asdict(), summary)
 
 
 def printed_weights(ini: Path) -> dict[str, list[float]]:
@@ -294,15 +288,15 @@ def run_rerank(ctx: StageContext) -> dict:
     t0 = time.perf_counter()
     ini = ctx.input("tuned_baseline")
     lists = _lists(ctx, "nbest_baseline")
-    out, scored, summary = _rerank_tuned(ctx, lists, ini, {"Seq2Seq0": ctx.params["seq2seq_weight"]}, "mert")
+    tuned = _rerank_tuned(ctx, lists, ini, {"Seq2Seq0": ctx.params["seq2seq_weight"]}, "mert")
     even = {split: ctx.dir / f"{split}.even.tok" for split in ("dev", "test")}
-    changed = {split: rerank_nbest(scored[split], even_weights(ini), even[split],
+    changed = {split: rerank_nbest(tuned.scored[split], even_weights(ini), even[split],
                                    len(read_sentences(ctx.input(f"{split}_src_tok")))) for split in even}
     model = os.fspath(ctx.input("seq2seq"))
     _write_rows(ctx.output("rows_rerank"), [
         {"name": ROWS["rerank-even"], "outputs": even, "nbest": lists, "model": model},
-        {"name": ROWS["rerank-mert"], "outputs": out, "nbest": lists, "model": model}])
-    return {"mert": summary, "even_changed": changed,
+        {"name": ROWS["rerank-mert"], "outputs": tuned.outputs, "nbest": lists, "model": model}])
+    return {"mert": tuned.summary, "even_changed": changed,
             "seconds": round(time.perf_counter() - t0, 1)}
 
 
@@ -314,19 +308,16 @@ def run_rerank_stack(ctx: StageContext) -> dict:
     lists = _lists(ctx, "nbest_rnn_wp")
     with_cslm = _add_feature(ctx, lists, ctx.input("cslm"), "rnn-wp.cslm")
     p = ctx.params
-    out, _, summary = _rerank_tuned(ctx, with_cslm, ini, {"CSLM0": p["cslm_weight"], "Seq2Seq0": p["seq2seq_weight"]},
-                                    "stack")
-    _write_rows(ctx.output("rows_stack"), [{"name": ROWS["stack"], "outputs": out, "nbest": lists,
+    tuned = _rerank_tuned(ctx, with_cslm, ini, {"CSLM0": p["cslm_weight"], "Seq2Seq0": p["seq2seq_weight"]}, "stack")
+    _write_rows(ctx.output("rows_stack"), [{"name": ROWS["stack"], "outputs": tuned.outputs, "nbest": lists,
                                             "model": os.fspath(ctx.input("seq2seq"))}])
-    return {"mert": summary, "seconds": round(time.perf_counter() - t0, 1)}
+    return {"mert": tuned.summary, "seconds": round(time.perf_counter() - t0, 1)}
 
 
 # ----------------------------------------------------------------------------- the registry
 
 def add_stages(reg: Registry) -> None:
     """Register the stages of Sutskever et al.'s rows (none runs unless a workflow selects it)."""
-    from phrase_rescore.pipeline.train_seq2seq import TrainSeq2SeqConfig
-
     train = stage_params(TrainSeq2SeqConfig, exclude=TRAIN_EXCLUDE)
     fwd = stage_params(TrainSeq2SeqConfig, exclude=(*TRAIN_EXCLUDE, "reverse"))
     for name, art, reverse, params, leads in (

@@ -48,17 +48,26 @@ import dataclasses
 import json
 import os
 from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from phrase_rescore.core.atomic_write import atomic_open
-from phrase_rescore.core.config import FLOAT32_MAX, SEED_MAX, check, setting
+from phrase_rescore.core.config import check
 from phrase_rescore.core.errors import PhraseRescoreError
-from phrase_rescore.core.reading import read_lines
+from phrase_rescore.data.split import SplitConfig
+from phrase_rescore.moses_integration.embedded.tokenizer import TokenizeConfig
+from phrase_rescore.moses_integration.heldout_text import TOKENIZE_KEYS, check_same_preprocessing, tokenize_file
 from phrase_rescore.moses_integration.moses_install import configured_home
+from phrase_rescore.moses_integration.rewrite import RewriteConfig
+from phrase_rescore.moses_integration.tuning import TuneConfig
+from phrase_rescore.pipeline.configs import PrepareConfig, ScoreConfig, TrainConfig, TrainCSLMConfig
 
 from .schema import stage_check, stage_choices, stage_params
 from .seq2seq_stages import ROW_ARTIFACTS, add_stages, paper_systems
+from .stage_settings import AddedWeights, CSLMRerank, DemoDataConfig
 from .workflow import Registry, StageContext, StageDef
+
+if TYPE_CHECKING:
+    from phrase_rescore.moses_integration.report import SystemSpec
 
 
 class Configuration(NamedTuple):
@@ -107,20 +116,6 @@ def _config(cls, params: dict, **fixed):
 # Each stage's parameters, their checks and valid values are the settings of the config of the matching
 # command (``phrase_rescore.app.schema``); the runner checks them all before any stage runs.
 
-@dataclasses.dataclass
-class DemoDataConfig:
-    """Options of ``make-demo-data`` and ``[demo-data]``: the corpus is a function of them."""
-
-    train: int = setting(10000, at_least=1, help="Training sentence pairs.")
-    dev: int = setting(500, at_least=1, help="Development (tuning) sentence pairs.")
-    test: int = setting(500, at_least=1, help="Test sentence pairs.")
-    seed: int = setting(1, at_least=0, at_most=SEED_MAX, help="Seed; the corpus is a function of it.")
-    noise: float = setting(0.04, at_least=0, at_most=1,
-                           help="Share of training pairs misaligned or loosely translated.")
-
-
-#: tokenize prepares dev and test as build-smt prepared the training corpus: the same settings
-TOKENIZE_KEYS = ("source_lang", "target_lang", "case", "escape")
 #: evaluate lowercases the references and detokenizes as the system was built
 EVALUATE_BUILD_KEYS = ("case", "target_lang")
 
@@ -159,7 +154,7 @@ SPLIT_FILES = {"dev_src": "split/dev.src", "dev_ref": "split/dev.ref", "test_src
 
 
 def run_split(ctx: StageContext) -> dict:
-    from phrase_rescore.data.split import SplitConfig, split_heldout
+    from phrase_rescore.data.split import split_heldout
 
     res = split_heldout(ctx.input("heldout_src"), ctx.input("heldout_ref"), ctx.dir / "split",
                         _config(SplitConfig, ctx.params))
@@ -175,58 +170,9 @@ def run_build_smt(ctx: StageContext) -> dict:
     return {"phrase_table": res.stats.get("phrase_table"), "timings": res.timings, "notes": res.notes}
 
 
-def _tokenize_file(src: Path, out: Path, lang: str, params: dict, truecase_model: Path | None,
-                   moses_truecaser: bool = False) -> int:
-    """Tokenize ``src`` line by line as build-smt tokenizes its corpus (``|`` removed as clean removes it).
-
-    :param moses_truecaser: the system is a Moses system, cased by Moses's scripts: ``truecase_model`` is
-        train-truecaser.perl's, applied as truecase.perl applies it
-        (:mod:`~phrase_rescore.moses_integration.embedded.truecase`), and lowercasing is lowercase.perl's
-        (Perl's ``lc``); otherwise the system is build-smt's, cased as build-smt cased its corpus.
-    """
-    from phrase_rescore.core.words import words
-    from phrase_rescore.moses_integration.embedded.clean import strip_pipes
-    from phrase_rescore.moses_integration.embedded.tokenizer import TokenizeConfig, Tokenizer
-    from phrase_rescore.moses_integration.embedded.truecase import load_truecase_model, perl_lc, truecase_line
-
-    truecase = params["case"] == "truecase"
-    if moses_truecaser and params["case"] in ("truecase", "lower"):
-        model = load_truecase_model(truecase_model) if truecase else None
-        tok = Tokenizer(TokenizeConfig(lang=lang, case="none", escape=params["escape"]))
-
-        def tokenize(line: str) -> list[str]:
-            if model is None:
-                return [perl_lc(t) for t in tok.split(line)]
-            return words(truecase_line(" ".join(tok.split(line)), model))
-    else:
-        tc = Tokenizer.load_truecaser(truecase_model) if truecase else None
-        tok = Tokenizer(TokenizeConfig(lang=lang, case=params["case"], escape=params["escape"]), truecaser=tc)
-        tokenize = tok.tokenize
-    n = 0
-    with atomic_open(out, "w") as w:
-        for _, line, _ in read_lines(src):
-            w.write(" ".join(strip_pipes(tokenize(line))[0]) + "\n")
-            n += 1
-    return n
-
-
-def _check_same_preprocessing(params: dict, build_manifest: Path) -> None:
-    """Refuse to tokenize dev and test otherwise than the build recorded in ``build_manifest`` (when
-    there is one) prepared its training corpus."""
-    try:
-        m = json.loads(build_manifest.read_text(encoding="utf-8"))
-    except (FileNotFoundError, NotADirectoryError, ValueError, UnicodeDecodeError):
-        return
-    if not isinstance(m, dict) or m.get("format") != "phrase-rescore/build-smt" or not isinstance(m.get("config"), dict):
-        return
-    differ = [f"{k} = {params[k]!r} (the build's: {m['config'][k]!r})" for k in TOKENIZE_KEYS
-              if k in m["config"] and m["config"][k] != params[k]]
-    if differ:
-        raise PhraseRescoreError("the SMT system was built with other preprocessing than [tokenize] asks for: "
-                                 + ", ".join(differ) + "; set [tokenize] as the build was", build_manifest)
-
-
 def run_tokenize(ctx: StageContext) -> dict:
+    """Dev and test tokenized as the system's training corpus was (with build-smt's truecasing models, or a
+    Moses system's)."""
     p = ctx.params
     model = ctx.input("smt_model")
     moses = {"src": ctx.input("truecase_model_src"), "tgt": ctx.input("truecase_model_tgt")}
@@ -239,12 +185,13 @@ def run_tokenize(ctx: StageContext) -> dict:
     if model is None:
         tc = moses
     else:
-        _check_same_preprocessing(p, model.parent / "manifest.json")
+        check_same_preprocessing(p, model.parent / "manifest.json")
     counts = {}
     for art, out, side in (("dev_src", "dev_src_tok", "src"), ("dev_ref", "dev_ref_tok", "tgt"),
                            ("test_src", "test_src_tok", "src")):
-        lang = p["source_lang"] if side == "src" else p["target_lang"]
-        counts[out] = _tokenize_file(ctx.input(art), ctx.output(out), lang, p, tc[side], moses_truecaser=model is None)
+        config = TokenizeConfig(lang=p["source_lang"] if side == "src" else p["target_lang"], case=p["case"],
+                                escape=p["escape"])
+        counts[out] = tokenize_file(ctx.input(art), ctx.output(out), config, tc[side], moses_truecaser=model is None)
     return counts
 
 
@@ -255,7 +202,7 @@ def _run_prepare(reverse: bool):
     corpora with them: the pairs of the reverse model, whose log p(e|f) ``score`` appends as one more column."""
     def run(ctx: StageContext) -> dict:
         from phrase_rescore.moses_integration.table_columns import swap_table
-        from phrase_rescore.pipeline.prepare import PrepareConfig, prepare
+        from phrase_rescore.pipeline.prepare import prepare, refuse_constant_unknown_words
 
         src, tgt = ctx.input("train_src_tok"), ctx.input("train_tgt_tok")
         if reverse:
@@ -281,40 +228,9 @@ def _run_prepare(reverse: bool):
 WP_STAGES = frozenset({"moses-ini-rnn-wp", "tune-rnn-wp"})
 
 
-def refuse_constant_unknown_words(pairs: Path, manifest: dict, vocab_size: int) -> None:
-    """Refuse a shortlist under which every phrase pair has the same number of unknown words (none, when the
-    shortlists hold the whole vocabulary of both sides): the unknown-word column of +RNN+WP would be one value
-    on every line, and MERT would tune its weight on noise. Refused rather than changed: the shortlist decides
-    the model and the column, and a size the tool picked in the middle of a run would be a silent change of the
-    experiment (``phrase-rescore init`` proposes one from the vocabulary, in the workflow file)."""
-    import pyarrow.compute as pc
-    import pyarrow.parquet as pq
-
-    lo = hi = None
-    for part in ("train.parquet", "valid.parquet"):
-        path = pairs / part
-        if not path.is_file():
-            continue
-        col = pq.read_table(path, columns=["n_unk"])["n_unk"]
-        if len(col):
-            mm = pc.min_max(col).as_py()
-            lo = mm["min"] if lo is None else min(lo, mm["min"])
-            hi = mm["max"] if hi is None else max(hi, mm["max"])
-    if lo is None or lo != hi:
-        return
-    words_src, words_tgt = manifest["vocab_source"] - 2, manifest["vocab_target"] - 2
-    raise PhraseRescoreError(
-        f"[prepare] vocab_size = {vocab_size}: every one of the {manifest['unique_pairs']} phrase pairs has {lo} "
-        f"words outside the shortlists (of {words_src} source and {words_tgt} target words, counted from "
-        f"{manifest['vocab_counted_from']}), so the +RNN+WP configuration's unknown-word column would be "
-        f"exp({lo}) on every line of the table and MERT would tune its weight on noise. Set [prepare] vocab_size "
-        f"below the vocabulary of both sides (below {min(words_src, words_tgt)}; phrase-rescore init proposes one: "
-        "the words seen at least twice), or leave tune-rnn-wp and moses-ini-rnn-wp out of the workflow")
-
-
 def _run_train(pairs: str, model: str, pictures: str):
     def run(ctx: StageContext) -> dict:
-        from phrase_rescore.pipeline.train import TrainConfig, train
+        from phrase_rescore.pipeline.train import train
 
         out = ctx.output(model).parent
         resume = ctx.resume and (out / "last.pt").exists()
@@ -333,7 +249,7 @@ def run_score(ctx: StageContext) -> dict:
     """Score once with both columns (+RNN+WP), then derive the +RNN table from it without the model. With a
     reverse model (``train-reverse``), both tables end with its log p(e|f) column."""
     from phrase_rescore.moses_integration.table_columns import drop_unk_column
-    from phrase_rescore.pipeline.score import ScoreConfig, score_table
+    from phrase_rescore.pipeline.score import score_table
     from phrase_rescore.pipeline.score_columns import score_with_extras
 
     counts = {}
@@ -361,7 +277,7 @@ def run_score(ctx: StageContext) -> dict:
 def run_train_cslm(ctx: StageContext) -> dict:
     """The target-language CSLM on build-smt's clean target corpus, validated on the tokenized dev
     references (text neither LM saw), with the n-gram LM's perplexity on the same text beside its own."""
-    from phrase_rescore.pipeline.train_cslm import TrainCSLMConfig, train_cslm
+    from phrase_rescore.pipeline.train_cslm import train_cslm
 
     out = ctx.output("cslm").parent
     resume = ctx.resume and (out / "last.pt").exists()
@@ -378,34 +294,20 @@ def run_train_cslm(ctx: StageContext) -> dict:
 
 # ----------------------------------------------------------------------------- moses-ini, tune, evaluate
 
-@dataclasses.dataclass
-class AddedWeights:
-    """The initial weights of the columns the workflow adds (tuning replaces them): ``[moses-ini]`` holds these
-    instead of ``moses-ini --weights``, since its two stages add one column (+RNN) and two (+RNN+WP)."""
-
-    rnn_weight: float = setting(0.2, at_least=-FLOAT32_MAX, at_most=FLOAT32_MAX, help="Initial weight of the log p(f|e) column.")
-    wp_weight: float = setting(-0.2, at_least=-FLOAT32_MAX, at_most=FLOAT32_MAX, help="Initial weight of the unknown-word column (+RNN+WP).")
-    reverse_weight: float = setting(0.2, at_least=-FLOAT32_MAX, at_most=FLOAT32_MAX, help="Initial weight of the reverse model's log p(e|f) column (with "
-                                              "train-reverse).")
-
 
 def _moses_ini_params(config: str) -> dict:
-    from phrase_rescore.moses_integration.rewrite import RewriteConfig
-
     weights = stage_params(AddedWeights, exclude=("wp_weight",) if config == "rnn" else ())
     return {**weights, **stage_params(RewriteConfig, exclude=("weights",))}
 
 
 def _check_moses_ini(p: dict) -> None:
-    from phrase_rescore.moses_integration.rewrite import RewriteConfig
-
     stage_check(AddedWeights)(p)
     stage_check(RewriteConfig, exclude=("weights",))(p)
 
 
 def _run_moses_ini(config: str):
     def run(ctx: StageContext) -> dict:
-        from phrase_rescore.moses_integration.rewrite import RewriteConfig, rewrite_moses_ini
+        from phrase_rescore.moses_integration.rewrite import rewrite_moses_ini
 
         c = CONFIGURATIONS[config]
         p = ctx.params
@@ -425,7 +327,7 @@ def _run_moses_ini(config: str):
 
 def _run_tune(config: str):
     def run(ctx: StageContext) -> dict:
-        from phrase_rescore.moses_integration.tuning import TuneConfig, tune
+        from phrase_rescore.moses_integration.tuning import tune
 
         c = CONFIGURATIONS[config]
         p = ctx.params
@@ -436,22 +338,6 @@ def _run_tune(config: str):
         log = ctx.dir / "work" / "tune-log.csv"
         return {"tuned_ini": os.fspath(tuned), "log": os.fspath(log) if log.exists() else None}
     return run
-
-
-@dataclasses.dataclass
-class CSLMRerank:
-    """``[evaluate]``'s settings of the +CSLM rows, used when the workflow trains a CSLM (Cho et al. section 5):
-    the tuned +RNN and +RNN+WP systems decode dev and test to n-best lists, ``CSLM0 = log p(e)`` is added to
-    every hypothesis, the weights are retuned by MERT on the dev list and re-rank both lists: by the embedded
-    MERT, or by Moses's ``mert`` or ``kbmira`` (``rerank_tuner``, with the Moses of ``moses_home``)."""
-
-    nbest_size: int = setting(100, at_least=1, at_most=10_000,
-                              help="Distinct hypotheses per sentence in the lists the CSLM re-ranks.")
-    cslm_weight: float = setting(0.1, at_least=-FLOAT32_MAX, at_most=FLOAT32_MAX, help="CSLM0's starting weight for MERT (the others start at the tuned ones).")
-    rerank_restarts: int = setting(20, at_least=1, help="MERT's random restarts on the dev n-best list.")
-    rerank_tuner: str = setting("embedded", choices=("embedded", "mert", "kbmira"),
-                                help="Who retunes the weights on the dev n-best list: the embedded MERT, or Moses's "
-                                     "mert or kbmira (from moses_home / MOSES_HOME).")
 
 
 def _check_evaluate(p: dict) -> None:
@@ -468,7 +354,14 @@ def _stamp_ok(path: Path, stamp: dict, outputs) -> bool:
         return False
 
 
-def _cslm_row(ctx: StageContext, config: str, base, cslm: Path, work: Path):
+class CSLMRowResult(NamedTuple):
+    """A +CSLM row of Table 1 and what its re-ranking did."""
+
+    row: SystemSpec     # the row evaluate scores
+    summary: dict       # the stage summary's entry: the tuned weights' file, and the re-ranking's numbers when it ran
+
+
+def _cslm_row(ctx: StageContext, config: str, base, cslm: Path, work: Path) -> CSLMRowResult:
     """The +CSLM row of ``config``: its tuned system's dev and test n-best lists (``base.nbest``) with CSLM0
     added, the weights retuned by MERT on the dev list (starting at the tuned system's, CSLM0 at
     ``cslm_weight``), both lists re-ranked by them. Reused when its stamp (the hashes of the lists, the
@@ -476,13 +369,7 @@ def _cslm_row(ctx: StageContext, config: str, base, cslm: Path, work: Path):
     from phrase_rescore.core.hashing import sha256_file
     from phrase_rescore.moses_integration.moses_ini import read_moses_ini
     from phrase_rescore.moses_integration.report import SystemSpec
-    from phrase_rescore.pipeline.rescore_nbest import (
-        RescoreConfig,
-        read_sentences,
-        rerank_nbest,
-        rescore_nbest,
-        write_weights,
-    )
+    from phrase_rescore.pipeline.retuned_rerank import SplitFiles, rerank_retuned
 
     p = ctx.params
     label = CSLM_CONFIGURATIONS[config].label
@@ -494,29 +381,20 @@ def _cslm_row(ctx: StageContext, config: str, base, cslm: Path, work: Path):
     stamp_path = work / f"{config}.stamp.json"
     summary = {}
     if not _stamp_ok(stamp_path, stamp, [*out.values(), weights_path]):
-        init = dict(read_moses_ini(base.ini).weights)
-        init["CSLM0"] = [p["cslm_weight"]]
-        init_path = work / f"{config}.init-weights.ini"
-        write_weights(init_path, init)
-        s = rescore_nbest(RescoreConfig(os.fspath(base.nbest["test"]), os.fspath(ctx.input("test_src_tok")),
-                                        [os.fspath(cslm)], os.fspath(work / f"test.{config}.nbest"),
-                                        os.fspath(out["test"]), feature_name="CSLM0", weights_ini=os.fspath(init_path),
-                                        dev_nbest=os.fspath(base.nbest["dev"]),
-                                        dev_src=os.fspath(ctx.input("dev_src_tok")),
-                                        dev_ref=os.fspath(ctx.input("dev_ref_tok")), mert_restarts=p["rerank_restarts"],
-                                        tuner=p["rerank_tuner"], moses_home=_moses_home(p)))
-        weights = read_moses_ini(s.tuned_weights).weights
-        n_dev = len(read_sentences(ctx.input("dev_src_tok")))
-        changed_dev = rerank_nbest(f"{work / f'test.{config}.nbest'}.dev", weights, out["dev"], n_dev)
-        summary = {"hypotheses": s.hypotheses, "hyps_per_s": round(s.hyps_per_s), "mert_dev_bleu": s.dev_bleu,
-                   "tuner": s.tuner, "tune_seconds": round(s.tune_seconds, 2),
-                   "changed_test": s.changed_1best, "changed_dev": changed_dev}
+        init = {**read_moses_ini(base.ini).weights, "CSLM0": [p["cslm_weight"]]}
+        r = rerank_retuned(cslm, "CSLM0", init, SplitFiles(base.nbest["dev"], base.nbest["test"]),
+                           SplitFiles(ctx.input("dev_src_tok"), ctx.input("test_src_tok")), ctx.input("dev_ref_tok"),
+                           SplitFiles(out["dev"], out["test"]), work, config, p["rerank_restarts"],
+                           p["rerank_tuner"], _moses_home(p))
+        summary = {"hypotheses": r.hypotheses, "hyps_per_s": round(r.hyps_per_s), "mert_dev_bleu": r.dev_bleu,
+                   "tuner": r.tuner, "tune_seconds": round(r.tune_seconds, 2),
+                   "changed_test": r.changed_test, "changed_dev": r.changed_dev}
         with atomic_open(stamp_path, "w") as f:
             json.dump(stamp, f, indent=1)
     row = SystemSpec(label, base.ini, base.model, outputs=dict(out), nbest=dict(base.nbest),
                      hashes={**base.hashes, "cslm_sha256": sha256_file(cslm),
                              "rerank_weights_sha256": sha256_file(weights_path)})
-    return row, {"weights": os.fspath(weights_path), **summary}
+    return CSLMRowResult(row, {"weights": os.fspath(weights_path), **summary})
 
 
 def _cslm_rows(ctx: StageContext, rows: dict, cslm: Path, work: Path) -> dict:
@@ -548,7 +426,8 @@ def _cslm_rows(ctx: StageContext, rows: dict, cslm: Path, work: Path) -> dict:
                                                p["threads"], nbest_path=work / f"{split}.{row.base}.nbest",
                                                nbest=p["nbest_size"])
             spec.nbest[split] = work / f"{split}.{row.base}.nbest"
-        rows[config], reranked[config] = _cslm_row(ctx, config, spec, cslm, work)
+        made = _cslm_row(ctx, config, spec, cslm, work)
+        rows[config], reranked[config] = made.row, made.summary
     return reranked
 
 
@@ -618,8 +497,7 @@ def default_registry() -> Registry:
 
 def _add_corpus_stages(reg: Registry) -> None:
     """The corpora and the phrase-based system: demo-data, split, build-smt, tokenize."""
-    from phrase_rescore.data.split import SplitConfig
-    from phrase_rescore.moses_integration.embedded.build import BuildConfig
+    from phrase_rescore.moses_integration.embedded.build import BuildConfig  # pandas: when the stages are listed
 
     reg.add(StageDef("demo-data", "demo-data", run_demo_data,
                      stage_params(DemoDataConfig), produces=DEMO_FILES, doc="generate the English-French demo corpus",
@@ -648,11 +526,6 @@ def _add_corpus_stages(reg: Registry) -> None:
 def _add_neural_stages(reg: Registry) -> None:
     """The neural models and the scored tables: prepare, train (and its reverse and ensemble models), score,
     train-cslm."""
-    from phrase_rescore.pipeline.prepare import PrepareConfig
-    from phrase_rescore.pipeline.score import ScoreConfig
-    from phrase_rescore.pipeline.train import TrainConfig
-    from phrase_rescore.pipeline.train_cslm import TrainCSLMConfig
-
     reg.add(StageDef("prepare", "prepare", _run_prepare(False), stage_params(PrepareConfig),
                      consumes=("phrase_table", "train_src_tok", "train_tgt_tok"),
                      optional=frozenset({"train_src_tok", "train_tgt_tok"}), produces={"pairs": "pairs"},
@@ -700,8 +573,7 @@ def _add_neural_stages(reg: Registry) -> None:
 
 def _add_moses_stages(reg: Registry) -> None:
     """The tuned systems and Table 1: moses-ini, tune, evaluate."""
-    from phrase_rescore.moses_integration.report import EvaluateConfig
-    from phrase_rescore.moses_integration.tuning import TuneConfig
+    from phrase_rescore.moses_integration.report import EvaluateConfig  # pandas: when the stages are listed
 
     for config in ("rnn", "rnn-wp"):
         c = CONFIGURATIONS[config]

@@ -504,6 +504,17 @@ def plan(workflow: Workflow, registry: Registry, missing: list[str] | None = Non
     :param missing: where to list every artifact a stage needs that neither a stage nor ``[inputs]``
         gives (it is then planned as absent); without it the first one is an error.
     """
+    producer = _producers(workflow, registry)
+    _check_inputs_known(workflow, registry, producer)
+    source = {**{a: "inputs" for a in workflow.inputs}, **producer}
+    inputs_of, lacking = _wire_inputs(workflow, registry, source, missing is not None)
+    if missing is not None:
+        missing += [missing_input_message(stages, a, registry) for a, stages in lacking.items()]
+    return Plan(_stage_order(workflow.stages, inputs_of), source, inputs_of, set(lacking))
+
+
+def _producers(workflow: Workflow, registry: Registry) -> dict[str, str]:
+    """``{artifact: the selected stage that produces it}``; an artifact produced twice, or also given, is an error."""
     producer: dict[str, str] = {}
     for s in workflow.stages:
         for a in registry.stages[s].produces:
@@ -515,12 +526,22 @@ def plan(workflow: Workflow, registry: Registry, missing: list[str] | None = Non
                                          f"remove one (drop {s} from [workflow] stages, or the [inputs] line)",
                                          workflow.path)
             producer[a] = s
+    return producer
+
+
+def _check_inputs_known(workflow: Workflow, registry: Registry, producer: dict[str, str]) -> None:
+    """Every artifact of ``[inputs]`` is one a stage consumes or produces."""
     known = set(producer) | {a for d in registry.stages.values() for a in (*d.consumes, *d.produces)}
     for a in workflow.inputs:
         if a not in known:
             raise PhraseRescoreError(f"unknown artifact {a!r} in [inputs]; valid names: {_valid(known)}",
                                      workflow.path)
-    source = {**{a: "inputs" for a in workflow.inputs}, **producer}
+
+
+def _wire_inputs(workflow: Workflow, registry: Registry, source: dict[str, str], tolerate_missing: bool
+                 ) -> tuple[dict[str, dict[str, str | None]], dict[str, list[str]]]:
+    """Each stage's ``{artifact: where it comes from}`` (None: absent), and ``{lacking artifact: the stages that
+    need it}``; with ``tolerate_missing`` false a lacking artifact is an error."""
     inputs_of: dict[str, dict[str, str | None]] = {}
     lacking: dict[str, list[str]] = {}   # artifact -> the stages that need it
     for s in workflow.stages:
@@ -531,25 +552,27 @@ def plan(workflow: Workflow, registry: Registry, missing: list[str] | None = Non
                 inputs_of[s][a] = source[a]
             elif a in d.optional:
                 inputs_of[s][a] = None
-            elif missing is not None:
+            elif tolerate_missing:
                 inputs_of[s][a] = None
                 lacking.setdefault(a, []).append(s)
             else:
                 raise PhraseRescoreError(missing_input_message([s], a, registry))
-    if missing is not None:
-        missing += [missing_input_message(stages, a, registry) for a, stages in lacking.items()]
-    # topological order, taking the first ready stage in registry (pipeline) order each time;
-    # when none is ready, the ones left over lie on a cycle
-    deps = {s: {p for p in inputs_of[s].values() if p not in (None, "inputs")} for s in workflow.stages}
+    return inputs_of, lacking
+
+
+def _stage_order(stages: list[str], inputs_of: dict[str, dict[str, str | None]]) -> list[str]:
+    """Topological order, taking the first ready stage in registry (pipeline) order each time; when none is
+    ready, the ones left over lie on a cycle (an error naming it)."""
+    deps = {s: {p for p in inputs_of[s].values() if p not in (None, "inputs")} for s in stages}
     order: list[str] = []
-    pending = list(workflow.stages)
+    pending = list(stages)
     while pending:
         ready = next((s for s in pending if deps[s] <= set(order)), None)
         if ready is None:
             raise PhraseRescoreError(f"the stages form a cycle: {' -> '.join(_find_cycle(deps, pending))}")
         order.append(ready)
         pending.remove(ready)
-    return Plan(order, source, inputs_of, set(lacking))
+    return order
 
 
 def _find_cycle(deps: dict[str, set[str]], nodes: list[str]) -> list[str]:
@@ -670,20 +693,29 @@ def check_workdir(work: Path, stages: Iterable[str], inputs: Mapping[str, Path])
         raise PhraseRescoreError("the workdir is a file; expected a folder (new, or one of earlier runs)", work)
     stages = list(stages)
     for name in stages:
-        d = work / name
-        if d.is_symlink() or (d.exists() and not d.is_dir()):
-            raise PhraseRescoreError(f"stage {name} writes into this folder, but a file or link of that name is "
-                                     "in the way; move it, or choose another --workdir", d)
-        if d.is_dir() and not _owned(d, name):
-            shown = sorted(e.name for e in d.iterdir() if not _is_marker_temp(e.name))
-            raise PhraseRescoreError(
-                f"stage {name} writes into this folder, but it was not created by the workflow runner (no "
-                f"{STAGE_MARKER}) and holds {', '.join(shown[:5])}{' ...' if len(shown) > 5 else ''}; "
-                "move it, or choose another --workdir", d)
+        _check_stage_folder(work / name, name)
     log = work / RUN_LOG
     if log.is_symlink() or (log.exists() and not _is_run_log(log)):
         raise PhraseRescoreError("the workflow runner writes its run log here, but this file is not one; "
                                  "move it, or choose another --workdir", log)
+    _check_inputs_apart(work, stages, inputs, log)
+
+
+def _check_stage_folder(d: Path, name: str) -> None:
+    """Stage ``name``'s folder ``d`` is absent or a folder the runner created (its marker)."""
+    if d.is_symlink() or (d.exists() and not d.is_dir()):
+        raise PhraseRescoreError(f"stage {name} writes into this folder, but a file or link of that name is "
+                                 "in the way; move it, or choose another --workdir", d)
+    if d.is_dir() and not _owned(d, name):
+        shown = sorted(e.name for e in d.iterdir() if not _is_marker_temp(e.name))
+        raise PhraseRescoreError(
+            f"stage {name} writes into this folder, but it was not created by the workflow runner (no "
+            f"{STAGE_MARKER}) and holds {', '.join(shown[:5])}{' ...' if len(shown) > 5 else ''}; "
+            "move it, or choose another --workdir", d)
+
+
+def _check_inputs_apart(work: Path, stages: list[str], inputs: Mapping[str, Path], log: Path) -> None:
+    """No ``[inputs]`` path is the run log, or lies inside or around a stage's folder."""
     owned = [(work / name).resolve() for name in stages]
     for a, path in inputs.items():
         rp = path.resolve()

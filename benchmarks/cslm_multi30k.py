@@ -18,7 +18,8 @@ import torch
 from phrase_rescore.core.reading import read_lines
 from phrase_rescore.moses_integration.embedded.lm import LMConfig, train_lm
 from phrase_rescore.moses_integration.embedded.tokenizer import TokenizeConfig, Tokenizer
-from phrase_rescore.pipeline.train_cslm import TrainCSLMConfig, train_cslm
+from phrase_rescore.pipeline.configs import TrainCSLMConfig
+from phrase_rescore.pipeline.train_cslm import train_cslm
 
 
 def tokenize(src: Path, out: Path) -> list[list[str]]:

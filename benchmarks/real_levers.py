@@ -63,8 +63,9 @@ def train_models(work: Path, lever: str, budget: float | None = None) -> dict:
     import torch
 
     from phrase_rescore.moses_integration.table_columns import swap_table
-    from phrase_rescore.pipeline.prepare import PrepareConfig, prepare
-    from phrase_rescore.pipeline.train import TrainConfig, train
+    from phrase_rescore.pipeline.configs import PrepareConfig, TrainConfig
+    from phrase_rescore.pipeline.prepare import prepare
+    from phrase_rescore.pipeline.train import train
 
     torch.set_num_threads(1)
     out = work / "levers" / lever
@@ -114,7 +115,8 @@ def evaluate_lever(work: Path, lever: str, backend: str, seeds: list[int]) -> di
     from phrase_rescore.moses_integration.report import EvaluateConfig, SystemSpec, evaluate
     from phrase_rescore.moses_integration.rewrite import RewriteConfig, rewrite_moses_ini
     from phrase_rescore.moses_integration.tuning import TuneConfig, tune
-    from phrase_rescore.pipeline.score import ScoreConfig, score_table
+    from phrase_rescore.pipeline.configs import ScoreConfig
+    from phrase_rescore.pipeline.score import score_table
     from phrase_rescore.pipeline.score_columns import score_ensemble, score_reverse, score_with_extras
 
     out = work / "levers" / lever

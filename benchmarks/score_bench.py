@@ -41,9 +41,10 @@ from gen_table import generate_table  # noqa: E402
 
 from phrase_rescore.moses_integration.phrase_table import read_phrase_table  # noqa: E402
 from phrase_rescore.pipeline.batching import pad_batch  # noqa: E402
+from phrase_rescore.pipeline.configs import ScoreConfig
 from phrase_rescore.pipeline.model.checkpoint import save_checkpoint  # noqa: E402
 from phrase_rescore.pipeline.model.encdec import EncDecConfig, RNNEncoderDecoder  # noqa: E402
-from phrase_rescore.pipeline.score import ScoreConfig, score_table  # noqa: E402
+from phrase_rescore.pipeline.score import score_table
 from phrase_rescore.pipeline.scoring.chunk_pairs import PairCollector  # noqa: E402
 from phrase_rescore.pipeline.scoring.fast import FastScorer, one_thread_each, pair_flops, work_flops  # noqa: E402
 from phrase_rescore.pipeline.vocab import EOS_ID, Vocabularies, build_vocab  # noqa: E402

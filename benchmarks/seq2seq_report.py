@@ -116,9 +116,10 @@ def demo_report(args) -> list[tuple[str, float]]:
     from phrase_rescore.data.demo_corpus import generate
     from phrase_rescore.moses_integration.embedded.build import BuildConfig, build_smt
     from phrase_rescore.moses_integration.embedded.decoder import decode_file
-    from phrase_rescore.pipeline.rescore_nbest import RescoreConfig, rescore_nbest
-    from phrase_rescore.pipeline.train_seq2seq import TrainSeq2SeqConfig, train
-    from phrase_rescore.pipeline.translate import TranslateConfig, translate_file
+    from phrase_rescore.pipeline.configs import RescoreConfig, TrainSeq2SeqConfig, TranslateConfig
+    from phrase_rescore.pipeline.rescore_nbest import rescore_nbest
+    from phrase_rescore.pipeline.train_seq2seq import train
+    from phrase_rescore.pipeline.translate import translate_file
 
     w = Path(args.workdir)
     w.mkdir(parents=True, exist_ok=True)
@@ -232,7 +233,8 @@ def _train_encdec(w: Path, smt: Path, seconds: float) -> Path:
 
 
 def _greedy(w, cks, direct):
-    from phrase_rescore.pipeline.translate import TranslateConfig, translate_file
+    from phrase_rescore.pipeline.configs import TranslateConfig
+    from phrase_rescore.pipeline.translate import translate_file
 
     hyp = w / "direct.reversed-greedy.test"
     if not hyp.exists():

@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 from typing import Iterable
 
-from .fileio import atomic_open
+from .atomic_write import atomic_open
 
 
 def is_current(stamp_path: str | os.PathLike, stamp: dict, outputs: Iterable[str | os.PathLike]) -> bool:

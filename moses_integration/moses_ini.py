@@ -395,7 +395,7 @@ class MosesIni:
         (``PhraseDictionaryCompact``: ``.minphr``; ``LexicalReordering``: a compact ``.minlexr`` beside it).
 
         These are inputs of every command that reads the ini: no output may overwrite one
-        (:func:`~phrase_rescore.core.fileio.check_outputs`).
+        (:func:`~phrase_rescore.core.output_paths.check_outputs`).
         """
         where = self.path if self.path is not None else "the moses.ini"
         out: dict[str, list[str]] = {}

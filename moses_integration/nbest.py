@@ -16,7 +16,7 @@ Every feature value and total must be a finite decimal number, read by the proje
 (:func:`~phrase_rescore.core.config.parse_float`: ASCII digits as strtod reads a whole token; a NaN total would
 otherwise win every comparison it is in, and an infinite one every re-ranking); a line that is not, or is not
 UTF-8, is an error naming the file and line. So is a UTF-8 byte-order mark starting the file (see
-:mod:`phrase_rescore.core.fileio`): dropping it would make a copied line differ from its input.
+:mod:`phrase_rescore.core.bom`): dropping it would make a copied line differ from its input.
 
 **Complete or refused.** Moses writes every sentence's hypotheses, in input order, starting at id 0 (a sentence
 it cannot translate, an empty line among them, still gets one: the empty hypothesis). A list in which an id is

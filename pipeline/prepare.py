@@ -24,7 +24,7 @@ import os
 import secrets
 import shutil
 import zlib
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import numpy as np
@@ -34,35 +34,18 @@ import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 
 from phrase_rescore.core.atomic_write import fsync_dir, fsync_file
-from phrase_rescore.core.config import SEED_MAX, setting
 from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.core.hashing import sha256_file
 from phrase_rescore.core.progress import bar
 from phrase_rescore.core.temp_names import HOST_TAG, writer_gone
 from phrase_rescore.core.version import code_version
-from phrase_rescore.moses_integration.phrase_table import ON_ERROR_CHOICES, read_phrase_table
+from phrase_rescore.moses_integration.phrase_table import read_phrase_table
 
+from .configs import PrepareConfig
 from .pairs import MANIFEST_FORMAT_VERSION, PART_NAMES, SCHEMA, SplitWriter, pairs_paths
 from .vocab import Vocabularies, build_vocab, count_corpus, encode_phrases, split_words
 
 _PAIR_SCHEMA = pa.schema([("source", pa.string()), ("target", pa.string())])
-
-
-@dataclass
-class PrepareConfig:
-    """Options of the prepare stage."""
-
-    vocab_size: int = setting(15000, at_least=1, help="Shortlist size per side (the paper, section 4.1: 15000).")
-    valid_fraction: float = setting(0.01, at_least=0, below=1, help="Share of distinct source phrases held out.")
-    seed: int = setting(1234, at_least=0, at_most=SEED_MAX, help="Seed choosing the held-out sources.")
-    src_corpus: str | None = None    # tokenized source corpus to count the vocabulary from
-    tgt_corpus: str | None = None    # tokenized target corpus
-    on_error: str = setting("raise", choices=ON_ERROR_CHOICES, help="keep: skip bad lines, listed in OUT/rejects.txt.")
-    partition_bytes: int = setting(256 << 20, at_least=1, help="About this much table text per on-disk partition.")
-    buffer_pairs: int = setting(200_000, at_least=1, at_most=10_000_000, help="Pairs buffered in memory before a partition write.")
-    vocab_from_corpus: bool = setting(True, help="Count the vocabulary from the tokenized corpus when there is one "
-                                                 "(--src-corpus/--tgt-corpus; in a workflow, build-smt's), else "
-                                                 "from the table.")
 
 
 def _num_partitions(table_path: str, partition_bytes: int) -> int:
@@ -306,3 +289,31 @@ def _encode_and_write(tmp: Path, partitions: list[int], vocabs: Vocabularies, pa
         for w in (*writers.values(), *arrays.values()):
             w.close()
     return counts
+
+
+def refuse_constant_unknown_words(pairs: Path, manifest: dict, vocab_size: int) -> None:
+    """Refuse a shortlist under which every phrase pair has the same number of unknown words (none, when the
+    shortlists hold the whole vocabulary of both sides): the unknown-word column of +RNN+WP would be one value
+    on every line, and MERT would tune its weight on noise. Refused rather than changed: the shortlist decides
+    the model and the column, and a size the tool picked in the middle of a run would be a silent change of the
+    experiment (``phrase-rescore init`` proposes one from the vocabulary, in the workflow file)."""
+    lo = hi = None
+    for part in ("train.parquet", "valid.parquet"):
+        path = pairs / part
+        if not path.is_file():
+            continue
+        col = pq.read_table(path, columns=["n_unk"])["n_unk"]
+        if len(col):
+            mm = pc.min_max(col).as_py()
+            lo = mm["min"] if lo is None else min(lo, mm["min"])
+            hi = mm["max"] if hi is None else max(hi, mm["max"])
+    if lo is None or lo != hi:
+        return
+    words_src, words_tgt = manifest["vocab_source"] - 2, manifest["vocab_target"] - 2
+    raise PhraseRescoreError(
+        f"[prepare] vocab_size = {vocab_size}: every one of the {manifest['unique_pairs']} phrase pairs has {lo} "
+        f"words outside the shortlists (of {words_src} source and {words_tgt} target words, counted from "
+        f"{manifest['vocab_counted_from']}), so the +RNN+WP configuration's unknown-word column would be "
+        f"exp({lo}) on every line of the table and MERT would tune its weight on noise. Set [prepare] vocab_size "
+        f"below the vocabulary of both sides (below {min(words_src, words_tgt)}; phrase-rescore init proposes one: "
+        "the words seen at least twice), or leave tune-rnn-wp and moses-ini-rnn-wp out of the workflow")

@@ -31,9 +31,6 @@ from phrase_rescore.core.errors import PhraseRescoreError
 
 from .vocab import SPECIALS, UNK_ID, Vocab, count_corpus, encode_phrases, split_words
 
-#: how ``score`` scores a word outside the shortlist: the paper's <unk> class, or its unigram share of it
-RARE_WORDS = ("class", "unigram")
-
 
 class RareWordShares:
     """The log shares s(w) of the words outside one side's shortlist, counted from a corpus."""

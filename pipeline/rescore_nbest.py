@@ -35,7 +35,6 @@ import numpy as np
 import torch
 
 from phrase_rescore.core.atomic_write import atomic_open
-from phrase_rescore.core.config import setting
 from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.core.output_paths import check_outputs
 from phrase_rescore.core.progress import bar
@@ -44,7 +43,7 @@ from phrase_rescore.core.words import words
 from phrase_rescore.moses_integration.nbest import NBestEntry, NBestWriter, read_nbest_groups
 
 from .batching import pad_batch
-from .device import check_device
+from .configs import TUNERS, RescoreConfig
 from .model.checkpoint import model_kind
 from .sentences import encode_eos, read_sentences
 from .translate import load_ensemble
@@ -247,10 +246,6 @@ def tune_rerank_weights(nbest_path: str | os.PathLike, ref_path: str | os.PathLi
     return out, float(res.score)
 
 
-#: the tuners of the re-ranking weights: the embedded MERT, or Moses's mert or kbmira
-TUNERS = ("embedded", "mert", "kbmira")
-
-
 def tune_rerank_weights_with(tuner: str, nbest_path: str | os.PathLike, ref_path: str | os.PathLike,
                              init: dict[str, list[float]] | None, restarts: int = 20, seed: int = 0,
                              install=None, workdir: str | os.PathLike | None = None
@@ -346,56 +341,6 @@ def _is_weights_file(path: str) -> bool:
     if lines[-1] == "":
         lines.pop()
     return bool(lines) and lines[0] == "[weight]" and all(_WEIGHT_LINE.fullmatch(x) for x in lines[1:])
-
-
-@dataclass
-class RescoreConfig:
-    """Options of ``phrase-rescore rescore-nbest``.
-
-    :param nbest: the Moses n-best list (``id ||| hyp ||| features ||| total``).
-    :param source: the tokenized source sentences it translates (line i = sentence id i).
-    :param checkpoints: Seq2Seq or phrase-level model checkpoint(s) (several, of one kind = ensemble), or
-        one CSLM checkpoint (feature ``CSLM0``).
-    :param out_nbest: the n-best list with the feature added (same order, other bytes unchanged).
-    :param out_1best: the re-ranked best hypothesis of each sentence.
-    :param feature_name: the new feature's name (default ``Seq2Seq0`` / ``RNNEncDec0`` by model kind).
-    :param weights_ini: a moses.ini whose [weight] section (with a weight for the new feature) re-ranks;
-        None = the paper's even average with the SMT total score. With ``dev_*`` it is MERT's starting point.
-    :param dev_nbest, dev_src, dev_ref: tune the re-ranking weights with MERT on this dev n-best list
-        (rescored first, written to ``out_nbest + ".dev"``) against tokenized references; the weights go to
-        ``out_1best + ".weights.ini"`` and re-rank ``nbest``. With ``tuner`` ``mert`` or ``kbmira`` Moses's
-        programs work in the folder ``out_1best + ".mert"`` (``".kbmira"``), their logs kept there. An existing
-        file of a derived name that this command did not write is refused (:func:`check_derived_output`).
-    """
-
-    nbest: str
-    source: str
-    checkpoints: list[str]
-    out_nbest: str
-    out_1best: str
-    feature_name: str | None = setting(None, type=str,
-                                       help="Name of the added feature (default Seq2Seq0, or RNNEncDec0).")
-    weights_ini: str | None = None
-    sentences_per_chunk: int = setting(32, at_least=1, at_most=100_000, help="Sentences whose hypotheses are scored together.")
-    hyp_batch: int = setting(256, at_least=1, at_most=65_536, help="Hypotheses per model batch.")
-    device: str | None = setting(None, type=str, help="torch device (default: cuda when present).")
-    dev_nbest: str | None = None
-    dev_src: str | None = None
-    dev_ref: str | None = None
-    mert_restarts: int = setting(20, at_least=1, help="MERT's random restarts.")
-    seed: int = setting(0, at_least=0, at_most=2 ** 31 - 1,
-                       help="Seed of MERT's random restarts (mert -r, kbmira --random-seed, which read a C int).")
-    tuner: str = setting("embedded", choices=TUNERS,
-                         help="Who tunes the re-ranking weights on the dev n-best list: the embedded MERT, or "
-                              "Moses's mert or kbmira (from MOSES_HOME).")
-    moses_home: str | None = setting(None, type=str, envvar="MOSES_HOME",
-                                     help="Moses installation root for --tuner mert/kbmira (default: $MOSES_HOME, "
-                                          "or moses on PATH).")
-
-    @staticmethod
-    def check_settings(values: dict, name) -> None:
-        """The device exists."""
-        check_device(values, name)
 
 
 @dataclass

@@ -15,28 +15,11 @@ from dataclasses import dataclass
 
 import torch
 
-from phrase_rescore.core.config import SEED_MAX, setting
 from phrase_rescore.core.errors import PhraseRescoreError
 
+from .configs import MODES, SampleConfig
 from .model.encdec import RNNEncoderDecoder
 from .vocab import EOS_ID, Vocabularies
-
-MODES = ("sample", "greedy", "beam")
-
-
-@dataclass
-class SampleConfig:
-    """How to generate. ``max_len`` counts words before ``<eos>``; None means 2 * source words + 10."""
-
-    mode: str = setting("sample", choices=MODES,
-                        help="sample: ancestral sampling (Table 3); greedy: the most probable word at each step; "
-                             "beam: beam search, the BEAM most probable phrases.")
-    n: int = setting(50, at_least=1, at_most=10_000, flag="num-samples", short="n",
-                     help="Phrases to draw by ancestral sampling (Table 3 uses 50).")
-    beam: int = setting(5, at_least=1, at_most=1_000, help="Beam width (mode beam); also how many phrases are returned.")
-    max_len: int | None = setting(None, type=int, at_least=1, at_most=1_000,
-                                  help="Most target words (default: 2 x source words + 10).")
-    seed: int = setting(1, at_least=0, at_most=SEED_MAX, help="Sampling seed.")
 
 
 @dataclass

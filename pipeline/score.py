@@ -37,14 +37,12 @@ import numpy as np
 import torch
 
 from phrase_rescore.core import progress
-from phrase_rescore.core.config import cap_to_cores, check, setting, setting_values
 from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.core.gzip_writing import wants_gzip
 from phrase_rescore.core.hashing import sha256_file
 from phrase_rescore.core.version import code_version
-from phrase_rescore.moses_integration.moses_values import logprob_texts, neutral_text, parse_columns, unk_texts
+from phrase_rescore.moses_integration.moses_values import logprob_texts, neutral_text, unk_texts
 from phrase_rescore.moses_integration.phrase_table import (
-    ON_ERROR_CHOICES,
     check_not_empty,
     num_scores,
     read_phrase_table,
@@ -52,111 +50,15 @@ from phrase_rescore.moses_integration.phrase_table import (
 )
 
 from . import distributed
-from .device import check_device, resolve_device
-from .rare_words import RARE_WORDS, RareWordShares
+from .configs import ScoreConfig
+from .device import resolve_device
+from .rare_words import RareWordShares
 from .scoring import sharded
 from .scoring.chunk_pairs import ChunkPairs, PairCollector
 from .scoring.chunked import ChunkedOutput, chain_digest, check_not_same_file
-from .scoring.fast import MATMULS, PRECISIONS, FastScorer, choose_matmul, one_thread_each
+from .scoring.fast import FastScorer, choose_matmul, one_thread_each
 
 CONFIG_VERSION = 1
-
-
-@dataclass
-class ScoreConfig:
-    """Options of the score stage (defaults in brackets).
-
-    :param columns: which columns to append, in order: ``"logprob"`` (p(f|e)) and/or ``"unk"``
-        (the unknown-word penalty) [both].
-    :param raw_logprob: write log-domain values (log p and the unknown-word count) instead of Moses's
-        exp() form [False].
-    :param on_error: ``"raise"`` stops at the first bad line; ``"keep"`` keeps it in place with neutral
-        values and lists it in ``rejects`` [raise].
-    :param rejects: where ``--on-error keep`` lists rejected lines [OUT.rejects; an existing file of that name
-        that is not a reject list is refused (:func:`rejects_path`)].
-    :param vocab: a vocabulary JSON, for a checkpoint that carries none [the checkpoint's]; for one that carries
-        its own, it must hold the same words (a model's vocabulary is part of the model).
-    :param device: ``"auto"`` (CUDA when present), ``"cpu"``, ``"cuda"``, ``"cuda:1"``... [auto].
-    :param precision: ``"fp32"``, or ``"bf16"``/``"fp16"`` autocast (for CUDA) [fp32].
-    :param precompute_vocab: look up word-input products in per-vocabulary tables [None: auto, when
-        they take at most 1 GiB].
-    :param max_tokens: target tokens per group of sources [None: auto, 4,096,000 / hidden size].
-    :param matmul: the BLAS of the CPU matrix products: ``"torch"``, ``"numpy"``, or ``"auto"``, chosen
-        from the BLAS libraries, the CPU, the device and the precision
-        (:func:`~phrase_rescore.pipeline.scoring.fast.choose_matmul`), kept in the manifest so that a resumed run
-        repeats it [auto].
-    :param chunk_lines: lines per resumable chunk [10000].
-    :param threads: CPU scoring workers, each with one torch thread; a CUDA device has one worker
-        [None: torch's default thread count, normally the cores].
-    :param compresslevel: gzip level of a .gz output [6].
-    :param rare_words: how log p scores a target word outside the shortlist: ``"class"``, as the
-        probability of ``<unk>``, the whole out-of-shortlist class (the paper's), or ``"unigram"``, that
-        probability times the word's share of the class in ``rare_counts``
-        (:mod:`phrase_rescore.pipeline.rare_words`) [class].
-    :param rare_counts: the tokenized corpus of the target side whose counts give the shares (``"unigram"``).
-    :param rare_counts_reverse: the same for a reverse model's column (the source side's corpus).
-    :param restart: ignore an earlier partial run of the same output [False].
-    """
-
-    columns: tuple[str, ...] = setting(("logprob", "unk"), item=str, workflow=False,
-                                       help="Columns to append, in order: logprob = p(f|e) as exp(log p); "
-                                            "unk = exp(#unknown words).")
-    raw_logprob: bool = setting(False, workflow=False,
-                                help="Write log p and the unknown-word count themselves (for consumers other "
-                                     "than Moses).")
-    on_error: str = setting("raise", choices=ON_ERROR_CHOICES,
-                            help="keep: a bad line keeps its place with neutral values and is listed in OUT.rejects.")
-    rejects: str | None = None
-    vocab: str | None = None
-    device: str = setting("auto", help="auto (CUDA when present), cpu, cuda, cuda:N.")
-    precision: str = setting("fp32", choices=PRECISIONS, help="bf16/fp16 autocast (for CUDA).")
-    precompute_vocab: bool | None = setting(None, type=bool,
-                                            help="Precompute each word's input products per vocabulary entry "
-                                                 "[auto: when they fit in 1 GiB].")
-    max_tokens: int | None = setting(None, type=int, at_least=1,
-                                     help="Target tokens per group of sources [auto: 4,096,000 / hidden size].")
-    matmul: str = setting("auto", choices=("auto",) + tuple(MATMULS),
-                          help="BLAS of the CPU matrix products; auto: chosen from the BLAS libraries and the CPU, "
-                               "never timed.")
-    chunk_lines: int = setting(10_000, at_least=1, help="Lines per resumable chunk.")
-    threads: int | None = setting(None, type=int, at_least=1, cores=True,
-                                  help="CPU scoring workers, one torch thread each [default: torch's thread count].")
-    compresslevel: int = setting(6, at_least=0, at_most=9, help="gzip level of a .gz output.")
-    rare_words: str = setting("class", choices=RARE_WORDS,
-                              help="A target word outside the shortlist: class = log p(<unk>) (the paper's); "
-                                   "unigram = plus the log of its share of <unk> in --rare-counts.")
-    rare_counts: str | None = setting(None, type=str, workflow=False,
-                                      help="Tokenized corpus of the target side, for --rare-words unigram.")
-    rare_counts_reverse: str | None = setting(None, type=str, workflow=False,
-                                              help="Tokenized corpus of the source side, for --rare-words unigram "
-                                                   "with --reverse-model.")
-    restart: bool = setting(False, workflow=False, help="Ignore an earlier interrupted run instead of resuming it.")
-
-    @staticmethod
-    def check_settings(values: dict, name) -> None:
-        """The columns are known ones, each once; the device exists."""
-        if "columns" in values:
-            try:
-                parse_columns(values["columns"])
-            except PhraseRescoreError as e:
-                raise PhraseRescoreError(f"{name('columns')}: {e.message}") from None
-        check_device(values, name)
-
-    def __post_init__(self):
-        self.columns = parse_columns(self.columns)
-        if self.rare_words == "unigram" and self.rare_counts is None:
-            raise PhraseRescoreError("--rare-words unigram needs --rare-counts, the tokenized corpus of the "
-                                     "target side")
-        check(ScoreConfig, setting_values(self), combined=False)  # the device is resolved when scoring starts
-        if self.threads is not None:
-            self.threads = cap_to_cores(self.threads, "--threads")
-
-    def output_identity(self) -> dict:
-        """The options that change the output's bytes (a resume requires them unchanged)."""
-        return {"columns": list(self.columns), "raw_logprob": self.raw_logprob, "on_error": self.on_error,
-                "precision": self.precision, "max_tokens": self.max_tokens, "chunk_lines": self.chunk_lines,
-                "compresslevel": self.compresslevel, "precompute_vocab": self.precompute_vocab,
-                "matmul": self.matmul, "rare_words": self.rare_words}
 
 
 @dataclass

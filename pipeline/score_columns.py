@@ -27,7 +27,8 @@ from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.core.outdir import MARKER, claim_output_dir, is_claimed
 from phrase_rescore.moses_integration.table_columns import append_last_column, ensemble_column, swap_table
 
-from .score import ScoreConfig, ScoreSummary, score_table
+from .configs import ScoreConfig
+from .score import ScoreSummary, score_table
 
 #: the names of the intermediate files in the work folder (and of score_table's files beside them)
 INTERMEDIATE = ("forward.gz", "ensemble.gz", "swapped.gz", "swapped.scored.gz", "second-model.scored.gz")

@@ -24,7 +24,6 @@ resume under another one is refused.
 """
 from __future__ import annotations
 
-import dataclasses
 import math
 import time
 from dataclasses import dataclass, field
@@ -34,21 +33,19 @@ import numpy as np
 import torch
 
 from phrase_rescore.core import progress
-from phrase_rescore.core.config import MODEL_DIM_MAX, SEED_MAX, cap_to_cores, setting
+from phrase_rescore.core.config import cap_to_cores
 from phrase_rescore.core.errors import PhraseRescoreError
 
-from .device import check_device
+from .configs import TrainConfig
 from .distributed import Dist
 from .distributed import setup as setup_distributed
 from .model.checkpoint import ENCDEC, LAST, read_checkpoint, save_checkpoint
 from .model.encdec import EncDecConfig, RNNEncoderDecoder
-from .model.gru import RESET_FORMS
 from .pairs import ARRAY_PARTS, PairFile, PairSet, UniformSampler, check_pairs_dir, length_batches, pairs_paths
 from .training_loop import TrainingLoop, check_run_dir, check_world_size, resume_from_last
 from .vocab import Vocabularies
 
 LOG_COLUMNS = ["step", "pairs_seen", "elapsed_s", "train_loss", "train_ppl", "valid_ppl", "best_valid_ppl", "lr"]
-
 
 
 @dataclass
@@ -72,81 +69,6 @@ class TrainSummary:
     epochs: float | None = None                  # Seq2Seq: epochs trained in all
     target_tokens_per_s: float | None = None     # Seq2Seq: target tokens per second of training
     resumed_from: float | None = None            # Seq2Seq: the epoch (with its fraction) a resume started at
-
-#: The keys of ``--model-overrides`` and their ranges: the preset's sizes (:class:`EncDecConfig`) a run may change.
-MODEL_OVERRIDES = {**{k: dict(type=int, at_least=1, at_most=MODEL_DIM_MAX)
-                      for k in ("emb_dim", "hidden_dim", "maxout_units", "rank")},
-                   "maxout_pieces": dict(type=int, at_least=1, at_most=16),
-                   "orthogonal_recurrent": dict(type=bool)}
-
-
-@dataclass
-class TrainConfig:
-    """Everything that decides a training run. Sources in the comments."""
-
-    preset: str = setting("small", choices=tuple(EncDecConfig.PRESETS),
-                          help="Model sizes. paper: embeddings 100, hidden 1000, maxout 500, rank 100 (Cho et al., "
-                               "appendix A); small: 64/256/128/64.")
-    gru: str = setting("paper", choices=RESET_FORMS,
-                       help="Reset gate before U (paper, eq. 8) or after U (cudnn: torch.nn.GRU).")
-    bias: bool = setting(False, help="Biases (the paper's listing has none).")
-    model_overrides: dict = setting(default_factory=dict, metavar="TABLE", table=MODEL_OVERRIDES,
-                                    help="Override the preset's sizes, a TOML table, e.g. "
-                                         "'{hidden_dim = 500, rank = 50}'.")
-    batch_size: int = setting(64, at_least=1, at_most=4096, help="Phrase pairs per update (Cho et al. 3.1: 64).")
-    lr: float = setting(1.0, above=0, help="Adadelta's update scale (1.0: Zeiler's Adadelta unscaled).")
-    rho: float = setting(0.95, at_least=0, at_most=1, help="Adadelta rho (Cho et al. 3.1: 0.95).")
-    eps: float = setting(1e-6, above=0, help="Adadelta epsilon (Cho et al. 3.1: 1e-6).")
-    clip_norm: float = setting(1.0, above=0, help="Global gradient-norm limit (GroundHog's default: 1.0).")
-    init_std: float | None = setting(None, above=0, type=float,
-                                     help="Weights ~ N(0, std^2) [default: the preset's, 0.01 (the paper's) for "
-                                          "paper, 0.05 for small].")
-    seed: int = setting(1, at_least=0, at_most=SEED_MAX, help="Initial weights and pair sampling.")
-    max_steps: int = setting(100_000, at_least=1, help="Stop after this many updates.")
-    time_budget_s: float | None = setting(None, above=0, type=float, aliases=("time-budget",),
-                                          help="Stop after this many seconds of training (this and earlier runs).")
-    patience: int | None = setting(10, at_least=0, optional=True,
-                                   help="Stop after this many validations without improvement (0: never).")
-    valid_every: int = setting(500, at_least=1, help="Updates between validations and checkpoints.")
-    valid_max_pairs: int | None = setting(20_000, at_least=1, optional=True,
-                                          help="Validate on at most this many held-out pairs.")
-    valid_batch_tokens: int = setting(4096, at_least=1, at_most=262_144,
-                                      help="Padded tokens per validation batch (its output layer holds about "
-                                           "half as many rows of target-vocabulary scores: 4096 with 15,000 "
-                                           "words peaks near 300 MB).")
-    device: str = setting("auto", help="auto (CUDA when present), cpu, cuda or cuda:N.")
-    torch_threads: int = setting(1, at_least=1, cores=True,
-                                 help="torch threads on a CPU (1: the small matrices of a batch of phrases gain little "
-                                      "from more, and lose much when the cores are busy; see benchmarks/train_bench.py).")
-    resume: bool = setting(False, workflow=False, help="Continue exactly from MODEL_DIR/last.pt.")
-
-    # Fields that must not change when resuming: they decide the trajectory.
-    TRAJECTORY = ("preset", "gru", "bias", "model_overrides", "batch_size", "lr", "rho", "eps",
-                  "clip_norm", "init_std", "seed", "valid_every",  # valid_every: when patience counts
-                  "valid_max_pairs")  # best_valid_ppl's yardstick
-
-    def __post_init__(self):
-        if self.patience == 0:  # the command line's "never"
-            self.patience = None
-
-    def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
-
-    @staticmethod
-    def check_settings(values: dict, name) -> None:
-        """The model overrides name fields of the preset's config and give a model it can build; the device exists."""
-        valid = sorted({f.name for f in dataclasses.fields(EncDecConfig)}
-                       - {"src_vocab_size", "tgt_vocab_size", "gru", "bias", "init_std"})
-        overrides = values.get("model_overrides", {})
-        unknown = sorted(set(overrides) - set(valid))
-        if unknown:
-            raise PhraseRescoreError(f"model_overrides: unknown key(s) {', '.join(unknown)}; "
-                                     f"valid keys: {', '.join(valid)}")
-        try:
-            EncDecConfig.preset(values.get("preset", "small"), 2, 2, **overrides)
-        except (TypeError, ValueError) as e:
-            raise PhraseRescoreError(f"{name('model_overrides')}: {e}") from None
-        check_device(values, name)
 
 
 def default_init_std(preset: str) -> float:

@@ -37,12 +37,12 @@ import numpy as np
 import torch
 
 from phrase_rescore.core.atomic_write import atomic_open
-from phrase_rescore.core.config import MODEL_DIM_MAX, SEED_MAX, setting
 from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.core.hashing import sha256_file
 from phrase_rescore.core.reading import read_sentences
 
-from .device import check_device, resolve_device
+from .configs import TrainCSLMConfig
+from .device import resolve_device
 from .model.checkpoint import CSLM_KIND, save_checkpoint
 from .model.cslm import BOS_ID, CSLM, EOS_ID, CSLMConfig, CSLMVocab, corpus_events
 from .pairs import NpyAppender, NpyFile, corpus_arrays
@@ -52,50 +52,6 @@ from .training_loop import TrainingLoop, check_run_dir, resume_from_last
 #: ids gathered (in a Python list) before they are appended to the events' array
 EVENTS_CHUNK = 1 << 16
 LOG_COLUMNS = ["step", "epoch", "elapsed_s", "train_loss", "valid_ppl", "best_valid_ppl"]
-
-
-@dataclass
-class TrainCSLMConfig:
-    """Options of ``phrase-rescore train-cslm`` and the workflow's ``[train-cslm]``."""
-
-    preset: str = setting("small", choices=tuple(CSLMConfig.PRESETS),
-                          help="Model sizes. paper: embeddings 512, rectifier layers 1,536 and 1,024 (Cho et al. "
-                               "section 5); small: 64, 256, 128.")
-    emb_dim: int | None = setting(None, type=int, at_least=1, at_most=MODEL_DIM_MAX, help="Override the preset's embedding size.")
-    hidden1: int | None = setting(None, type=int, at_least=1, at_most=MODEL_DIM_MAX, help="Override the preset's first layer.")
-    hidden2: int | None = setting(None, type=int, at_least=1, at_most=MODEL_DIM_MAX, help="Override the preset's second layer.")
-    order: int = setting(7, at_least=2, at_most=20, help="n: the previous n-1 words are the context (the paper: 7; at "
-                                                          "most 20, the longest n-gram Moses and KenLM take).")
-    shortlist: int = setting(8192, at_least=1, help="Most frequent words the softmax names; the rest share <unk>.")
-    dropout: float = setting(0.2, at_least=0, below=1, help="Dropout on embeddings and hidden layers in training.")
-    batch_size: int = setting(256, at_least=1, at_most=16_384, help="Events (words) per update.")
-    lr: float = setting(1e-3, above=0, help="Adam's learning rate.")
-    max_steps: int = setting(100_000, at_least=1, help="Stop after this many updates.")
-    time_budget_s: float | None = setting(None, above=0, type=float,
-                                          help="Stop after this many seconds of training (this and earlier runs).")
-    patience: int | None = setting(5, at_least=0, optional=True,
-                                   help="Stop after this many validations without improvement (0: never).")
-    valid_every: int = setting(500, at_least=1, help="Updates between validations and checkpoints.")
-    valid_size: int = setting(1000, at_least=1, help="Sentences held out of the corpus when no --valid is given.")
-    seed: int = setting(1, at_least=0, at_most=SEED_MAX, help="Initial weights, batch order and dropout.")
-    device: str = setting("auto", help="auto (CUDA when present), cpu, cuda or cuda:N.")
-    resume: bool = setting(False, workflow=False, help="Continue exactly from OUT/last.pt.")
-
-    TRAJECTORY = ("preset", "emb_dim", "hidden1", "hidden2", "order", "shortlist", "dropout", "batch_size", "lr",
-                  "valid_every", "valid_size", "seed")
-
-    def __post_init__(self):
-        if self.patience == 0:
-            self.patience = None
-
-    @staticmethod
-    def check_settings(values: dict, name) -> None:
-        """The device exists."""
-        check_device(values, name)
-
-    def model_config(self, vocab_size: int) -> CSLMConfig:
-        over = {k: getattr(self, k) for k in ("emb_dim", "hidden1", "hidden2") if getattr(self, k) is not None}
-        return CSLMConfig.preset(self.preset, vocab_size, order=self.order, dropout=self.dropout, **over)
 
 
 @dataclass

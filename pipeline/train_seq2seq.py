@@ -35,7 +35,6 @@ import json
 import math
 import os
 import time
-from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
@@ -43,13 +42,12 @@ import pyarrow as pa
 import torch
 
 from phrase_rescore.core.atomic_write import atomic_open
-from phrase_rescore.core.config import MODEL_DIM_MAX, SEED_MAX, setting
 from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.core.hashing import sha256_file
 from phrase_rescore.core.progress import bar, set_quiet
 
 from .batching import length_batches, pad_batch
-from .device import check_device
+from .configs import TrainSeq2SeqConfig
 from .distributed import Dist
 from .distributed import setup as setup_distributed
 from .model.checkpoint import BEST, LAST, SEQ2SEQ, load_checkpoint, save_checkpoint
@@ -59,63 +57,6 @@ from .sentences import check_same_length, encode_eos, held_out_lines, iter_sente
 from .train import TrainSummary
 from .training_loop import check_world_size
 from .vocab import EOS_ID, Vocabularies, build_vocab
-
-
-@dataclass
-class TrainSeq2SeqConfig:
-    """Options of ``phrase-rescore train-seq2seq`` (defaults are the paper's recipe; the model preset is ``small``).
-
-    :param src, tgt: tokenized parallel training text, one sentence per line.
-    :param out_dir: where ``model.pt``, ``last.pt``, ``vocab.json`` and ``train_log.jsonl`` go.
-    :param valid_src, valid_tgt: validation pairs; when absent, ``valid_size`` training pairs are held out.
-    :param vocab: an existing vocabulary JSON to share (e.g. the phrase model's); else built from the data.
-    :param src_vocab_size, tgt_vocab_size: shortlist sizes when building (paper: 160k / 80k).
-    :param preset: ``paper`` (4 x 1000, emb 1000) or ``small``; emb_dim/hidden_dim/num_layers override it.
-    :param reverse: reverse the source (paper); False trains the forward baseline.
-    """
-
-    src: str
-    tgt: str
-    out_dir: str
-    valid_src: str | None = None
-    valid_tgt: str | None = None
-    valid_size: int = setting(500, at_least=1, help="Pairs held out when no validation files are given.")
-    vocab: str | None = None
-    src_vocab_size: int = setting(160_000, at_least=1, at_most=1_000_000, help="Source shortlist size when building (the paper: 160k).")
-    tgt_vocab_size: int = setting(80_000, at_least=1, at_most=1_000_000, help="Target shortlist size when building (the paper: 80k).")
-    preset: str = setting("small", choices=("small", "paper"),
-                          help="Model sizes. paper: 4 layers x 1000, embeddings 1000; small: 2 x 256, embeddings 128.")
-    emb_dim: int | None = setting(None, type=int, at_least=1, at_most=MODEL_DIM_MAX, help="Override the preset's embedding size.")
-    hidden_dim: int | None = setting(None, type=int, at_least=1, at_most=MODEL_DIM_MAX, help="Override the preset's LSTM size.")
-    num_layers: int | None = setting(None, type=int, at_least=1, at_most=64, help="Override the preset's depth.")
-    reverse: bool = setting(True, help="Reverse the source (the paper); off trains the forward baseline.")
-    init_range: float = setting(0.08, above=0, help="Parameters uniform in [-r, r].")
-    lr: float = setting(0.7, above=0, help="SGD learning rate (no momentum).")
-    decay_start: float = setting(5.0, at_least=0, help="Epoch of the first halving.")
-    decay_every: float = setting(0.5, above=0, help="Epochs between halvings.")
-    decay_factor: float = setting(0.5, above=0, at_most=1, help="Learning-rate factor at each decay.")
-    epochs: float = setting(7.5, above=0, help="Epochs to train.")
-    batch_size: int = setting(128, at_least=1, at_most=4096, help="Sentence pairs per update.")
-    clip_norm: float = setting(5.0, above=0, help="Global L2 norm limit of the batch-averaged gradient.")
-    length_grouped: bool = setting(True, secondary="random-batches",
-                                   help="Batches of sentences of similar length, or random batches.")
-    valid_every: float = setting(0.5, above=0, help="Epochs between validations.")
-    save_every: int = setting(1000, at_least=1, help="Updates between checkpoints of last.pt.")
-    seed: int = setting(1, at_least=0, at_most=SEED_MAX, help="Initial weights and batch order.")
-    device: str | None = setting(None, type=str, help="torch device (default: cuda when present).")
-    resume: bool = setting(True, help="Continue from OUT_DIR/last.pt.")
-
-    @staticmethod
-    def check_settings(values: dict, name) -> None:
-        """The device exists."""
-        check_device(values, name)
-
-    # Fields that must not change when resuming: they decide the batches, the steps or the validations.
-    TRAJECTORY = ("valid_size", "lr", "decay_start", "decay_every", "decay_factor", "batch_size", "clip_norm",
-                  "length_grouped", "valid_every", "seed")
-
-    def to_dict(self) -> dict:
-        return asdict(self)
 
 
 def _data_hashes(cfg: TrainSeq2SeqConfig) -> dict:

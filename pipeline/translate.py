@@ -25,12 +25,12 @@ import numpy as np
 import torch
 
 from phrase_rescore.core.atomic_write import atomic_open
-from phrase_rescore.core.config import setting
 from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.core.progress import bar
 
 from .batching import pad_batch
-from .device import check_device, resolve_device
+from .configs import TranslateConfig
+from .device import resolve_device
 from .model.checkpoint import SEQ2SEQ, ModelKind, load_checkpoint
 from .model.seq2seq import EOS_ID, Seq2Seq
 from .sentences import encode_eos, read_sentences
@@ -210,38 +210,6 @@ def greedy(models, src: torch.Tensor, src_mask: torch.Tensor, max_len: torch.Ten
             break
         prev = word
     return [Hypothesis(i, lp, lp) for i, lp in zip(ids, lps)]
-
-
-@dataclass
-class TranslateConfig:
-    """Options of ``phrase-rescore translate``.
-
-    :param checkpoints: one Seq2Seq checkpoint, or several for an ensemble (same vocabularies).
-    :param source: tokenized source sentences, one per line.
-    :param output: where the translations go (one per line, tokenized; atomic write).
-    :param beam: beam width (1 = greedy; the paper's best used 12).
-    :param length_penalty: 0 = raw log-probability (the paper); alpha > 0 normalises by len**alpha.
-    :param max_len_a, max_len_b: output budget floor(a * source words) + b tokens, ``<eos>`` included.
-    :param batch_size: sentences decoded together.
-    :param device: torch device; None = CUDA when present.
-    :param scores: optional file for each translation's log-probability, one per line.
-    """
-
-    checkpoints: list[str]
-    source: str
-    output: str
-    beam: int = setting(12, at_least=1, at_most=1_000, short="b", help="Beam width (1 = greedy; the paper's best used 12).")
-    length_penalty: float = setting(0.0, at_least=0, help="Rank by logp / len**alpha (0 = raw logp, the paper).")
-    max_len_a: float = setting(2.0, at_least=0, help="Output budget: a * source words + b.")
-    max_len_b: int = setting(10, at_least=1, help="Output budget: a * source words + b.")
-    batch_size: int = setting(64, at_least=1, at_most=4096, help="Sentences decoded together.")
-    device: str | None = setting(None, type=str, help="torch device (default: cuda when present).")
-    scores: str | None = None
-
-    @staticmethod
-    def check_settings(values: dict, name) -> None:
-        """The device exists."""
-        check_device(values, name)
 
 
 @dataclass

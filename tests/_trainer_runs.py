@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from phrase_rescore.pipeline.train_cslm import TrainCSLMConfig, train_cslm
+from phrase_rescore.pipeline.configs import TrainCSLMConfig
+from phrase_rescore.pipeline.train_cslm import train_cslm
 
 CORPUS = ["the house is small", "the house is little", "it is a small house", "hello", "a house is a house",
           "the small house is old", "it is old", "hello house"] * 3

@@ -23,10 +23,10 @@ from phrase_rescore.app import api
 from phrase_rescore.app.cli import main
 from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.moses_integration.moses_values import format_moses_float
+from phrase_rescore.pipeline.configs import PrepareConfig, ScoreConfig
 from phrase_rescore.pipeline.model.checkpoint import save_checkpoint
 from phrase_rescore.pipeline.model.encdec import EncDecConfig, RNNEncoderDecoder
-from phrase_rescore.pipeline.prepare import PrepareConfig
-from phrase_rescore.pipeline.score import ScoreConfig, ScoreSummary
+from phrase_rescore.pipeline.score import ScoreSummary
 from phrase_rescore.pipeline.vocab import Vocab, Vocabularies
 
 pytestmark = pytest.mark.usefixtures("one_thread")

@@ -48,12 +48,13 @@ def _vocab(tmp_path, plain, bom):
 
 
 def _tokenize(tmp_path, plain, bom):
-    from phrase_rescore.app.stages import _tokenize_file
+    from phrase_rescore.moses_integration.embedded.tokenizer import TokenizeConfig
+    from phrase_rescore.moses_integration.heldout_text import tokenize_file
 
     outs = []
     for p in (plain, bom):
         o = tmp_path / f"tok-{p.name}"
-        _tokenize_file(p, o, "de", {"case": "lower", "escape": True}, None)
+        tokenize_file(p, o, TokenizeConfig(lang="de", case="lower", escape=True), None)
         outs.append(o.read_bytes())
     return outs
 

@@ -14,12 +14,13 @@ from phrase_rescore.pipeline import pairs as pairs_module
 from phrase_rescore.pipeline import train_cslm as train_cslm_module
 from phrase_rescore.pipeline import train_seq2seq as train_seq2seq_module
 from phrase_rescore.pipeline.batching import pad_batch
+from phrase_rescore.pipeline.configs import TrainCSLMConfig, TrainSeq2SeqConfig
 from phrase_rescore.pipeline.model.checkpoint import CSLM_KIND, load_checkpoint
 from phrase_rescore.pipeline.model.cslm import corpus_events
 from phrase_rescore.pipeline.pairs import NpyFile, PairFile
 from phrase_rescore.pipeline.sentences import encode_eos
-from phrase_rescore.pipeline.train_cslm import TrainCSLMConfig, read_events, train_cslm
-from phrase_rescore.pipeline.train_seq2seq import TrainSeq2SeqConfig, train
+from phrase_rescore.pipeline.train_cslm import read_events, train_cslm
+from phrase_rescore.pipeline.train_seq2seq import train
 from phrase_rescore.pipeline.vocab import Vocabularies
 
 pytestmark = pytest.mark.usefixtures("one_thread")

@@ -14,10 +14,11 @@ from _real_moses import needs_moses
 
 from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.moses_integration.nbest import read_nbest
+from phrase_rescore.pipeline.configs import RescoreConfig, TrainCSLMConfig
 from phrase_rescore.pipeline.model.checkpoint import CSLM_KIND, load_checkpoint, save_checkpoint
 from phrase_rescore.pipeline.model.cslm import BOS_ID, CSLM, CSLMConfig, CSLMVocab, full_distribution, sentence_events
-from phrase_rescore.pipeline.rescore_nbest import CSLMScorer, RescoreConfig, rescore_nbest
-from phrase_rescore.pipeline.train_cslm import TrainCSLMConfig, train_cslm
+from phrase_rescore.pipeline.rescore_nbest import CSLMScorer, rescore_nbest
+from phrase_rescore.pipeline.train_cslm import train_cslm
 
 NBEST = Path(__file__).parent / "fixtures" / "moses" / "moses.nbest"  # ids 0, 0, 1, 2, 3 (2: the empty hypothesis, as Moses writes for an empty line)
 CORPUS = ["the house is small", "the house is little", "it is a small house", "hello", "a house is a house",

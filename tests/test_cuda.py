@@ -7,9 +7,10 @@ import pytest
 import torch
 from _encdec_data import TINY, make_learnable_table
 
-from phrase_rescore.pipeline.prepare import PrepareConfig, prepare
-from phrase_rescore.pipeline.score import ScoreConfig, score_table
-from phrase_rescore.pipeline.train import TrainConfig, train
+from phrase_rescore.pipeline.configs import PrepareConfig, ScoreConfig, TrainConfig
+from phrase_rescore.pipeline.prepare import prepare
+from phrase_rescore.pipeline.score import score_table
+from phrase_rescore.pipeline.train import train
 
 pytestmark = [pytest.mark.cuda, pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")]
 

@@ -15,7 +15,6 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from phrase_rescore.app.stages import _tokenize_file
 from phrase_rescore.core import reading
 from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.core.gzip_writing import GZIP_HEADER, gzip_piece, gzip_trailer, gzip_writer
@@ -24,6 +23,8 @@ from phrase_rescore.core.temp_names import HOST_TAG, writer_gone
 from phrase_rescore.core.words import words
 from phrase_rescore.moses_integration.embedded import decoder
 from phrase_rescore.moses_integration.embedded.clean import CleanConfig, clean_pairs
+from phrase_rescore.moses_integration.embedded.tokenizer import TokenizeConfig
+from phrase_rescore.moses_integration.heldout_text import tokenize_file
 from phrase_rescore.moses_integration.moses_values import format_moses_float
 from phrase_rescore.moses_integration.phrase_table import scored_line
 from phrase_rescore.pipeline import sentences
@@ -113,7 +114,7 @@ def test_broken_gzip_names_file_and_line(tmp_path, data, message):
 def test_tokenize_stage_removes_pipes_as_clean_does(tmp_path):
     src, out = tmp_path / "in.txt", tmp_path / "out.txt"
     src.write_bytes(b"a | b|c ||\nx\ry\n")
-    assert _tokenize_file(src, out, "en", {"case": "lower", "escape": False}, None) == 2
+    assert tokenize_file(src, out, TokenizeConfig(lang="en", case="lower", escape=False), None) == 2
     kept_src, _, stats = clean_pairs([["a", "|", "b", "|", "c", "||"], ["x", "y"]], [["t"], ["t"]], CleanConfig())
     assert out.read_text(encoding="utf-8") == "".join(" ".join(s) + "\n" for s in kept_src) == "a b c\nx y\n"
     assert stats.pairs_with_pipes_removed == 1

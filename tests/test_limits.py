@@ -205,7 +205,8 @@ def test_tune_help_names_each_backends_default_output():
 def test_training_without_validation_pairs_says_so(tmp_path):
     from test_train import make_learnable_table
 
-    from phrase_rescore.pipeline.prepare import PrepareConfig, prepare
+    from phrase_rescore.pipeline.configs import PrepareConfig
+    from phrase_rescore.pipeline.prepare import prepare
 
     make_learnable_table(tmp_path / "t.txt", n_pairs=60)
     prepare(tmp_path / "t.txt", tmp_path / "pairs", PrepareConfig(vocab_size=100, valid_fraction=0.0))

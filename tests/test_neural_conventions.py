@@ -7,12 +7,12 @@ import pytest
 from _encdec_data import make_learnable_table, write_sentences
 
 from phrase_rescore.core.errors import PhraseRescoreError
+from phrase_rescore.pipeline.configs import PrepareConfig, TrainConfig, TrainSeq2SeqConfig
 from phrase_rescore.pipeline.model.checkpoint import load_checkpoint
 from phrase_rescore.pipeline.model.encdec import EncDecConfig, RNNEncoderDecoder
 from phrase_rescore.pipeline.model.seq2seq import Seq2Seq, Seq2SeqConfig
-from phrase_rescore.pipeline.prepare import PrepareConfig, prepare
-from phrase_rescore.pipeline.train import TrainConfig, TrainSummary, train
-from phrase_rescore.pipeline.train_seq2seq import TrainSeq2SeqConfig
+from phrase_rescore.pipeline.prepare import prepare
+from phrase_rescore.pipeline.train import TrainSummary, train
 from phrase_rescore.pipeline.train_seq2seq import train as train_seq2seq
 
 pytestmark = pytest.mark.usefixtures("one_thread")

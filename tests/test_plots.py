@@ -28,10 +28,11 @@ from phrase_rescore.app.pictures import (
     evaluation_report,
 )
 from phrase_rescore.core.errors import PhraseRescoreError
+from phrase_rescore.pipeline.configs import PrepareConfig, TrainConfig
 from phrase_rescore.pipeline.model.checkpoint import load_checkpoint
-from phrase_rescore.pipeline.prepare import PrepareConfig, prepare
+from phrase_rescore.pipeline.prepare import prepare
 from phrase_rescore.pipeline.representations import phrase_vectors, select_phrases, word_vectors
-from phrase_rescore.pipeline.train import TrainConfig, train
+from phrase_rescore.pipeline.train import train
 from phrase_rescore.pipeline.vocab import EOS_ID, Vocab
 from phrase_rescore.plots import curves, maps
 from phrase_rescore.plots.report_html import HEADER_BG, Picture, markdown_to_html, write_report

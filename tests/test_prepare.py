@@ -14,8 +14,9 @@ from click.testing import CliRunner
 from phrase_rescore.app.cli import main
 from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.pipeline.batching import UniformSampler, length_batches, pad_batch
+from phrase_rescore.pipeline.configs import PrepareConfig
 from phrase_rescore.pipeline.pairs import ARRAY_PARTS, load_pairs
-from phrase_rescore.pipeline.prepare import PrepareConfig, prepare
+from phrase_rescore.pipeline.prepare import prepare
 from phrase_rescore.pipeline.vocab import EOS_ID, UNK_ID, Vocabularies, build_vocab
 
 HAND_TABLE = """\
@@ -175,7 +176,7 @@ def _parts(d):
 
 
 def _train_cfg():
-    from phrase_rescore.pipeline.train import TrainConfig
+    from phrase_rescore.pipeline.configs import TrainConfig
     return TrainConfig(model_overrides=dict(emb_dim=8, hidden_dim=8, maxout_units=4, rank=4), max_steps=1,
                        valid_every=1, batch_size=8)
 

@@ -13,10 +13,11 @@ from click.testing import CliRunner
 
 from phrase_rescore.app.cli import main as cli
 from phrase_rescore.core.errors import PhraseRescoreError
+from phrase_rescore.pipeline.configs import ScoreConfig
 from phrase_rescore.pipeline.model.checkpoint import save_checkpoint
 from phrase_rescore.pipeline.model.encdec import EncDecConfig, RNNEncoderDecoder
 from phrase_rescore.pipeline.rare_words import RareWordShares
-from phrase_rescore.pipeline.score import ScoreConfig, score_table
+from phrase_rescore.pipeline.score import score_table
 from phrase_rescore.pipeline.score_columns import score_with_extras
 from phrase_rescore.pipeline.vocab import Vocab, Vocabularies
 

@@ -204,7 +204,8 @@ def test_evaluate_with_a_moses_tuner_but_no_moses_stops_before_decoding(tmp_path
 
 @needs_moses
 def test_a_folder_of_the_users_in_the_tuners_place_is_refused_before_scoring(tmp_path, moses):
-    from phrase_rescore.pipeline.rescore_nbest import RescoreConfig, rescore_nbest
+    from phrase_rescore.pipeline.configs import RescoreConfig
+    from phrase_rescore.pipeline.rescore_nbest import rescore_nbest
 
     nbest, ref = write_dev(tmp_path, n_sent=2)
     (tmp_path / "o.txt.kbmira").mkdir()

@@ -11,9 +11,10 @@ from click.testing import CliRunner
 from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.moses_integration.nbest import read_nbest
 from phrase_rescore.pipeline.batching import pad_batch
+from phrase_rescore.pipeline.configs import RescoreConfig
 from phrase_rescore.pipeline.model.checkpoint import save_checkpoint
 from phrase_rescore.pipeline.model.seq2seq import Seq2Seq, Seq2SeqConfig
-from phrase_rescore.pipeline.rescore_nbest import GroupedScorer, RescoreConfig, rescore_nbest
+from phrase_rescore.pipeline.rescore_nbest import GroupedScorer, rescore_nbest
 from phrase_rescore.pipeline.translate import Ensemble
 from phrase_rescore.pipeline.vocab import Vocab, Vocabularies
 

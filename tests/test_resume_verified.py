@@ -18,7 +18,8 @@ from _forked import fork_cli, tiny_model, tiny_table, wait, wait_for
 from click.testing import CliRunner
 
 from phrase_rescore.app.cli import main
-from phrase_rescore.pipeline.score import ScoreConfig, score_table
+from phrase_rescore.pipeline.configs import ScoreConfig
+from phrase_rescore.pipeline.score import score_table
 from phrase_rescore.pipeline.scoring.chunked import ChunkedOutput
 
 pytestmark = pytest.mark.usefixtures("one_thread")

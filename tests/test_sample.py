@@ -8,9 +8,10 @@ import torch
 from click.testing import CliRunner
 
 from phrase_rescore.app.cli import main
+from phrase_rescore.pipeline.configs import SampleConfig
 from phrase_rescore.pipeline.model.checkpoint import save_checkpoint
 from phrase_rescore.pipeline.model.encdec import EncDecConfig, RNNEncoderDecoder
-from phrase_rescore.pipeline.sample import SampleConfig, generate
+from phrase_rescore.pipeline.sample import generate
 from phrase_rescore.pipeline.vocab import EOS_ID, Vocab, Vocabularies
 
 SRC_WORDS = ["<eos>", "<unk>", "la", "maison", "bleue"]

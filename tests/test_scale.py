@@ -13,9 +13,10 @@ from _encdec_data import TINY, make_learnable_table
 from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.pipeline import pairs as pairs_module
 from phrase_rescore.pipeline.batching import UniformSampler
+from phrase_rescore.pipeline.configs import PrepareConfig, TrainConfig
 from phrase_rescore.pipeline.pairs import PairFile, check_pairs_dir, load_pairs
-from phrase_rescore.pipeline.prepare import PrepareConfig, prepare
-from phrase_rescore.pipeline.train import TrainConfig, train, unigram_perplexity
+from phrase_rescore.pipeline.prepare import prepare
+from phrase_rescore.pipeline.train import train, unigram_perplexity
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

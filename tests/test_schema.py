@@ -10,7 +10,8 @@ from click.testing import CliRunner
 
 from phrase_rescore.app.cli import main
 from phrase_rescore.app.seq2seq_stages import NBestLists, Seq2SeqRerank, Seq2SeqTranslate
-from phrase_rescore.app.stages import DemoDataConfig, default_registry
+from phrase_rescore.app.stage_settings import DemoDataConfig
+from phrase_rescore.app.stages import default_registry
 from phrase_rescore.app.workflow import load_workflow
 from phrase_rescore.core.config import settings
 from phrase_rescore.core.errors import PhraseRescoreError
@@ -19,11 +20,7 @@ from phrase_rescore.moses_integration.embedded.build import BuildConfig
 from phrase_rescore.moses_integration.report import EvaluateConfig
 from phrase_rescore.moses_integration.rewrite import RewriteConfig
 from phrase_rescore.moses_integration.tuning import TuneConfig
-from phrase_rescore.pipeline.prepare import PrepareConfig
-from phrase_rescore.pipeline.score import ScoreConfig
-from phrase_rescore.pipeline.train import TrainConfig
-from phrase_rescore.pipeline.train_cslm import TrainCSLMConfig
-from phrase_rescore.pipeline.train_seq2seq import TrainSeq2SeqConfig
+from phrase_rescore.pipeline.configs import PrepareConfig, ScoreConfig, TrainConfig, TrainCSLMConfig, TrainSeq2SeqConfig
 
 #: stage -> (its command, the config both are generated from, workflow keys that are no option of the command)
 STAGES = {

@@ -14,11 +14,12 @@ from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.moses_integration.moses_values import floor_log
 from phrase_rescore.moses_integration.rewrite import RewriteConfig, rewrite_moses_ini
 from phrase_rescore.moses_integration.table_columns import append_last_column, ensemble_column, swap_table
-from phrase_rescore.pipeline.prepare import PrepareConfig, prepare
-from phrase_rescore.pipeline.score import ScoreConfig, score_table
+from phrase_rescore.pipeline.configs import PrepareConfig, ScoreConfig, TrainConfig
+from phrase_rescore.pipeline.prepare import prepare
+from phrase_rescore.pipeline.score import score_table
 from phrase_rescore.pipeline.score_columns import score_with_extras
 from phrase_rescore.pipeline.scoring.chunked import ChunkedOutput
-from phrase_rescore.pipeline.train import TrainConfig, train
+from phrase_rescore.pipeline.train import train
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -22,9 +22,10 @@ from _tables import write_table
 from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.core.version import code_version
 from phrase_rescore.moses_integration.phrase_table import read_phrase_table
+from phrase_rescore.pipeline.configs import ScoreConfig
 from phrase_rescore.pipeline.model.checkpoint import save_checkpoint
 from phrase_rescore.pipeline.model.encdec import EncDecConfig, RNNEncoderDecoder
-from phrase_rescore.pipeline.score import ScoreConfig, score_table
+from phrase_rescore.pipeline.score import score_table
 from phrase_rescore.pipeline.scoring.chunked import ChunkedOutput, crc32_combine
 from phrase_rescore.pipeline.scoring.sharded import chunk_offsets, load_or_plan, part_output, plan
 from phrase_rescore.pipeline.vocab import Vocab, Vocabularies

@@ -21,10 +21,11 @@ from phrase_rescore.app.cli import main as cli
 from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.core.version import code_version
 from phrase_rescore.moses_integration.phrase_table import append_columns
+from phrase_rescore.pipeline.configs import ScoreConfig
 from phrase_rescore.pipeline.model.checkpoint import save_checkpoint
 from phrase_rescore.pipeline.model.encdec import EncDecConfig, RNNEncoderDecoder
 from phrase_rescore.pipeline.model.reference import log_p, reference_params
-from phrase_rescore.pipeline.score import ScoreConfig, score_table
+from phrase_rescore.pipeline.score import score_table
 from phrase_rescore.pipeline.vocab import EOS_ID, UNK_ID, Vocab, Vocabularies
 
 pytestmark = pytest.mark.usefixtures("one_thread")

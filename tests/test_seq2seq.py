@@ -10,9 +10,10 @@ from _seq2seq_data import write_reverse_task
 
 from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.pipeline.batching import pad_batch
+from phrase_rescore.pipeline.configs import TrainSeq2SeqConfig
 from phrase_rescore.pipeline.model.checkpoint import ENCDEC, SEQ2SEQ, load_checkpoint, save_checkpoint
 from phrase_rescore.pipeline.model.seq2seq import Seq2Seq, Seq2SeqConfig, reverse_source
-from phrase_rescore.pipeline.train_seq2seq import TrainSeq2SeqConfig, epoch_batches, learning_rate, train
+from phrase_rescore.pipeline.train_seq2seq import epoch_batches, learning_rate, train
 from phrase_rescore.pipeline.vocab import Vocab, Vocabularies
 
 

@@ -22,9 +22,10 @@ from phrase_rescore.app.cli import main as cli
 from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.moses_integration.moses_values import moses_float32
 from phrase_rescore.moses_integration.phrase_table import EMPTY_TABLE
+from phrase_rescore.pipeline.configs import ScoreConfig
 from phrase_rescore.pipeline.model.checkpoint import save_checkpoint
 from phrase_rescore.pipeline.model.encdec import EncDecConfig, RNNEncoderDecoder
-from phrase_rescore.pipeline.score import ScoreConfig, score_table
+from phrase_rescore.pipeline.score import score_table
 from phrase_rescore.pipeline.vocab import Vocab, Vocabularies
 
 pytestmark = pytest.mark.usefixtures("one_thread")

@@ -50,8 +50,9 @@ def test_training_on_a_cpu_takes_one_torch_thread_unless_asked(tmp_path):
     import torch
     from _encdec_data import TINY, make_learnable_table
 
-    from phrase_rescore.pipeline.prepare import PrepareConfig, prepare
-    from phrase_rescore.pipeline.train import TrainConfig, train
+    from phrase_rescore.pipeline.configs import PrepareConfig, TrainConfig
+    from phrase_rescore.pipeline.prepare import prepare
+    from phrase_rescore.pipeline.train import train
 
     make_learnable_table(tmp_path / "table.txt", n_pairs=80)
     prepare(tmp_path / "table.txt", tmp_path / "pairs", PrepareConfig(vocab_size=100, valid_fraction=0.1, seed=1))

@@ -11,10 +11,11 @@ from click.testing import CliRunner
 
 from phrase_rescore.app.cli import main
 from phrase_rescore.core.errors import PhraseRescoreError
+from phrase_rescore.pipeline.configs import PrepareConfig, TrainConfig
 from phrase_rescore.pipeline.model import checkpoint as ck
 from phrase_rescore.pipeline.model.encdec import RNNEncoderDecoder
-from phrase_rescore.pipeline.prepare import PrepareConfig, prepare
-from phrase_rescore.pipeline.train import LOG_COLUMNS, TrainConfig, train
+from phrase_rescore.pipeline.prepare import prepare
+from phrase_rescore.pipeline.train import LOG_COLUMNS, train
 from phrase_rescore.pipeline.vocab import Vocabularies
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -276,7 +277,7 @@ def test_resume_refuses_settings_that_decide_the_trajectory(pairs_dir, tmp_path,
 
 
 def _s2s(tmp_path, out="run", **kw):
-    from phrase_rescore.pipeline.train_seq2seq import TrainSeq2SeqConfig
+    from phrase_rescore.pipeline.configs import TrainSeq2SeqConfig
     src = kw.pop("src", None) or write_sentences(tmp_path / "s.txt", 120, 1)
     tgt = write_sentences(tmp_path / "t.txt", 120, 2)
     base = dict(valid_size=20, emb_dim=8, hidden_dim=8, num_layers=1, batch_size=16, decay_start=1.0, seed=4,

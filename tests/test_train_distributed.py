@@ -17,8 +17,9 @@ from _seq2seq_data import write_reverse_task
 
 from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.pipeline import train_seq2seq
-from phrase_rescore.pipeline.prepare import PrepareConfig, prepare
-from phrase_rescore.pipeline.train import TrainConfig, train
+from phrase_rescore.pipeline.configs import PrepareConfig, TrainConfig
+from phrase_rescore.pipeline.prepare import prepare
+from phrase_rescore.pipeline.train import train
 
 pytestmark = [pytest.mark.usefixtures("one_thread"),
               pytest.mark.skipif(not torch.distributed.is_available() or not torch.distributed.is_gloo_available(),

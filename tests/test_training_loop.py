@@ -20,9 +20,9 @@ import pytest
 import torch
 from _trainer_runs import run_cslm
 
-from phrase_rescore.pipeline.prepare import PrepareConfig, prepare
-from phrase_rescore.pipeline.train import TrainConfig, train
-from phrase_rescore.pipeline.train_seq2seq import TrainSeq2SeqConfig
+from phrase_rescore.pipeline.configs import PrepareConfig, TrainConfig, TrainSeq2SeqConfig
+from phrase_rescore.pipeline.prepare import prepare
+from phrase_rescore.pipeline.train import train
 from phrase_rescore.pipeline.train_seq2seq import train as train_seq2seq
 
 pytestmark = pytest.mark.usefixtures("one_thread")

@@ -45,6 +45,7 @@ from phrase_rescore.core.errors import PhraseRescoreError
 
 from ..vocab import EOS, EOS_ID, UNK, UNK_ID, Vocab
 from .config import ModelConfig
+from .presets import CSLM_PRESETS
 
 BOS = "<s>"
 BOS_ID = 2          # after <eos> (= </s>, id 0) and <unk> (id 1): a context word only
@@ -63,10 +64,7 @@ class CSLMConfig(ModelConfig):
     dropout: float = 0.0            # on the concatenated embeddings and both hidden layers, in training
     init_std: float = 0.05
 
-    PRESETS: ClassVar[dict[str, dict]] = {
-        "paper": {"emb_dim": 512, "hidden1": 1536, "hidden2": 1024},   # Cho et al. 2014, section 5
-        "small": {"emb_dim": 64, "hidden1": 256, "hidden2": 128},      # for a CPU
-    }
+    PRESETS: ClassVar[dict[str, dict]] = CSLM_PRESETS
 
     @classmethod
     def preset(cls, name: str, vocab_size: int, **overrides) -> "CSLMConfig":  # type: ignore[override]

@@ -51,7 +51,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from .config import ModelConfig
-from .gru import RESET_FORMS, GRUCell
+from .gru import GRUCell
+from .presets import ENCDEC_PRESETS, RESET_FORMS
 
 
 @dataclass
@@ -70,12 +71,7 @@ class EncDecConfig(ModelConfig):
     init_std: float = 0.01              # weights ~ N(0, 0.01^2) (section 3.1)
     orthogonal_recurrent: bool = True   # recurrent matrices orthogonal (section 3.1)
 
-    PRESETS = {
-        # Cho et al. 2014, appendix A: about 18.25M weights with 15,001-word vocabularies.
-        "paper": dict(emb_dim=100, hidden_dim=1000, maxout_units=500, maxout_pieces=2, rank=100),
-        # Trains on 2 CPU cores in minutes on the demo data.
-        "small": dict(emb_dim=64, hidden_dim=256, maxout_units=128, maxout_pieces=2, rank=64),
-    }
+    PRESETS = ENCDEC_PRESETS
 
     def __post_init__(self):
         if self.gru not in RESET_FORMS:

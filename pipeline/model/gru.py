@@ -24,7 +24,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-RESET_FORMS = ("paper", "cudnn")
+from .presets import RESET_FORMS
 
 
 class GRUCell(nn.Module):

@@ -6,7 +6,7 @@ running CRC-32 and length. After a crash or kill, :meth:`ChunkedOutput.open` tru
 ``OUT.partial`` to the last completed chunk and reports the first line still to do; when the whole
 input is done, :meth:`ChunkedOutput.finish` closes the file and renames it to ``OUT``.
 
-gzip output is ONE gzip member written piece by piece (:func:`~phrase_rescore.core.fileio.gzip_piece`:
+gzip output is ONE gzip member written piece by piece (:func:`~phrase_rescore.core.gzip_writing.gzip_piece`:
 a fixed header, each chunk as raw deflate from a fresh compressor, then the trailer), byte-identical
 however often the run was interrupted: the bytes of a chunk depend only on its lines, so a resumed run
 writes the same bytes as an uninterrupted one.
@@ -20,7 +20,7 @@ A manifest is only resumed when its ``identity`` (the input table's size and mti
 and every option that changes the output) equals the current run's; otherwise the run starts afresh.
 A file in the manifest's place that is not one of score's manifests (JSON carrying
 :data:`MANIFEST_FORMAT`) is refused, never replaced: only a manifest of score's, of any version, is.
-The manifest is replaced through :func:`~phrase_rescore.core.fileio.atomic_path` (a temporary file of a
+The manifest is replaced through :func:`~phrase_rescore.core.atomic_write.atomic_path` (a temporary file of a
 name no other file has, fsync'ed and renamed), so no other file beside it is written over.
 It also carries a digest of the input lines already done (:func:`chain_digest`, chunk by chunk), which
 the resumed run checks against the lines it skips before it writes anything.
@@ -354,7 +354,7 @@ def check_not_same_file(table: str | os.PathLike, out: str | os.PathLike, reject
                         counts: str | os.PathLike | None = None) -> None:
     """Refuse outputs of a scoring run (``out``, its ``OUT.partial`` and manifest, the reject list)
     that would overwrite an input (the table, the model checkpoint, the vocabulary, the rare words'
-    corpus) or each other (see :func:`~phrase_rescore.core.fileio.check_outputs`)."""
+    corpus) or each other (see :func:`~phrase_rescore.core.output_paths.check_outputs`)."""
     chunked = ChunkedOutput(out, {})
     check_outputs({"TABLE": table, "MODEL": model, "--vocab": vocab, "--rare-counts": counts},
                   {"--out": out, "the partial output": chunked.partial, "its manifest": chunked.manifest_path,

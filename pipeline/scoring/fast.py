@@ -50,11 +50,10 @@ import torch
 import torch.nn.functional as F
 from threadpoolctl import threadpool_limits
 
+from ..configs import MATMULS, PRECISIONS
 from .chunk_pairs import ChunkPairs
 from .trie import PrefixTrie, build_trie
 
-PRECISIONS = ("fp32", "bf16", "fp16")
-MATMULS = ("torch", "numpy")
 LOG2E = 1.0 / math.log(2.0)
 PRECOMPUTE_MAX_BYTES = 1 << 30
 

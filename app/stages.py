@@ -50,9 +50,9 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
-from phrase_rescore.core.atomic_write import atomic_open
 from phrase_rescore.core.config import check
 from phrase_rescore.core.errors import PhraseRescoreError
+from phrase_rescore.core.stamps import is_current, write_stamp
 from phrase_rescore.data.split import SplitConfig
 from phrase_rescore.moses_integration.embedded.tokenizer import TokenizeConfig
 from phrase_rescore.moses_integration.heldout_text import TOKENIZE_KEYS, check_same_preprocessing, tokenize_file
@@ -347,13 +347,6 @@ def _check_evaluate(p: dict) -> None:
     stage_check(CSLMRerank)(p)
 
 
-def _stamp_ok(path: Path, stamp: dict, outputs) -> bool:
-    try:
-        return all(Path(o).is_file() for o in outputs) and json.loads(path.read_text(encoding="utf-8")) == stamp
-    except (FileNotFoundError, ValueError):
-        return False
-
-
 class CSLMRowResult(NamedTuple):
     """A +CSLM row of Table 1 and what its re-ranking did."""
 
@@ -380,7 +373,7 @@ def _cslm_row(ctx: StageContext, config: str, base, cslm: Path, work: Path) -> C
              **{k: p[k] for k in ("cslm_weight", "rerank_restarts", "rerank_tuner")}}
     stamp_path = work / f"{config}.stamp.json"
     summary = {}
-    if not _stamp_ok(stamp_path, stamp, [*out.values(), weights_path]):
+    if not is_current(stamp_path, stamp, [*out.values(), weights_path]):
         init = {**read_moses_ini(base.ini).weights, "CSLM0": [p["cslm_weight"]]}
         r = rerank_retuned(cslm, "CSLM0", init, SplitFiles(base.nbest["dev"], base.nbest["test"]),
                            SplitFiles(ctx.input("dev_src_tok"), ctx.input("test_src_tok")), ctx.input("dev_ref_tok"),
@@ -389,8 +382,7 @@ def _cslm_row(ctx: StageContext, config: str, base, cslm: Path, work: Path) -> C
         summary = {"hypotheses": r.hypotheses, "hyps_per_s": round(r.hyps_per_s), "mert_dev_bleu": r.dev_bleu,
                    "tuner": r.tuner, "tune_seconds": round(r.tune_seconds, 2),
                    "changed_test": r.changed_test, "changed_dev": r.changed_dev}
-        with atomic_open(stamp_path, "w") as f:
-            json.dump(stamp, f, indent=1)
+        write_stamp(stamp_path, stamp)
     row = SystemSpec(label, base.ini, base.model, outputs=dict(out), nbest=dict(base.nbest),
                      hashes={**base.hashes, "cslm_sha256": sha256_file(cslm),
                              "rerank_weights_sha256": sha256_file(weights_path)})

@@ -52,13 +52,13 @@ What the runner may delete: only what it wrote itself. It writes into ``WORKDIR/
 selected stage and ``WORKDIR/run-log.json``, and nowhere else.
 
 - It creates each stage folder with the marker file ``.phrase-rescore-stage`` (naming the stage) and
-  only ever removes files from a folder that carries that marker (or a manifest or attempt record of
-  that stage, written by a version before the marker). An empty folder of a stage's name is taken over.
+  only ever removes files from a folder that carries that marker. An empty folder of a stage's name is
+  taken over.
 - Within a stage folder it removes only the files the stage wrote: the manifest lists them
   (``files``), and the attempt record lists the files that were there before the attempt started
   (``foreign``). Any other file, such as one a user put there after the stage ran, stays where it is,
-  and so do the folders holding one. (Folders written by a version without these lists count as all
-  the runner's.)
+  and so do the folders holding one. (A marked folder with neither record was created empty by the runner,
+  which stopped before the stage began: all in it is the runner's.)
 - Before anything runs, a file or non-empty folder named like a selected stage without that proof, a
   ``run-log.json`` that is not a run log, or an ``[inputs]`` path that lies inside a selected stage's
   folder, contains one, or is the run log, is an error naming the path; nothing is written.
@@ -664,18 +664,11 @@ def _is_marker_temp(name: str) -> bool:
 
 def _owned(stage_dir: Path, stage: str) -> bool:
     """True when ``stage_dir`` is the runner's folder for ``stage``: it carries the marker of that stage, or
-    (written by a version before the marker) that stage's manifest or attempt record, or it holds
-    nothing (at most a marker the runner was interrupted writing)."""
+    it holds nothing (at most a marker the runner was interrupted writing)."""
     if all(_is_marker_temp(e.name) for e in stage_dir.iterdir()):
         return True
     marker = _read_json(stage_dir / STAGE_MARKER)
-    if isinstance(marker, dict):
-        return marker.get("stage") == stage
-    m = read_manifest(stage_dir)
-    if m is not None:
-        return m.get("stage") == stage and m.get("manifest_version") == MANIFEST_VERSION
-    a = _read_json(stage_dir / ATTEMPT)
-    return isinstance(a, dict) and {"tool_version", "params", "inputs"} <= set(a)
+    return isinstance(marker, dict) and marker.get("stage") == stage
 
 
 def _inside(path: Path, folder: Path) -> bool:
@@ -773,7 +766,7 @@ def _foreign_files(stage_dir: Path) -> set[str]:
     a = _read_json(stage_dir / ATTEMPT)
     if isinstance(a, dict) and isinstance(a.get("foreign"), list):
         return now & set(a["foreign"])
-    return set()  # written by a version before these records: the folder and all in it are the runner's
+    return set()  # marked, but stopped before the attempt record: the runner made it empty, all in it is its own
 
 
 def _remove_runner_temps(stage_dir: Path) -> None:

@@ -19,7 +19,6 @@ oracle BLEU (:func:`oracle_bleu`), the ceiling any re-ranking of that list can r
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,6 +34,7 @@ from phrase_rescore.core.cores import threads_or_cores
 from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.core.hashing import sha256_file
 from phrase_rescore.core.reading import read_text_lines
+from phrase_rescore.core.stamps import is_current, write_stamp
 
 from .backend import BACKENDS, Backend, get_backend
 from .embedded.detruecase import detruecase_line, detruecase_lines
@@ -184,16 +184,11 @@ def decode_split(backend: Backend, spec: SystemSpec, src: Path, out: Path, threa
     stamp_path = out.with_name(out.name + ".stamp.json")
     nbest = nbest if nbest_path is not None else 0
     stamp = _stamp(Path(spec.ini), spec.model, Path(src), nbest)
-    if out.is_file() and stamp_path.is_file() and (not nbest or Path(nbest_path).is_file()):
-        try:
-            if json.loads(stamp_path.read_text()) == stamp:
-                return out
-        except json.JSONDecodeError:
-            pass
+    if is_current(stamp_path, stamp, [out, nbest_path] if nbest else [out]):
+        return out
     backend.decode(spec.ini, src, out, nbest_path=nbest_path if nbest else None, nbest=nbest,
                    threads=threads_or_cores(threads))
-    with atomic_open(stamp_path, "wb") as f:
-        f.write(json.dumps(stamp, indent=1).encode())
+    write_stamp(stamp_path, stamp)
     return out
 
 

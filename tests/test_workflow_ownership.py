@@ -9,7 +9,7 @@ from _workflow_toy import BASE, CALLS, registry
 from click.testing import CliRunner
 
 from phrase_rescore.app.cli import main
-from phrase_rescore.app.workflow import MANIFEST, STAGE_MARKER, load_workflow, run_workflow
+from phrase_rescore.app.workflow import STAGE_MARKER, load_workflow, run_workflow
 from phrase_rescore.core.errors import PhraseRescoreError
 
 FULL = {"workflow": {"stages": ["make", "double", "squares", "sum"]}}
@@ -121,18 +121,16 @@ def test_empty_folder_is_taken_over_and_marked(tmp_path):
     assert (work / "double" / "doubled.txt").read_text() == "2\n4\n6\n"
 
 
-def test_stage_folder_of_an_older_version_without_marker_is_still_ours(tmp_path):
+def test_a_stage_folder_without_the_marker_is_not_ours_even_with_a_manifest(tmp_path):
+    """Only the marker proves a folder is the runner's: a manifest can be copied in by anyone."""
     work = tmp_path / "work"
     run(work, FULL)
-    for name in FULL["workflow"]["stages"]:
-        (work / name / STAGE_MARKER).unlink()  # written before the marker existed: only its manifest proves it
-        m = json.loads((work / name / MANIFEST).read_text())
-        del m["files"]  # nor did it list the files the stage wrote
-        (work / name / MANIFEST).write_text(json.dumps(m))
-    (work / "double" / "stale.txt").write_text("from an older configuration\n")
-    assert run(work, FULL, sets=["make.n=4"]) == dict.fromkeys(FULL["workflow"]["stages"], "ran")
-    assert not (work / "double" / "stale.txt").exists()
-    assert (work / "double" / STAGE_MARKER).exists() and (work / "double" / MANIFEST).exists()
+    (work / "double" / STAGE_MARKER).unlink()
+    before = sorted(p.name for p in (work / "double").iterdir())
+    with pytest.raises(PhraseRescoreError, match=r"double.*no \.phrase-rescore-stage"):
+        run(work, FULL, sets=["make.n=4"])
+    assert sorted(p.name for p in (work / "double").iterdir()) == before
+    assert (work / "double" / "doubled.txt").read_text() == "2\n4\n6\n"
 
 
 def test_cli_run_in_a_folder_with_a_users_stage_named_folder(tmp_path, monkeypatch):

@@ -114,7 +114,8 @@ def tokenize_file(raw: Path, out: Path, lang: str) -> None:
 
 def demo_report(args) -> list[tuple[str, float]]:
     from phrase_rescore.data.demo_corpus import generate
-    from phrase_rescore.moses_integration.embedded.build import BuildConfig, build_smt
+    from phrase_rescore.moses_integration.configs import BuildConfig
+    from phrase_rescore.moses_integration.embedded.build import build_smt
     from phrase_rescore.moses_integration.embedded.decoder import decode_file
     from phrase_rescore.pipeline.configs import RescoreConfig, TrainSeq2SeqConfig, TranslateConfig
     from phrase_rescore.pipeline.rescore_nbest import rescore_nbest

@@ -14,7 +14,8 @@ from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.core.hashing import sha256_file
 from phrase_rescore.core.reading import read_text_lines
 from phrase_rescore.moses_integration.backend import Backend
-from phrase_rescore.moses_integration.report import DEV_NOTE, EvaluateConfig, SystemSpec, evaluate, score_systems
+from phrase_rescore.moses_integration.configs import EvaluateConfig, SystemSpec
+from phrase_rescore.moses_integration.report import DEV_NOTE, evaluate, score_systems
 
 FIX = Path(__file__).parent / "fixtures" / "moses"
 

@@ -12,19 +12,19 @@ from click.testing import CliRunner
 from phrase_rescore.app.cli import main
 from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.moses_integration.backend import MosesBackend, get_backend
+from phrase_rescore.moses_integration.configs import MosesTuneConfig, RewriteConfig, TuneConfig
 from phrase_rescore.moses_integration.moses_ini import read_moses_ini
 from phrase_rescore.moses_integration.moses_install import find_moses, require_moses
-from phrase_rescore.moses_integration.rewrite import RewriteConfig, process_phrase_table_min_argv, rewrite_moses_ini
+from phrase_rescore.moses_integration.rewrite import process_phrase_table_min_argv, rewrite_moses_ini
 from phrase_rescore.moses_integration.table_filter import original_paths
 from phrase_rescore.moses_integration.tune_moses import (
     MertProgress,
-    MosesTuneConfig,
     mert_moses_argv,
     run_logged,
     tune_moses,
     without_finish_date,
 )
-from phrase_rescore.moses_integration.tuning import TuneConfig, tune
+from phrase_rescore.moses_integration.tuning import tune
 
 FIX = Path(__file__).parent / "fixtures" / "moses"
 

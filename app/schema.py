@@ -9,8 +9,7 @@ workflow stage the same settings.
 """
 from __future__ import annotations
 
-import importlib
-from typing import Any, Callable, Union
+from typing import Any, Callable
 
 import click
 from click.core import ParameterSource
@@ -28,9 +27,6 @@ from phrase_rescore.core.config import (
 )
 
 from .stage_settings import AddedWeights, CSLMRerank
-
-#: a config class, or ``"package.module:Name"`` for one whose module is slow to import (imported on first use)
-ConfigRef = Union[type, str]
 
 CONFIG_HELP = ("A TOML file of option values, key = value with the names in snake_case (as in a workflow section); "
                "options given on the command line override it.")
@@ -82,22 +78,13 @@ def _options_of(s: Setting) -> list[click.Option]:
     return out
 
 
-def load_class(config: ConfigRef) -> type:
-    """A config class as :func:`options` names it: the class, or ``"package.module:Name"`` imported now."""
-    if isinstance(config, type):
-        return config
-    module, _, name = config.partition(":")
-    return getattr(importlib.import_module(module), name)
-
-
-def options(config: ConfigRef, exclude: tuple[str, ...] = (), config_file: bool = True) -> Callable:
+def options(config: type, exclude: tuple[str, ...] = (), config_file: bool = True) -> Callable:
     """Give a command the settings of ``config`` (less ``exclude``) as options, and ``--config``.
 
-    ``config`` is the config class, from a module that loads neither torch nor pandas. A Moses-side config
-    whose module loads the command's machinery (pandas for ``evaluate`` and ``build-smt``, sacremoses for
-    ``moses-ini``, the tuning loop and tqdm for ``tune``) is named ``"module:Class"`` and imported when the
-    command parses its arguments or shows its help (:class:`SettingsCommand`), so ``phrase-rescore --help``
-    and every other command start without it.
+    ``config`` is the config class, from a module that loads none of torch, pandas, numpy or sacremoses
+    (``pipeline/configs.py``, ``moses_integration/configs.py``), so that ``phrase-rescore --help`` and every
+    command start without them; the options themselves are made when the command parses its arguments or
+    shows its help (:class:`SettingsCommand`).
     """
     def deco(f):
         f.__settings__ = (config, tuple(exclude), config_file)
@@ -116,7 +103,7 @@ class SettingsCommand(click.Command):
         if self._settings is not None:
             config, exclude, config_file = self._settings
             self._settings = None
-            generated = [o for s in settings(load_class(config)) if s.name not in exclude for o in _options_of(s)]
+            generated = [o for s in settings(config) if s.name not in exclude for o in _options_of(s)]
             if config_file:
                 generated.insert(0, click.Option(["--config", "config_file"], type=click.Path(dir_okay=False),
                                                  help=CONFIG_HELP))
@@ -221,7 +208,7 @@ def declared_limits(group: click.Group) -> list[tuple[str, str, str]]:
     walk(group, "")
     rows = []
     for command, _, (spec, exclude, _config_file) in specs:
-        for s in settings(load_class(spec)):
+        for s in settings(spec):
             if s.name in exclude:
                 continue
             words = _limit_words(s)

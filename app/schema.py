@@ -53,29 +53,19 @@ INT = Number(int)
 FLOAT = Number(float)
 
 
-def _alias_dest(s: Setting, alias: str) -> str:
-    return f"alias__{s.name}__{alias.replace('-', '_')}"
-
-
-def _options_of(s: Setting) -> list[click.Option]:
-    """The click options of one setting: its own and its hidden older spellings."""
+def _option_of(s: Setting) -> click.Option:
+    """The click option of one setting."""
     show = s.default is not None and s.default != {} and s.default != ()
     common = dict(help=s.help, show_default=show, envvar=s.envvar)
     if s.type is bool:
         off = s.secondary or f"no-{s.flag}"
-        out = [click.Option([f"--{s.flag}/--{off}", s.name], default=s.default, **common)]
-    else:
-        kind = {int: INT, float: FLOAT}.get(s.type, str) if s.choices is None or s.type is int else str
-        default = (",".join(str(v) for v in s.default) if s.type is tuple and s.default is not None
-                   else None if s.type is dict else s.default)
-        metavar = s.metavar or ("[" + "|".join(str(c) for c in s.choices) + "]" if s.choices else None)
-        decls = [f"--{s.flag}"] + ([f"-{s.short}"] if s.short else [])
-        out = [click.Option(decls + [s.name], type=kind, default=default, metavar=metavar, **common)]
-    for alias in s.aliases:
-        kind = {int: INT, float: FLOAT}.get(s.type, str)
-        out.append(click.Option([f"--{alias}", _alias_dest(s, alias)], type=kind, hidden=True,
-                                help=f"Same as --{s.flag}."))
-    return out
+        return click.Option([f"--{s.flag}/--{off}", s.name], default=s.default, **common)
+    kind = {int: INT, float: FLOAT}.get(s.type, str) if s.choices is None or s.type is int else str
+    default = (",".join(str(v) for v in s.default) if s.type is tuple and s.default is not None
+               else None if s.type is dict else s.default)
+    metavar = s.metavar or ("[" + "|".join(str(c) for c in s.choices) + "]" if s.choices else None)
+    decls = [f"--{s.flag}"] + ([f"-{s.short}"] if s.short else [])
+    return click.Option(decls + [s.name], type=kind, default=default, metavar=metavar, **common)
 
 
 def options(config: type, exclude: tuple[str, ...] = (), config_file: bool = True) -> Callable:
@@ -103,7 +93,7 @@ class SettingsCommand(click.Command):
         if self._settings is not None:
             config, exclude, config_file = self._settings
             self._settings = None
-            generated = [o for s in settings(config) if s.name not in exclude for o in _options_of(s)]
+            generated = [_option_of(s) for s in settings(config) if s.name not in exclude]
             if config_file:
                 generated.insert(0, click.Option(["--config", "config_file"], type=click.Path(dir_okay=False),
                                                  help=CONFIG_HELP))
@@ -142,11 +132,6 @@ def collect(cls, kwargs: dict, exclude: tuple[str, ...] = ()) -> dict[str, Any]:
         values[s.name] = s.default if s.type is dict and value is None else value  # a table has no text default
         if ctx.get_parameter_source(s.name) == ParameterSource.COMMANDLINE:
             given.add(s.name)
-        for alias in s.aliases:
-            v = kwargs.pop(_alias_dest(s, alias))
-            if v is not None and s.name not in given:
-                values[s.name] = v
-                given.add(s.name)
     path = kwargs.pop("config_file", None)
     if path is not None:
         from_file = read_config_file(path, cls, exclude=exclude + tuple(s.name for s in settings(cls)

@@ -228,7 +228,7 @@ def _train_encdec(w: Path, smt: Path, seconds: float) -> Path:
         subprocess.run(exe + ["prepare", str(smt / "phrase-table.gz"), "--out", str(w / "pairs"),
                               "--vocab-size", "1000", "--src-corpus", str(smt / "corpus" / "clean.src"),
                               "--tgt-corpus", str(smt / "corpus" / "clean.tgt")], check=True)
-        subprocess.run(exe + ["train", str(w / "pairs"), "--out", str(w / "encdec"), "--time-budget", str(seconds),
+        subprocess.run(exe + ["train", str(w / "pairs"), "--out", str(w / "encdec"), "--time-budget-s", str(seconds),
                               "--valid-every", "250"], check=True)
     return model
 

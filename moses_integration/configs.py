@@ -114,7 +114,7 @@ class MosesTuneConfig:
     workdir: Path
     out: Path | None = None
     nbest: int = setting(100, at_least=1, at_most=10_000, help="n-best list size per iteration.")
-    max_iterations: int = setting(25, at_least=1, below=ITERATIONS_PER_SEED, aliases=("maximum-iterations",),
+    max_iterations: int = setting(25, at_least=1, below=ITERATIONS_PER_SEED,
                                   help="Most MERT iterations.")
     threads: int | None = setting(None, type=int, at_least=1, cores=True,
                                   help="moses: mert-moses.pl --threads (the optimizer) and the decoder's -threads "
@@ -206,14 +206,14 @@ class EvaluateConfig:
                            help="moses: a real Moses decodes (MOSES_HOME); embedded: the project's decoder.")
     moses_home: str | None = setting(None, type=str, envvar="MOSES_HOME",
                                      help="Moses installation root (default: $MOSES_HOME, or moses on PATH).")
-    target_lang: str | None = setting("en", type=str, aliases=("detok-lang",),
+    target_lang: str | None = setting("en", type=str,
                                       help="Target language of the output, for detokenization ('none': score the "
                                            "output as it is).")
     case: str = setting("none", choices=CASES,
                         help="lower: the system is lowercased, so the references are lowercased too and BLEU and chrF "
                              "are case-insensitive (as sacrebleu -lc); the report says so. truecase: the output is "
                              "detruecased (as detruecase.perl) before it is detokenized.")
-    bootstrap_samples: int = setting(DEFAULT_BOOTSTRAP, at_least=1, at_most=100_000, aliases=("bootstrap",),
+    bootstrap_samples: int = setting(DEFAULT_BOOTSTRAP, at_least=1, at_most=100_000,
                                      help="Paired bootstrap resamples (sacrebleu --paired-bs-n).")
     seed: int = setting(DEFAULT_SEED, at_least=1, at_most=SEED_MAX, help="Bootstrap seed (sacrebleu's default).")
     threads: int | None = setting(None, type=int, at_least=1, cores=True, help=f"Decoder threads [default: {CORES}].")

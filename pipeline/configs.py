@@ -76,7 +76,7 @@ class TrainConfig:
                                           "paper, 0.05 for small].")
     seed: int = setting(1, at_least=0, at_most=SEED_MAX, help="Initial weights and pair sampling.")
     max_steps: int = setting(100_000, at_least=1, help="Stop after this many updates.")
-    time_budget_s: float | None = setting(None, above=0, type=float, aliases=("time-budget",),
+    time_budget_s: float | None = setting(None, above=0, type=float,
                                           help="Stop after this many seconds of training (this and earlier runs).")
     patience: int | None = setting(10, at_least=0, optional=True,
                                    help="Stop after this many validations without improvement (0: never).")

@@ -35,7 +35,7 @@ STAGES = {
     "tune-baseline": ("tune", TuneConfig, set()),
     "tune-rnn": ("tune", TuneConfig, set()),
     "tune-rnn-wp": ("tune", TuneConfig, set()),
-    # evaluate lowercases the references and detokenizes as build-smt built the system (--detok-lang)
+    # evaluate lowercases the references and detokenizes as build-smt built the system (--target-lang)
     "evaluate": ("evaluate", EvaluateConfig, {"nbest_size", "cslm_weight", "rerank_restarts", "rerank_tuner"}),  # +CSLM rows
     "train-cslm": ("train-cslm", TrainCSLMConfig, set()),
     # the two stages add one column and two (and the reverse model's): one initial weight each, not --weights
@@ -120,7 +120,7 @@ EVALUATE = ["evaluate", "--system", "b=moses.ini", "--test-src", "dev.src", "--t
     (TRAIN + ["--max-steps", "-5"], "--max-steps -5: expected at least 1"),
     (TRAIN + ["--rho", "1.5"], "--rho 1.5: expected a number from 0 to 1"),
     (TRAIN + ["--preset", "huge"], "--preset huge: expected one of 'paper', 'small'"),
-    (TRAIN + ["--time-budget", "-1"], "--time-budget-s -1.0: expected a number above 0 (or leave it unset)"),
+    (TRAIN + ["--time-budget-s", "-1"], "--time-budget-s -1.0: expected a number above 0 (or leave it unset)"),
     (TRAIN + ["--model-overrides", "{hidden=8}"], "--model-overrides {'hidden': 8}: unknown key(s) hidden"),
     (TRAIN + ["--model-overrides", "{hidden_dim = 0}"], "--model-overrides {'hidden_dim': 0}: hidden_dim = 0: expected 1 to 16384"),
     (TRAIN + ["--device", "tpu"], "--device tpu: unknown device 'tpu'"),
@@ -142,8 +142,8 @@ EVALUATE = ["evaluate", "--system", "b=moses.ini", "--test-src", "dev.src", "--t
      "--max-length-ratio nan: expected a number above 0"),
     (["build-smt", "src.txt", "tgt.txt", "--out", "s", "--eflomal-model", "4"], "--eflomal-model 4: expected one of 1, 2, 3"),
     (TUNE + ["--nbest", "0"], "--nbest 0: expected 1 to 10000"),
-    (TUNE + ["--maximum-iterations", "0"], "--max-iterations 0: expected at least 1"),
-    (EVALUATE + ["--bootstrap", "0"], "--bootstrap-samples 0: expected 1 to 100000"),
+    (TUNE + ["--max-iterations", "0"], "--max-iterations 0: expected at least 1"),
+    (EVALUATE + ["--bootstrap-samples", "0"], "--bootstrap-samples 0: expected 1 to 100000"),
     (EVALUATE + ["--threads", "0"], "--threads 0: expected at least 1"),
     (["make-demo-data", "--out", "d", "--noise", "2"], "--noise 2.0: expected a number from 0 to 1"),
     (["translate", "src.txt", "-m", "model.pt", "-o", "o.txt", "-b", "0"], "--beam 0: expected 1 to 1000"),

@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Se
 
 from phrase_rescore import __all__ as _package_names
 from phrase_rescore.core.errors import PhraseRescoreError
-from phrase_rescore.moses_integration.tuning import TuneConfig
+from phrase_rescore.moses_integration.configs import EvaluateConfig, RewriteConfig, SystemSpec, TuneConfig
 from phrase_rescore.pipeline.configs import PrepareConfig, ScoreConfig, TrainConfig
 from phrase_rescore.pipeline.ranks import is_rank_zero
 
@@ -52,7 +52,6 @@ if TYPE_CHECKING:
 
     from phrase_rescore.moses_integration.embedded.decoder import DecoderConfig
     from phrase_rescore.moses_integration.phrase_table import PhraseTableReader
-    from phrase_rescore.moses_integration.report import SystemSpec
     from phrase_rescore.moses_integration.rewrite import RewriteResult
     from phrase_rescore.pipeline.score import ScoreSummary
     from phrase_rescore.pipeline.train import TrainSummary
@@ -349,7 +348,8 @@ class PairScore:
         ``logprob`` as exp(log p) (floored as Moses floors it), ``unk`` as exp(n); with ``raw``, log p and n."""
         import numpy as np
 
-        from phrase_rescore.moses_integration.moses_values import logprob_texts, parse_columns, unk_texts
+        from phrase_rescore.moses_integration.moses_values import logprob_texts, unk_texts
+        from phrase_rescore.pipeline.configs import parse_columns
 
         texts = {"logprob": lambda: logprob_texts(np.array([self.logprob]), raw=raw)[0],
                  "unk": lambda: unk_texts(np.array([self.unknown_words]), raw=raw)[0]}
@@ -474,7 +474,7 @@ def rewrite_ini(old_ini: PathLike, table: PathLike, out: PathLike, *, binarized_
     """Point a moses.ini at a rescored table: its phrase dictionary's ``num-features`` grows by the new
     columns and matching weights are appended (``phrase-rescore moses-ini``); every other line is kept.
 
-    :param options: :class:`~phrase_rescore.moses_integration.rewrite.RewriteConfig` settings: ``feature``
+    :param options: :class:`~phrase_rescore.moses_integration.configs.RewriteConfig` settings: ``feature``
         (which phrase dictionary), ``weights`` (of the new columns; 0.2 each), ``binarize``, ``threads``,
         ``moses_home`` (for a ``PhraseDictionaryCompact``, whose table is binarized).
     :returns: a :class:`RewriteResult` (``old_count``, ``new_count``, ``added_weights``, ``notes``...).
@@ -487,7 +487,6 @@ def rewrite_ini(old_ini: PathLike, table: PathLike, out: PathLike, *, binarized_
     from phrase_rescore.moses_integration.rewrite import (
         BINARIZER_LOG,
         MINPHR,
-        RewriteConfig,
         default_binarized_prefix,
         rewrite_moses_ini,
     )
@@ -643,7 +642,7 @@ def tune(ini: PathLike, dev_src: PathLike, dev_ref: PathLike, workdir: PathLike,
     :param workdir: the tuning's folder (its log, n-best lists, the tuned moses.ini); a rerun resumes.
     :param out: where the tuned moses.ini goes [``workdir``'s].
     :param echo: receives the tuner's progress lines.
-    :param options: :class:`~phrase_rescore.moses_integration.tuning.TuneConfig` settings: ``backend``
+    :param options: :class:`~phrase_rescore.moses_integration.configs.TuneConfig` settings: ``backend``
         ("moses": mert-moses.pl of ``MOSES_HOME``; "embedded": the project's decoder and MERT),
         ``max_iterations``, ``nbest``, ``seed``, ``threads``, ``moses_home``...
     :returns: a :class:`TuneResult`.
@@ -674,11 +673,11 @@ def evaluate(systems: Mapping[str, PathLike] | Sequence[SystemSpec], test_src: P
     the paired-bootstrap p-value, chrF and the sha256 of each moses.ini and model.
 
     :param systems: ``{name: moses.ini}``, the baseline first (or
-        :class:`~phrase_rescore.moses_integration.report.SystemSpec` records).
+        :class:`~phrase_rescore.moses_integration.configs.SystemSpec` records).
     :param test_src: tokenized test source; ``test_ref``: the raw (untokenized) reference; ``dev_*`` the same.
     :param workdir: the decoded outputs, ``table1.md`` and ``table1.csv`` (a rerun reuses the outputs).
     :param models: ``{name: model}``: the model behind a configuration (hashed in the table).
-    :param options: :class:`~phrase_rescore.moses_integration.report.EvaluateConfig` settings: ``backend``
+    :param options: :class:`~phrase_rescore.moses_integration.configs.EvaluateConfig` settings: ``backend``
         ("moses" or "embedded"), ``target_lang`` (detokenization; "en"), ``case``, ``bootstrap_samples``,
         ``seed``, ``threads``, ``moses_home``...
     :returns: Table 1 as a ``pandas.DataFrame``, one row per configuration: the numbers of ``table1.csv``
@@ -693,7 +692,6 @@ def evaluate(systems: Mapping[str, PathLike] | Sequence[SystemSpec], test_src: P
     >>> df.attrs["csv"]
     'eval/table1.csv'
     """
-    from phrase_rescore.moses_integration.report import EvaluateConfig, SystemSpec
     from phrase_rescore.moses_integration.report import evaluate as run
 
     models = dict(models or {})

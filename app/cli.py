@@ -19,6 +19,7 @@ from phrase_rescore.core.outdir import claim_output_dir, forget_created, lock_ou
 from phrase_rescore.core.output_paths import check_outputs
 from phrase_rescore.core.version import code_version
 from phrase_rescore.data.split import SplitConfig
+from phrase_rescore.moses_integration.configs import BuildConfig, EvaluateConfig, RewriteConfig, TuneConfig
 from phrase_rescore.pipeline.configs import (
     PrepareConfig,
     RescoreConfig,
@@ -319,12 +320,12 @@ def run_cmd(workflow_file, workdir, sets, from_stage):
 @click.option("--out", required=True, type=click.Path(dir_okay=False), help="The new moses.ini to write.")
 @click.option("--binarized-prefix", type=click.Path(dir_okay=False),
               help="PhraseDictionaryCompact: processPhraseTableMin -out prefix (default: the table's name without .gz).")
-@options("phrase_rescore.moses_integration.rewrite:RewriteConfig")
+@options(RewriteConfig)
 def moses_ini_cmd(old_ini, table, out, binarized_prefix, **kw):
     """Point a moses.ini at the rescored table: more num-features, matching weights."""
     from pathlib import Path
 
-    from phrase_rescore.moses_integration.rewrite import BINARIZER_LOG, MINPHR, RewriteConfig, default_binarized_prefix
+    from phrase_rescore.moses_integration.rewrite import BINARIZER_LOG, MINPHR, default_binarized_prefix
 
     from .api import rewrite_ini
 
@@ -346,11 +347,9 @@ def moses_ini_cmd(old_ini, table, out, binarized_prefix, **kw):
 @click.option("--out", type=click.Path(dir_okay=False),
               help="Tuned moses.ini (default: WORKDIR/moses.tuned.ini with --backend moses, WORKDIR/moses.ini with "
                    "--backend embedded).")
-@options("phrase_rescore.moses_integration.tuning:TuneConfig")
+@options(TuneConfig)
 def tune_cmd(ini, dev_src, dev_ref, workdir, out, **kw):
     """Tune the weights of a moses.ini on a dev set (mert-moses.pl or the embedded MERT)."""
-    from phrase_rescore.moses_integration.tuning import TuneConfig
-
     from .api import tune
 
     values = collect(TuneConfig, kw)
@@ -381,12 +380,10 @@ def _named_paths(values, what):
 @click.option("--dev-src", type=click.Path(exists=True, dir_okay=False), help="Tokenized dev source.")
 @click.option("--dev-ref", type=click.Path(exists=True, dir_okay=False), help="Raw dev reference.")
 @click.option("--workdir", required=True, type=click.Path(file_okay=False), help="Where outputs and the report go.")
-@options("phrase_rescore.moses_integration.report:EvaluateConfig")
+@options(EvaluateConfig)
 def evaluate_cmd(systems, models, test_src, test_ref, dev_src, dev_ref, workdir, **kw):
     """Decode, score (sacrebleu BLEU/chrF, paired bootstrap) and write Table 1 as Markdown and CSV."""
     from pathlib import Path
-
-    from phrase_rescore.moses_integration.report import EvaluateConfig
 
     from .api import evaluate
 
@@ -440,12 +437,12 @@ def _lang_from_suffix(path: str) -> str | None:
 @click.argument("train_src", type=click.Path(exists=True, dir_okay=False))
 @click.argument("train_tgt", type=click.Path(exists=True, dir_okay=False))
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Output directory.")
-@options("phrase_rescore.moses_integration.embedded.build:BuildConfig")
+@options(BuildConfig)
 def build_smt_cmd(train_src, train_tgt, out_dir, **kw):
     """Build phrase-table.gz, lm.arpa and moses.ini from raw parallel text, Moses-compatible, no Moses needed."""
     from click.core import ParameterSource
 
-    from phrase_rescore.moses_integration.embedded.build import BuildConfig, build_smt
+    from phrase_rescore.moses_integration.embedded.build import build_smt
 
     ctx = click.get_current_context()
     unset = {k for k in ("source_lang", "target_lang") if ctx.get_parameter_source(k) != ParameterSource.COMMANDLINE}

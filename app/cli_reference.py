@@ -29,7 +29,6 @@ import click
 
 from phrase_rescore.core.config import Setting, expected, settings
 
-from .schema import load_class
 from .seq2seq_stages import NBestLists, Seq2SeqRerank, Seq2SeqTranslate
 from .stage_settings import AddedWeights, CSLMRerank
 
@@ -137,7 +136,7 @@ def _settings_of(cmd: click.Command) -> dict[str, Setting]:
     if spec is None:
         return {}
     cls, exclude, _ = spec
-    return {s.name: s for s in settings(load_class(cls)) if s.name not in exclude}
+    return {s.name: s for s in settings(cls) if s.name not in exclude}
 
 
 def _option_names(p: click.Option) -> str:

@@ -34,7 +34,7 @@ from pathlib import Path
 from phrase_rescore.core.atomic_write import atomic_open
 from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.core.output_paths import check_outputs
-from phrase_rescore.moses_integration.embedded.tokenizer import CASES
+from phrase_rescore.moses_integration.configs import CASES
 from phrase_rescore.moses_integration.moses_system import (
     Decided,
     Missing,

@@ -9,8 +9,7 @@ workflow stage the same settings.
 """
 from __future__ import annotations
 
-import importlib
-from typing import Any, Callable, Union
+from typing import Any, Callable
 
 import click
 from click.core import ParameterSource
@@ -28,9 +27,6 @@ from phrase_rescore.core.config import (
 )
 
 from .stage_settings import AddedWeights, CSLMRerank
-
-#: a config class, or ``"package.module:Name"`` for one whose module is slow to import (imported on first use)
-ConfigRef = Union[type, str]
 
 CONFIG_HELP = ("A TOML file of option values, key = value with the names in snake_case (as in a workflow section); "
                "options given on the command line override it.")
@@ -57,47 +53,28 @@ INT = Number(int)
 FLOAT = Number(float)
 
 
-def _alias_dest(s: Setting, alias: str) -> str:
-    return f"alias__{s.name}__{alias.replace('-', '_')}"
-
-
-def _options_of(s: Setting) -> list[click.Option]:
-    """The click options of one setting: its own and its hidden older spellings."""
+def _option_of(s: Setting) -> click.Option:
+    """The click option of one setting."""
     show = s.default is not None and s.default != {} and s.default != ()
     common = dict(help=s.help, show_default=show, envvar=s.envvar)
     if s.type is bool:
         off = s.secondary or f"no-{s.flag}"
-        out = [click.Option([f"--{s.flag}/--{off}", s.name], default=s.default, **common)]
-    else:
-        kind = {int: INT, float: FLOAT}.get(s.type, str) if s.choices is None or s.type is int else str
-        default = (",".join(str(v) for v in s.default) if s.type is tuple and s.default is not None
-                   else None if s.type is dict else s.default)
-        metavar = s.metavar or ("[" + "|".join(str(c) for c in s.choices) + "]" if s.choices else None)
-        decls = [f"--{s.flag}"] + ([f"-{s.short}"] if s.short else [])
-        out = [click.Option(decls + [s.name], type=kind, default=default, metavar=metavar, **common)]
-    for alias in s.aliases:
-        kind = {int: INT, float: FLOAT}.get(s.type, str)
-        out.append(click.Option([f"--{alias}", _alias_dest(s, alias)], type=kind, hidden=True,
-                                help=f"Same as --{s.flag}."))
-    return out
+        return click.Option([f"--{s.flag}/--{off}", s.name], default=s.default, **common)
+    kind = {int: INT, float: FLOAT}.get(s.type, str) if s.choices is None or s.type is int else str
+    default = (",".join(str(v) for v in s.default) if s.type is tuple and s.default is not None
+               else None if s.type is dict else s.default)
+    metavar = s.metavar or ("[" + "|".join(str(c) for c in s.choices) + "]" if s.choices else None)
+    decls = [f"--{s.flag}"] + ([f"-{s.short}"] if s.short else [])
+    return click.Option(decls + [s.name], type=kind, default=default, metavar=metavar, **common)
 
 
-def load_class(config: ConfigRef) -> type:
-    """A config class as :func:`options` names it: the class, or ``"package.module:Name"`` imported now."""
-    if isinstance(config, type):
-        return config
-    module, _, name = config.partition(":")
-    return getattr(importlib.import_module(module), name)
-
-
-def options(config: ConfigRef, exclude: tuple[str, ...] = (), config_file: bool = True) -> Callable:
+def options(config: type, exclude: tuple[str, ...] = (), config_file: bool = True) -> Callable:
     """Give a command the settings of ``config`` (less ``exclude``) as options, and ``--config``.
 
-    ``config`` is the config class, from a module that loads neither torch nor pandas. A Moses-side config
-    whose module loads the command's machinery (pandas for ``evaluate`` and ``build-smt``, sacremoses for
-    ``moses-ini``, the tuning loop and tqdm for ``tune``) is named ``"module:Class"`` and imported when the
-    command parses its arguments or shows its help (:class:`SettingsCommand`), so ``phrase-rescore --help``
-    and every other command start without it.
+    ``config`` is the config class, from a module that loads none of torch, pandas, numpy or sacremoses
+    (``pipeline/configs.py``, ``moses_integration/configs.py``), so that ``phrase-rescore --help`` and every
+    command start without them; the options themselves are made when the command parses its arguments or
+    shows its help (:class:`SettingsCommand`).
     """
     def deco(f):
         f.__settings__ = (config, tuple(exclude), config_file)
@@ -116,7 +93,7 @@ class SettingsCommand(click.Command):
         if self._settings is not None:
             config, exclude, config_file = self._settings
             self._settings = None
-            generated = [o for s in settings(load_class(config)) if s.name not in exclude for o in _options_of(s)]
+            generated = [_option_of(s) for s in settings(config) if s.name not in exclude]
             if config_file:
                 generated.insert(0, click.Option(["--config", "config_file"], type=click.Path(dir_okay=False),
                                                  help=CONFIG_HELP))
@@ -155,11 +132,6 @@ def collect(cls, kwargs: dict, exclude: tuple[str, ...] = ()) -> dict[str, Any]:
         values[s.name] = s.default if s.type is dict and value is None else value  # a table has no text default
         if ctx.get_parameter_source(s.name) == ParameterSource.COMMANDLINE:
             given.add(s.name)
-        for alias in s.aliases:
-            v = kwargs.pop(_alias_dest(s, alias))
-            if v is not None and s.name not in given:
-                values[s.name] = v
-                given.add(s.name)
     path = kwargs.pop("config_file", None)
     if path is not None:
         from_file = read_config_file(path, cls, exclude=exclude + tuple(s.name for s in settings(cls)
@@ -221,7 +193,7 @@ def declared_limits(group: click.Group) -> list[tuple[str, str, str]]:
     walk(group, "")
     rows = []
     for command, _, (spec, exclude, _config_file) in specs:
-        for s in settings(load_class(spec)):
+        for s in settings(spec):
             if s.name in exclude:
                 continue
             words = _limit_words(s)

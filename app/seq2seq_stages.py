@@ -36,6 +36,7 @@ from typing import NamedTuple
 from phrase_rescore.core.atomic_write import atomic_open
 from phrase_rescore.core.config import setting
 from phrase_rescore.core.errors import PhraseRescoreError
+from phrase_rescore.moses_integration.configs import SystemSpec
 from phrase_rescore.moses_integration.moses_install import configured_home
 from phrase_rescore.pipeline.configs import TUNERS, RescoreConfig, TrainSeq2SeqConfig, TranslateConfig
 
@@ -146,8 +147,6 @@ def paper_systems(ctx: StageContext, baseline_ini: Path, dev_scored: bool) -> li
 
     :param dev_scored: evaluate scores dev: a row without a dev translation is refused (it would be decoded
         with the baseline's ini and show the baseline's BLEU)."""
-    from phrase_rescore.moses_integration.report import SystemSpec
-
     out = []
     for art in ROW_ARTIFACTS:
         path = ctx.input(art)
@@ -202,7 +201,7 @@ def _run_nbest(tuned: str, artifact: str):
     """Dev and test decoded by the tuned moses.ini ``tuned`` to ``nbest_size``-best lists (distinct hypotheses)."""
     def run(ctx: StageContext) -> dict:
         from phrase_rescore.moses_integration.backend import get_backend
-        from phrase_rescore.moses_integration.report import SystemSpec, decode_split
+        from phrase_rescore.moses_integration.report import decode_split
 
         p = ctx.params
         backend = get_backend(p["backend"], configured_home(p["moses_home"]))

@@ -48,26 +48,22 @@ import dataclasses
 import json
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple
 
 from phrase_rescore.core.config import check
 from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.core.stamps import is_current, write_stamp
 from phrase_rescore.data.split import SplitConfig
+from phrase_rescore.moses_integration.configs import BuildConfig, EvaluateConfig, RewriteConfig, SystemSpec, TuneConfig
 from phrase_rescore.moses_integration.embedded.tokenizer import TokenizeConfig
 from phrase_rescore.moses_integration.heldout_text import TOKENIZE_KEYS, check_same_preprocessing, tokenize_file
 from phrase_rescore.moses_integration.moses_install import configured_home
-from phrase_rescore.moses_integration.rewrite import RewriteConfig
-from phrase_rescore.moses_integration.tuning import TuneConfig
 from phrase_rescore.pipeline.configs import PrepareConfig, ScoreConfig, TrainConfig, TrainCSLMConfig
 
 from .schema import stage_check, stage_choices, stage_params
 from .seq2seq_stages import ROW_ARTIFACTS, add_stages, paper_systems
 from .stage_settings import AddedWeights, CSLMRerank, DemoDataConfig
 from .workflow import Registry, StageContext, StageDef
-
-if TYPE_CHECKING:
-    from phrase_rescore.moses_integration.report import SystemSpec
 
 
 class Configuration(NamedTuple):
@@ -121,13 +117,11 @@ EVALUATE_BUILD_KEYS = ("case", "target_lang")
 
 
 def _build_subset(keys: tuple[str, ...]) -> dict:
-    from phrase_rescore.moses_integration.embedded.build import BuildConfig
     return {k: v for k, v in stage_params(BuildConfig).items() if k in keys}
 
 
 def _check_build_subset(keys: tuple[str, ...]):
     def run(p: dict) -> None:
-        from phrase_rescore.moses_integration.embedded.build import BuildConfig
         check(BuildConfig, {k: p[k] for k in keys})
     return run
 
@@ -164,7 +158,7 @@ def run_split(ctx: StageContext) -> dict:
 # ----------------------------------------------------------------------------- build-smt and tokenize
 
 def run_build_smt(ctx: StageContext) -> dict:
-    from phrase_rescore.moses_integration.embedded.build import BuildConfig, build_smt
+    from phrase_rescore.moses_integration.embedded.build import build_smt
 
     res = build_smt(ctx.input("train_src"), ctx.input("train_tgt"), ctx.dir / "smt", _config(BuildConfig, ctx.params))
     return {"phrase_table": res.stats.get("phrase_table"), "timings": res.timings, "notes": res.notes}
@@ -341,8 +335,6 @@ def _run_tune(config: str):
 
 
 def _check_evaluate(p: dict) -> None:
-    from phrase_rescore.moses_integration.report import EvaluateConfig
-
     stage_check(EvaluateConfig)(p)
     stage_check(CSLMRerank)(p)
 
@@ -361,7 +353,6 @@ def _cslm_row(ctx: StageContext, config: str, base, cslm: Path, work: Path) -> C
     CSLM, the tuned ini and the settings) matches."""
     from phrase_rescore.core.hashing import sha256_file
     from phrase_rescore.moses_integration.moses_ini import read_moses_ini
-    from phrase_rescore.moses_integration.report import SystemSpec
     from phrase_rescore.pipeline.retuned_rerank import SplitFiles, rerank_retuned
 
     p = ctx.params
@@ -433,7 +424,7 @@ def run_evaluate(ctx: StageContext) -> dict:
     those lists (:func:`_cslm_rows`); the report gives the lists' oracle BLEU.
     """
     from phrase_rescore.core.hashing import sha256_file
-    from phrase_rescore.moses_integration.report import EvaluateConfig, SystemSpec, evaluate
+    from phrase_rescore.moses_integration.report import evaluate
 
     p = ctx.params
     work = ctx.dir / "work"
@@ -489,8 +480,6 @@ def default_registry() -> Registry:
 
 def _add_corpus_stages(reg: Registry) -> None:
     """The corpora and the phrase-based system: demo-data, split, build-smt, tokenize."""
-    from phrase_rescore.moses_integration.embedded.build import BuildConfig  # pandas: when the stages are listed
-
     reg.add(StageDef("demo-data", "demo-data", run_demo_data,
                      stage_params(DemoDataConfig), produces=DEMO_FILES, doc="generate the English-French demo corpus",
                      check=stage_check(DemoDataConfig)))
@@ -565,8 +554,6 @@ def _add_neural_stages(reg: Registry) -> None:
 
 def _add_moses_stages(reg: Registry) -> None:
     """The tuned systems and Table 1: moses-ini, tune, evaluate."""
-    from phrase_rescore.moses_integration.report import EvaluateConfig  # pandas: when the stages are listed
-
     for config in ("rnn", "rnn-wp"):
         c = CONFIGURATIONS[config]
         reg.add(StageDef(f"moses-ini-{config}", "moses-ini", _run_moses_ini(config), _moses_ini_params(config),

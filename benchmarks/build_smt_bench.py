@@ -39,7 +39,8 @@ MULTI30K = ROOT.parent / "shared" / "data" / "multi30k-en-fr"
 
 CHILD = r"""
 import json, resource, sys
-from phrase_rescore.moses_integration.embedded.build import BuildConfig, build_smt
+from phrase_rescore.moses_integration.configs import BuildConfig
+from phrase_rescore.moses_integration.embedded.build import build_smt
 from phrase_rescore.core import progress
 progress.set_quiet(True)
 res = build_smt(sys.argv[1], sys.argv[2], sys.argv[3], BuildConfig(source_lang="en", target_lang="fr"))

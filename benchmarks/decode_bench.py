@@ -61,7 +61,8 @@ def read_gz(path, limit=None):
 
 
 def build_system(workdir, quick):
-    from phrase_rescore.moses_integration.embedded.build import BuildConfig, build_smt
+    from phrase_rescore.moses_integration.configs import BuildConfig
+    from phrase_rescore.moses_integration.embedded.build import build_smt
 
     src, tgt = os.path.join(DATA, "train.en.gz"), os.path.join(DATA, "train.fr.gz")
     if quick:

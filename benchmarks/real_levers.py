@@ -112,9 +112,10 @@ def train_models(work: Path, lever: str, budget: float | None = None) -> dict:
 def evaluate_lever(work: Path, lever: str, backend: str, seeds: list[int]) -> dict:
     """Score, write the moses.ini, tune once per seed and decode the test half; compare with the baseline runs."""
     from phrase_rescore.core.reading import read_text_lines
-    from phrase_rescore.moses_integration.report import EvaluateConfig, SystemSpec, evaluate
-    from phrase_rescore.moses_integration.rewrite import RewriteConfig, rewrite_moses_ini
-    from phrase_rescore.moses_integration.tuning import TuneConfig, tune
+    from phrase_rescore.moses_integration.configs import EvaluateConfig, RewriteConfig, SystemSpec, TuneConfig
+    from phrase_rescore.moses_integration.report import evaluate
+    from phrase_rescore.moses_integration.rewrite import rewrite_moses_ini
+    from phrase_rescore.moses_integration.tuning import tune
     from phrase_rescore.pipeline.configs import ScoreConfig
     from phrase_rescore.pipeline.score import score_table
     from phrase_rescore.pipeline.score_columns import score_ensemble, score_reverse, score_with_extras

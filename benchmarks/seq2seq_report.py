@@ -114,7 +114,8 @@ def tokenize_file(raw: Path, out: Path, lang: str) -> None:
 
 def demo_report(args) -> list[tuple[str, float]]:
     from phrase_rescore.data.demo_corpus import generate
-    from phrase_rescore.moses_integration.embedded.build import BuildConfig, build_smt
+    from phrase_rescore.moses_integration.configs import BuildConfig
+    from phrase_rescore.moses_integration.embedded.build import build_smt
     from phrase_rescore.moses_integration.embedded.decoder import decode_file
     from phrase_rescore.pipeline.configs import RescoreConfig, TrainSeq2SeqConfig, TranslateConfig
     from phrase_rescore.pipeline.rescore_nbest import rescore_nbest
@@ -227,7 +228,7 @@ def _train_encdec(w: Path, smt: Path, seconds: float) -> Path:
         subprocess.run(exe + ["prepare", str(smt / "phrase-table.gz"), "--out", str(w / "pairs"),
                               "--vocab-size", "1000", "--src-corpus", str(smt / "corpus" / "clean.src"),
                               "--tgt-corpus", str(smt / "corpus" / "clean.tgt")], check=True)
-        subprocess.run(exe + ["train", str(w / "pairs"), "--out", str(w / "encdec"), "--time-budget", str(seconds),
+        subprocess.run(exe + ["train", str(w / "pairs"), "--out", str(w / "encdec"), "--time-budget-s", str(seconds),
                               "--valid-every", "250"], check=True)
     return model
 

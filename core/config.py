@@ -44,7 +44,6 @@ class Setting:
     :ivar optional: None is a valid value (the default of an option one may leave unset).
     :ivar low, high: the range; ``low_open``/``high_open``: the bound itself is outside it.
     :ivar flag: the long option without dashes (``--{flag}``); the kebab-case of the name unless set.
-    :ivar aliases: older spellings the command line still accepts, hidden from ``--help``.
     :ivar secondary: a boolean's off switch without dashes (``no-{flag}`` unless set); ``short``: a one-letter
         option (``-b``) besides the long one.
     :ivar workflow: False for an option the workflow runner decides itself (resuming, the columns it needs).
@@ -65,7 +64,6 @@ class Setting:
     high_open: bool = False
     optional: bool = False
     flag: str = ""
-    aliases: tuple[str, ...] = ()
     secondary: str = ""
     envvar: str | None = None
     item: type | None = None
@@ -78,7 +76,7 @@ class Setting:
 
 def setting(default: Any = dataclasses.MISSING, *, help: str, type: type | None = None, choices=None,
             at_least=None, above=None, at_most=None, below=None, optional: bool | None = None, flag: str = "",
-            aliases: tuple[str, ...] = (), secondary: str = "", envvar: str | None = None, item: type | None = None,
+            secondary: str = "", envvar: str | None = None, item: type | None = None,
             workflow: bool = True, metavar: str | None = None, short: str = "", cores: bool = False,
             table: dict | None = None, default_factory: Any = dataclasses.MISSING):
     """A dataclass field declared as a user setting (see :class:`Setting` for the arguments).
@@ -94,7 +92,7 @@ def setting(default: Any = dataclasses.MISSING, *, help: str, type: type | None 
     meta = dict(type=kind, help=help, choices=None if choices is None else tuple(choices),
                 low=above if above is not None else at_least, low_open=above is not None,
                 high=below if below is not None else at_most, high_open=below is not None,
-                optional=value is None if optional is None else optional, flag=flag, aliases=tuple(aliases),
+                optional=value is None if optional is None else optional, flag=flag,
                 secondary=secondary, envvar=envvar, item=item, workflow=workflow, metavar=metavar,
                 short=short, cores=cores, table=None if table is None else tuple(
                     (k, _entry(k, **v)) for k, v in table.items()))

@@ -13,9 +13,8 @@ from phrase_rescore.core.atomic_write import atomic_path
 from phrase_rescore.core.config import cap_to_cores
 from phrase_rescore.core.errors import PhraseRescoreError
 
+from .configs import BACKENDS
 from .moses_install import MosesInstall, require_moses
-
-BACKENDS = ("moses", "embedded")
 
 
 class Backend:

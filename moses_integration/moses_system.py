@@ -52,8 +52,8 @@ from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.core.reading import open_binary_read, read_lines
 from phrase_rescore.core.words import words
 
+from .configs import CASES
 from .embedded.detruecase import DELAYED_SENTENCE_START
-from .embedded.tokenizer import CASES
 from .moses_ini import FeatureLine, MosesIni, read_moses_ini
 from .phrase_table import num_scores, read_phrase_table
 

@@ -67,8 +67,6 @@ COUNT_TOKEN_RE = re.compile(r"[0-9]+")
 #: The smallest magnitude a float32 rounds to infinity (2**128 - 2**103, half-way past FLT_MAX).
 FLOAT32_OVERFLOW = 2.0 ** 128 - 2.0 ** 103
 
-COLUMN_CHOICES = ("logprob", "unk")
-
 
 def floor_log(p: float) -> float:
     """Moses's ``FloorScore(TransformScore(p))``: ``max(ln p, -100)``, and -100 for p <= 0."""
@@ -106,17 +104,6 @@ def format_weight(x: float) -> str:
     if x == int(x) and abs(x) < 1e15:
         return str(int(x))
     return repr(x)
-
-
-def parse_columns(spec: str | tuple[str, ...] | list[str]) -> tuple[str, ...]:
-    """``"logprob,unk"`` -> ``("logprob", "unk")``; order as given, no repeats, at least one."""
-    names = [s.strip() for s in (spec.split(",") if isinstance(spec, str) else spec) if s.strip()]
-    bad = [n for n in names if n not in COLUMN_CHOICES]
-    if bad or not names or len(set(names)) != len(names):
-        raise PhraseRescoreError(
-            f"--columns must be a comma-separated, non-repeating subset of {','.join(COLUMN_CHOICES)}; "
-            f"got {','.join(names) if isinstance(spec, (list, tuple)) else spec!r}")
-    return tuple(names)
 
 
 def logprob_texts(logp: np.ndarray, raw: bool = False) -> list[str]:

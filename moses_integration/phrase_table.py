@@ -41,11 +41,11 @@ from phrase_rescore.core.file_errors import GZIP_READ_ERRORS, gzip_read_error
 from phrase_rescore.core.reading import open_binary_read
 from phrase_rescore.core.words import SEPARATORS
 
+from .configs import ON_ERROR_CHOICES
 from .moses_values import FLOAT32_OVERFLOW, NEUTRAL_VALUE, SCORE_TOKEN_RE, format_score
 
 FIELD_SEP = b"|||"
 
-ON_ERROR_CHOICES = ("raise", "keep")
 
 #: A character that no scores field Moses reads whole contains (tokens of SCORE_TOKEN, spaces, tabs).
 _NON_SCORE_CHAR = re.compile(r"[^0-9eE+\-. \t]")

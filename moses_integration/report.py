@@ -28,81 +28,18 @@ import numpy as np
 import pandas as pd
 
 from phrase_rescore.core.atomic_write import atomic_open
-from phrase_rescore.core.config import SEED_MAX, setting
-from phrase_rescore.core.cores import DEFAULT_WORDS as CORES
 from phrase_rescore.core.cores import threads_or_cores
 from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.core.hashing import sha256_file
 from phrase_rescore.core.reading import read_text_lines
 from phrase_rescore.core.stamps import is_current, write_stamp
 
-from .backend import BACKENDS, Backend, get_backend
+from .backend import Backend, get_backend
+from .configs import CASES, DEFAULT_BOOTSTRAP, DEFAULT_SEED, EvaluateConfig, SystemSpec
 from .embedded.detruecase import detruecase_line, detruecase_lines
-from .embedded.tokenizer import CASES
 
 METRICS = ("BLEU", "chrF2")
-DEFAULT_BOOTSTRAP = 1000       # sacrebleu --paired-bs-n default
-DEFAULT_SEED = 12345           # sacrebleu's default SACREBLEU_SEED
 CASE_NOTE = "\nBLEU and chrF are case-insensitive: the system is lowercased, so are the references.\n"
-
-
-@dataclass
-class SystemSpec:
-    """One configuration: a display name, its moses.ini, and optionally the model that scored its table.
-
-    :ivar outputs: split ("dev", "test") -> its tokenized translation, made elsewhere (e.g. re-ranked from an
-        n-best list); a split without one is decoded with ``ini``.
-    :ivar nbest: split -> the n-best list its translation was chosen from; the report gives its oracle BLEU.
-    :ivar hashes: more ``<what>_sha256`` columns for the report (e.g. the CSLM and the re-ranking weights).
-    """
-
-    name: str
-    ini: Path
-    model: Path | None = None
-    outputs: dict[str, Path] = field(default_factory=dict)
-    nbest: dict[str, Path] = field(default_factory=dict)
-    hashes: dict[str, str] = field(default_factory=dict)
-
-
-@dataclass
-class EvaluateConfig:
-    """Options of ``evaluate``.
-
-    :ivar systems: configurations; the first is the baseline the others are compared with.
-    :ivar test_src: tokenized test source; ``test_ref``: raw (untokenized) test reference.
-    :ivar dev_src, dev_ref: the same for the dev set (optional; Table 1 has a dev column).
-    :ivar target_lang: target language for sacremoses detokenization; None (or "none") to score the output as it is.
-    :ivar case: ``"lower"`` lowercases the references as the system's output is (case-insensitive scores).
-        ``"truecase"`` detruecases the output first (Moses's ``detruecase.perl``), so cased BLEU sees the
-        sentence-initial capitals the references have.
-    """
-
-    systems: list[SystemSpec]
-    test_src: Path
-    test_ref: Path
-    workdir: Path
-    dev_src: Path | None = None
-    dev_ref: Path | None = None
-    backend: str = setting("moses", choices=BACKENDS,
-                           help="moses: a real Moses decodes (MOSES_HOME); embedded: the project's decoder.")
-    moses_home: str | None = setting(None, type=str, envvar="MOSES_HOME",
-                                     help="Moses installation root (default: $MOSES_HOME, or moses on PATH).")
-    target_lang: str | None = setting("en", type=str, aliases=("detok-lang",),
-                                      help="Target language of the output, for detokenization ('none': score the "
-                                           "output as it is).")
-    case: str = setting("none", choices=CASES,
-                        help="lower: the system is lowercased, so the references are lowercased too and BLEU and chrF "
-                             "are case-insensitive (as sacrebleu -lc); the report says so. truecase: the output is "
-                             "detruecased (as detruecase.perl) before it is detokenized.")
-    bootstrap_samples: int = setting(DEFAULT_BOOTSTRAP, at_least=1, at_most=100_000, aliases=("bootstrap",),
-                                     help="Paired bootstrap resamples (sacrebleu --paired-bs-n).")
-    seed: int = setting(DEFAULT_SEED, at_least=1, at_most=SEED_MAX, help="Bootstrap seed (sacrebleu's default).")
-    threads: int | None = setting(None, type=int, at_least=1, cores=True, help=f"Decoder threads [default: {CORES}].")
-    out_md: Path | None = None
-    out_csv: Path | None = None
-
-    def __post_init__(self):
-        self.threads = threads_or_cores(self.threads)   # unset: every core this process may use
 
 
 @dataclass

@@ -47,15 +47,14 @@ from typing import Sequence
 
 from phrase_rescore.core import children
 from phrase_rescore.core.atomic_write import atomic_path, fsync_dir, fsync_file
-from phrase_rescore.core.config import FLOAT32_MAX, cap_to_cores, setting
-from phrase_rescore.core.cores import DEFAULT_WORDS as CORES
-from phrase_rescore.core.cores import threads_or_cores
+from phrase_rescore.core.config import cap_to_cores
 from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.core.file_errors import naming
 from phrase_rescore.core.output_paths import check_outputs
 from phrase_rescore.core.reading import open_binary_read
 from phrase_rescore.core.temp_names import temp_dir_beside
 
+from .configs import RewriteConfig
 from .moses_ini import check_ini_path, read_moses_ini
 from .moses_install import find_moses
 from .moses_system import pick_phrase_dictionary
@@ -64,45 +63,6 @@ from .phrase_table import FIELD_SEP, num_scores
 DEFAULT_NEW_WEIGHT = 0.2
 MINPHR = ".minphr"
 BINARIZER_LOG = ".processPhraseTableMin.log"
-
-
-@dataclass
-class RewriteConfig:
-    """Options of ``moses-ini``.
-
-    :ivar old_ini: the moses.ini to start from (train-model.perl's or a tuned one).
-    :ivar table: the rescored phrase table (text, plain or gz).
-    :ivar out: where to write the new moses.ini.
-    :ivar feature: which phrase dictionary to repoint (its name); default: the only one, else TranslationModel0.
-    :ivar weights: initial weights for the added columns; default :data:`DEFAULT_NEW_WEIGHT` for each.
-    :ivar binarized_prefix: for PhraseDictionaryCompact, the ``-out`` prefix (default: the table's name
-        without .gz); the ini points at ``PREFIX.minphr``.
-    :ivar binarize: for PhraseDictionaryCompact, run processPhraseTableMin when Moses has it (False: only report).
-    :ivar threads: ``-threads`` for processPhraseTableMin (None: every core this process may use).
-    :ivar moses_home: a Moses root; default ``$MOSES_HOME`` or ``moses`` on PATH.
-    :ivar column_names: what the added columns are, for messages (e.g. ``("RNN log p(f|e)", "WP")``).
-    """
-
-    old_ini: Path
-    table: Path
-    out: Path
-    feature: str | None = setting(None, type=str, help="Phrase dictionary to repoint (default: the only one, else "
-                                                       "TranslationModel0).")
-    weights: tuple[float, ...] | None = setting(None, type=tuple, item=float, at_least=-FLOAT32_MAX,
-                                                at_most=FLOAT32_MAX,
-                                                help="Initial weights of the added columns, comma-separated (default: "
-                                                     "0.2 each, train-model.perl's value for phrase-table scores).")
-    binarized_prefix: Path | None = None
-    binarize: bool = setting(True, help="PhraseDictionaryCompact: run processPhraseTableMin (off: only print its "
-                                        "command).")
-    threads: int | None = setting(None, type=int, at_least=1, cores=True,
-                                  help=f"processPhraseTableMin -threads [default: {CORES}].")
-    moses_home: str | None = setting(None, type=str, envvar="MOSES_HOME",
-                                     help="Moses installation root (default: $MOSES_HOME, or moses on PATH).")
-    column_names: tuple[str, ...] | None = None
-
-    def __post_init__(self):
-        self.threads = threads_or_cores(self.threads)   # unset: every core this process may use
 
 
 @dataclass

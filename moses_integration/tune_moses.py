@@ -62,16 +62,15 @@ from typing import Callable, Sequence
 
 from phrase_rescore.core import children
 from phrase_rescore.core.atomic_write import atomic_open
-from phrase_rescore.core.config import SEED_MAX, cap_to_cores, setting
-from phrase_rescore.core.cores import DEFAULT_WORDS as CORES
-from phrase_rescore.core.cores import threads_or_cores
+from phrase_rescore.core.config import cap_to_cores
 from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.core.file_errors import naming
 from phrase_rescore.core.hashing import sha256_file
 from phrase_rescore.core.reading import read_text_lines
 
+from .configs import MosesTuneConfig
 from .embedded.bleu_stats import corpus_bleu
-from .mert_seeds import ITERATIONS_PER_SEED, write_launchers
+from .mert_seeds import write_launchers
 from .moses_ini import parse_moses_ini, read_moses_ini
 from .moses_install import MosesInstall, require_moses
 from .table_filter import filtered_ini, original_paths
@@ -83,51 +82,6 @@ STATE_NAME = "tune-moses-state.json"
 STATE_FORMAT = "phrase-rescore mert-moses.pl state 1"
 TUNE_LOG = "tune-log.csv"
 FILTERED = "filtered"       # WORK/filtered: the ini and its text tables filtered to the dev set
-
-
-@dataclass
-class MosesTuneConfig:
-    """Options of ``tune --backend moses`` (names follow mert-moses.pl's options).
-
-    :ivar ini: the moses.ini to tune (e.g. the one ``moses-ini`` wrote).
-    :ivar dev_src: tokenized dev source, one sentence a line.
-    :ivar dev_ref: tokenized dev reference (mert-moses.pl's reference basename).
-    :ivar workdir: working directory; mert-moses.pl works in ``workdir/mert-work``.
-    :ivar out: where to put the tuned moses.ini (default ``workdir/moses.tuned.ini``).
-    """
-
-    ini: Path
-    dev_src: Path
-    dev_ref: Path
-    workdir: Path
-    out: Path | None = None
-    nbest: int = setting(100, at_least=1, at_most=10_000, help="n-best list size per iteration.")
-    max_iterations: int = setting(25, at_least=1, below=ITERATIONS_PER_SEED, aliases=("maximum-iterations",),
-                                  help="Most MERT iterations.")
-    threads: int | None = setting(None, type=int, at_least=1, cores=True,
-                                  help="moses: mert-moses.pl --threads (the optimizer) and the decoder's -threads "
-                                       "(unless --decoder-flags sets it); embedded: decoder processes [default: "
-                                       f"{CORES}].")
-    decoder_flags: str = setting("", help="moses: passed as mert-moses.pl --decoder-flags, e.g. '-threads 8'.")
-    batch_mira: bool = setting(False, help="moses: tune with batch MIRA instead of MERT.")
-    return_best_dev: bool = setting(False, help="Keep the weights of the best dev iteration, not the last.")
-    seed: int = setting(1, at_least=0, at_most=SEED_MAX, help="MERT's random seed (its random restarts, drawn anew in each "
-                                            "iteration; moses: mert's -r, or kbmira's with --batch-mira).")
-    predictable_seeds: bool = setting(False, help="moses: mert-moses.pl's own seeds (1000 times the iteration's "
-                                                  "number) in place of --seed.")
-    historic_bests: bool = setting(False, help="MERT also starts from every earlier iteration's weights "
-                                              "(mert-moses.pl --historic-bests; Foster & Kuhn 2009).")
-    moses_home: str | None = setting(None, type=str, envvar="MOSES_HOME",
-                                     help="Moses installation root (default: $MOSES_HOME, or moses on PATH).")
-
-    def __post_init__(self):
-        self.threads = threads_or_cores(self.threads)   # unset: every core this process may use
-
-    @property
-    def launcher_seed(self) -> int | None:
-        """The run's seed, which the launchers in ``WORK/mert-bin`` turn into each iteration's; None with
-        ``predictable_seeds`` (mert-moses.pl's own seeds, the real ``--mertdir``, no launchers)."""
-        return None if self.predictable_seeds else int(self.seed)
 
 
 @dataclass

@@ -7,39 +7,15 @@ of the tuned moses.ini.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 from phrase_rescore.core.atomic_write import atomic_open
-from phrase_rescore.core.config import check, flag_name, setting, settings
+from phrase_rescore.core.config import check, flag_name, settings
 from phrase_rescore.core.errors import PhraseRescoreError
 
-from .backend import BACKENDS
-from .tune_moses import MosesTuneConfig, tune_moses
-
-
-@dataclass
-class TuneConfig(MosesTuneConfig):
-    """Options of ``tune``: mert-moses.pl's (:class:`MosesTuneConfig`, ``seed`` included, which seeds either
-    backend's MERT) plus ``backend``, which picks who runs it. Moses-only options (``decoder_flags``,
-    ``batch_mira``) are refused with ``embedded``."""
-
-    backend: str = setting("moses", choices=BACKENDS,
-                           help="moses: a real Moses's mert-moses.pl (MOSES_HOME); embedded: the project's decoder "
-                                "and MERT.")
-
-    @staticmethod
-    def check_settings(values: dict, name) -> None:
-        """Moses-only options are refused with the embedded backend."""
-        if values.get("backend") != "embedded":
-            return
-        moses_only = [k for k, on in (("decoder_flags", bool(values.get("decoder_flags", "").strip())),
-                                      ("batch_mira", values.get("batch_mira"))) if on]
-        if moses_only:
-            raise PhraseRescoreError(f"{' and '.join(name(k, False) for k in moses_only)} only apply to "
-                                     f"{name('backend', False)} moses (the embedded backend always runs MERT, "
-                                     f"seeded by {name('seed', False)})")
+from .configs import BACKENDS, MosesTuneConfig, TuneConfig
+from .tune_moses import tune_moses
 
 
 def tune(cfg: TuneConfig, echo: Callable[[str], None] | None = None) -> Path:

@@ -14,8 +14,7 @@ from typing import TYPE_CHECKING
 
 from phrase_rescore.core.config import MODEL_DIM_MAX, SEED_MAX, cap_to_cores, check, setting, setting_values
 from phrase_rescore.core.errors import PhraseRescoreError
-from phrase_rescore.moses_integration.moses_values import parse_columns
-from phrase_rescore.moses_integration.phrase_table import ON_ERROR_CHOICES
+from phrase_rescore.moses_integration.configs import ON_ERROR_CHOICES
 
 from .model.presets import CSLM_PRESETS, ENCDEC_PRESETS, RESET_FORMS
 
@@ -77,7 +76,7 @@ class TrainConfig:
                                           "paper, 0.05 for small].")
     seed: int = setting(1, at_least=0, at_most=SEED_MAX, help="Initial weights and pair sampling.")
     max_steps: int = setting(100_000, at_least=1, help="Stop after this many updates.")
-    time_budget_s: float | None = setting(None, above=0, type=float, aliases=("time-budget",),
+    time_budget_s: float | None = setting(None, above=0, type=float,
                                           help="Stop after this many seconds of training (this and earlier runs).")
     patience: int | None = setting(10, at_least=0, optional=True,
                                    help="Stop after this many validations without improvement (0: never).")
@@ -131,6 +130,19 @@ MATMULS = ("torch", "numpy")
 
 #: how ``score`` scores a word outside the shortlist: the paper's <unk> class, or its unigram share of it
 RARE_WORDS = ("class", "unigram")
+#: the columns ``score`` appends (:mod:`phrase_rescore.moses_integration.moses_values` writes them)
+COLUMN_CHOICES = ("logprob", "unk")
+
+
+def parse_columns(spec: str | tuple[str, ...] | list[str]) -> tuple[str, ...]:
+    """``"logprob,unk"`` -> ``("logprob", "unk")``; order as given, no repeats, at least one."""
+    names = [s.strip() for s in (spec.split(",") if isinstance(spec, str) else spec) if s.strip()]
+    bad = [n for n in names if n not in COLUMN_CHOICES]
+    if bad or not names or len(set(names)) != len(names):
+        raise PhraseRescoreError(
+            f"--columns must be a comma-separated, non-repeating subset of {','.join(COLUMN_CHOICES)}; "
+            f"got {','.join(names) if isinstance(spec, (list, tuple)) else spec!r}")
+    return tuple(names)
 
 
 @dataclass

@@ -95,7 +95,8 @@ def test_text_with_bom_reads_as_without(tmp_path, kind, gz):
 
 def test_evaluate_references_with_bom_score_as_without(tmp_path):
     """Identical hypotheses score BLEU 100 against a reference file that starts with the mark."""
-    from phrase_rescore.moses_integration.report import EvaluateConfig, SystemSpec, evaluate
+    from phrase_rescore.moses_integration.configs import EvaluateConfig, SystemSpec
+    from phrase_rescore.moses_integration.report import evaluate
 
     refs = "the house is small\nthe house\nhouse is small\n"
     hyp = tmp_path / "hyp"

@@ -19,7 +19,8 @@ import pytest
 from _moses_standin import _script, add_process_phrase_table_min, make_standin_moses
 
 from phrase_rescore.core import children
-from phrase_rescore.moses_integration.rewrite import RewriteConfig, rewrite_moses_ini
+from phrase_rescore.moses_integration.configs import RewriteConfig
+from phrase_rescore.moses_integration.rewrite import rewrite_moses_ini
 
 FIX = Path(__file__).parent / "fixtures" / "moses"
 TABLE6 = ("das Haus ||| the home ||| 0.1 0.2 0.1 0.2 0.0011 2.718282 ||| 0-0 1-1 ||| 2 12 2 ||| |||\n"

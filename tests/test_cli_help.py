@@ -32,3 +32,19 @@ def test_the_group_description_names_every_pipeline_stage():
     text = " ".join((main.help or "").split())
     for stage in ("build-smt", "prepare", "train", "score", "train-cslm", "moses-ini", "tune", "evaluate"):
         assert f" {stage}," in text or f" {stage} " in text, stage
+
+
+def _commands(group: click.Group, path: list[str]):
+    for name, cmd in group.commands.items():
+        if isinstance(cmd, click.Group):
+            yield from _commands(cmd, path + [name])
+        else:
+            yield path + [name], cmd
+
+
+@pytest.mark.parametrize("path, cmd", list(_commands(main, [])), ids=lambda x: " ".join(x) if isinstance(x, list) else "")
+def test_every_option_a_command_takes_is_in_its_help(path, cmd):
+    """A command takes only the options its --help lists: no hidden spelling."""
+    with click.Context(cmd, info_name=path[-1]) as ctx:
+        hidden = [p.opts for p in cmd.get_params(ctx) if isinstance(p, click.Option) and p.hidden]
+    assert not hidden, hidden

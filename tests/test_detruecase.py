@@ -9,8 +9,9 @@ from _real_moses import moses_home, needs_moses, script
 
 from phrase_rescore.core.reading import read_text_lines
 from phrase_rescore.moses_integration.backend import Backend
+from phrase_rescore.moses_integration.configs import EvaluateConfig, SystemSpec
 from phrase_rescore.moses_integration.embedded.detruecase import detruecase_line, detruecase_lines
-from phrase_rescore.moses_integration.report import EvaluateConfig, SystemSpec, evaluate, score_systems
+from phrase_rescore.moses_integration.report import evaluate, score_systems
 
 CASES = [
     ("a dog runs .", "A dog runs ."),

@@ -278,7 +278,7 @@ def check_command(argv: tuple[str, ...], strict: bool = True) -> None:
 def _check_values(path: list[str], cmd: click.Command, ctx: click.Context, params: dict, given: dict) -> None:
     """Every value given to a setting's option passes the setting's own check."""
     spec = getattr(cmd.callback, "__settings__", None)
-    own = {s.name: s for s in settings(_load(spec[0]))} if spec else {}
+    own = {s.name: s for s in settings(spec[0])} if spec else {}
     for key, raw in given.items():
         s, p = own.get(key), params[key]
         if s is None or isinstance(p.type, click.Path) or isinstance(raw, bool):
@@ -287,12 +287,6 @@ def _check_values(path: list[str], cmd: click.Command, ctx: click.Context, param
             check_value(s, _from_text(s, p.type.convert(raw, p, ctx)), flag_name)
         except (click.BadParameter, PhraseRescoreError) as e:
             raise AssertionError(f"{' '.join(path)}: {e}") from None
-
-
-def _load(spec: str):
-    from phrase_rescore.app.schema import load_class
-
-    return load_class(spec)
 
 
 def check_benchmark(argv: tuple[str, ...]) -> None:

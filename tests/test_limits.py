@@ -112,7 +112,7 @@ def test_threads_above_the_cores_run_on_the_cores_with_a_note(tmp_path, capsys, 
     monkeypatch.setattr(config_module, "_NOTED", set())
     from phrase_rescore.app.schema import collect  # noqa: F401  (the options' own check caps)
     from phrase_rescore.core.config import check_value, flag_name, settings
-    from phrase_rescore.moses_integration.tuning import TuneConfig
+    from phrase_rescore.moses_integration.configs import TuneConfig
 
     threads = next(s for s in settings(TuneConfig) if s.name == "threads")
     assert check_value(threads, 100_000, flag_name) == machine_cores()

@@ -188,7 +188,8 @@ REWRITE_CASES = [
     "weight-inf"])
 def test_moses_ini_counts_only_the_columns_score_added(tmp_path, old_scores, new_scores, declared, weights,
                                                       compact, error, where):
-    from phrase_rescore.moses_integration.rewrite import RewriteConfig, rewrite_moses_ini
+    from phrase_rescore.moses_integration.configs import RewriteConfig
+    from phrase_rescore.moses_integration.rewrite import rewrite_moses_ini
 
     ini, old, new = _system(tmp_path, old_scores, new_scores, declared, compact)
     if old_scores == 0:

@@ -16,8 +16,9 @@ from click.testing import CliRunner
 
 from phrase_rescore.app.cli import main
 from phrase_rescore.core.errors import PhraseRescoreError
+from phrase_rescore.moses_integration.configs import RewriteConfig
 from phrase_rescore.moses_integration.moses_ini import check_ini_path, parse_moses_ini, read_moses_ini
-from phrase_rescore.moses_integration.rewrite import RewriteConfig, rewrite_moses_ini
+from phrase_rescore.moses_integration.rewrite import rewrite_moses_ini
 
 SIX = ("das ||| the ||| 0.6 0.5 0.7 0.4 0.1 1 ||| 0-0 ||| 3 3 3\n"
        "haus ||| house ||| 0.8 0.7 0.6 0.5 0.2 2.718282 ||| 0-0 ||| 2 2 2\n")   # the added columns vary

@@ -9,8 +9,9 @@ import pytest
 from _real_moses import cli, moses_decode, moses_log, needs_moses, parse_nbest, read_table, run, tool  # noqa: F401
 
 from phrase_rescore.core.errors import PhraseRescoreError
+from phrase_rescore.moses_integration.configs import RewriteConfig
 from phrase_rescore.moses_integration.moses_ini import read_moses_ini
-from phrase_rescore.moses_integration.rewrite import RewriteConfig, rewrite_moses_ini
+from phrase_rescore.moses_integration.rewrite import rewrite_moses_ini
 
 pytestmark = needs_moses
 

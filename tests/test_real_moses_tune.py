@@ -16,7 +16,7 @@ tiny_system = _real_moses.tiny_system     # the session's fixture, taken by name
 
 def _tune(s, work):
     return cli("tune", str(s.rescored_ini), "--backend", "moses", "--dev-src", str(s.dev_src), "--dev-ref",
-               str(s.dev_ref), "--workdir", str(work), "--nbest", "20", "--maximum-iterations", "2",
+               str(s.dev_ref), "--workdir", str(work), "--nbest", "20", "--max-iterations", "2",
                "--decoder-flags", "-threads 1 -stack 50", "--seed", "7", "--historic-bests",
                "--moses-home", str(tool("moses").parent.parent))
 
@@ -81,7 +81,7 @@ def test_batch_mira_runs_through_the_seeding_launcher(tiny_system, tmp_path):
     """kbmira, like mert, runs from WORK/mert-bin with -r added: the real one takes it and tunes."""
     s = tiny_system
     out = cli("tune", str(s.rescored_ini), "--backend", "moses", "--dev-src", str(s.dev_src), "--dev-ref",
-              str(s.dev_ref), "--workdir", str(tmp_path), "--nbest", "20", "--maximum-iterations", "1",
+              str(s.dev_ref), "--workdir", str(tmp_path), "--nbest", "20", "--max-iterations", "1",
               "--decoder-flags", "-threads 1 -stack 50", "--seed", "7", "--batch-mira",
               "--moses-home", str(tool("moses").parent.parent))
     assert f"tuned moses.ini: {tmp_path / 'moses.tuned.ini'}" in out
@@ -97,8 +97,8 @@ def test_evaluate_with_the_real_moses_reports_from_the_tuned_ini(tiny_system, tu
     tuned_ini = work / "moses.tuned.ini"
     ev = tmp_path / "eval"
     cli("evaluate", "--system", f"baseline={s.ini}", "--system", f"rnn+wp={tuned_ini}", "--model",
-        f"rnn+wp={s.model}", "--test-src", str(s.test_src), "--test-ref", str(s.test_ref), "--detok-lang", "fr",
-        "--workdir", str(ev), "--backend", "moses", "--bootstrap", "50",
+        f"rnn+wp={s.model}", "--test-src", str(s.test_src), "--test-ref", str(s.test_ref), "--target-lang", "fr",
+        "--workdir", str(ev), "--backend", "moses", "--bootstrap-samples", "50",
         "--moses-home", str(tool("moses").parent.parent))
     rows = list(csv.DictReader((ev / "table1.csv").open()))
     assert [r[next(iter(r))] for r in rows] == ["baseline", "rnn+wp"]

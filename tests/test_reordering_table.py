@@ -15,7 +15,8 @@ from _real_moses import moses_decode, moses_home, needs_moses, parse_nbest, run,
 from click.testing import CliRunner
 
 from phrase_rescore.app.cli import main
-from phrase_rescore.moses_integration.embedded.build import LR_TABLE, BuildConfig, build_smt, moses_ini_text
+from phrase_rescore.moses_integration.configs import BuildConfig
+from phrase_rescore.moses_integration.embedded.build import LR_TABLE, build_smt, moses_ini_text
 from phrase_rescore.moses_integration.embedded.extract import (
     MONO,
     ORIENTATION_COLUMNS,

@@ -14,7 +14,8 @@ from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.core.hashing import sha256_file
 from phrase_rescore.core.reading import read_text_lines
 from phrase_rescore.moses_integration.backend import Backend
-from phrase_rescore.moses_integration.report import DEV_NOTE, EvaluateConfig, SystemSpec, evaluate, score_systems
+from phrase_rescore.moses_integration.configs import EvaluateConfig, SystemSpec
+from phrase_rescore.moses_integration.report import DEV_NOTE, evaluate, score_systems
 
 FIX = Path(__file__).parent / "fixtures" / "moses"
 
@@ -156,7 +157,7 @@ def test_evaluate_cli_with_standin_moses(tmp_path, monkeypatch):
     ref = _write(tmp_path / "test.ref", REF)
     r = CliRunner().invoke(main, ["evaluate", "--system", f"Baseline={FIX / 'train-model.moses.ini'}",
                                   "--system", f"+RNN={FIX / 'rescored.moses.ini'}", "--test-src", str(src),
-                                  "--test-ref", str(ref), "--workdir", str(tmp_path / "ev"), "--bootstrap", "50"])
+                                  "--test-ref", str(ref), "--workdir", str(tmp_path / "ev"), "--bootstrap-samples", "50"])
     assert r.exit_code == 0, r.output
     assert (tmp_path / "ev" / "test.Baseline.detok").read_text().splitlines() == SYS1
     row = pd.read_csv(tmp_path / "ev" / "table1.csv").iloc[1]

@@ -11,8 +11,9 @@ from click.testing import CliRunner
 
 from phrase_rescore.app.cli import main
 from phrase_rescore.core.errors import PhraseRescoreError
+from phrase_rescore.moses_integration.configs import RewriteConfig
 from phrase_rescore.moses_integration.moses_values import floor_log
-from phrase_rescore.moses_integration.rewrite import RewriteConfig, rewrite_moses_ini
+from phrase_rescore.moses_integration.rewrite import rewrite_moses_ini
 from phrase_rescore.moses_integration.table_columns import append_last_column, ensemble_column, swap_table
 from phrase_rescore.pipeline.configs import PrepareConfig, ScoreConfig, TrainConfig
 from phrase_rescore.pipeline.prepare import prepare

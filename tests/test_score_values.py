@@ -14,9 +14,9 @@ from phrase_rescore.moses_integration.moses_values import (
     logprob_texts,
     moses_reads,
     neutral_text,
-    parse_columns,
     unk_texts,
 )
+from phrase_rescore.pipeline.configs import parse_columns
 
 
 @pytest.mark.parametrize("logp,moses_value,tol", [

@@ -8,8 +8,9 @@ import pytest
 from phrase_rescore.app.stages import default_registry
 from phrase_rescore.app.workflow import load_workflow
 from phrase_rescore.moses_integration.backend import MosesBackend
+from phrase_rescore.moses_integration.configs import MosesTuneConfig
 from phrase_rescore.moses_integration.moses_install import MosesInstall
-from phrase_rescore.moses_integration.tune_moses import MosesTuneConfig, decoder_flags, mert_moses_argv
+from phrase_rescore.moses_integration.tune_moses import decoder_flags, mert_moses_argv
 
 WORKFLOWS = Path(__file__).parent.parent / "workflows"
 INSTALL = MosesInstall(root=Path("/m"), moses=Path("/m/bin/moses"),
@@ -82,8 +83,7 @@ def three_cores(monkeypatch):
 
 def test_threads_left_unset_are_the_cores_this_process_may_use(three_cores):
     from phrase_rescore.core.cores import available_cores
-    from phrase_rescore.moses_integration.report import EvaluateConfig
-    from phrase_rescore.moses_integration.rewrite import RewriteConfig
+    from phrase_rescore.moses_integration.configs import EvaluateConfig, RewriteConfig
 
     assert available_cores() == three_cores
     argv = mert_moses_argv(_tune_cfg({}), INSTALL)

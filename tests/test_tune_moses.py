@@ -12,19 +12,19 @@ from click.testing import CliRunner
 from phrase_rescore.app.cli import main
 from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.moses_integration.backend import MosesBackend, get_backend
+from phrase_rescore.moses_integration.configs import MosesTuneConfig, RewriteConfig, TuneConfig
 from phrase_rescore.moses_integration.moses_ini import read_moses_ini
 from phrase_rescore.moses_integration.moses_install import find_moses, require_moses
-from phrase_rescore.moses_integration.rewrite import RewriteConfig, process_phrase_table_min_argv, rewrite_moses_ini
+from phrase_rescore.moses_integration.rewrite import process_phrase_table_min_argv, rewrite_moses_ini
 from phrase_rescore.moses_integration.table_filter import original_paths
 from phrase_rescore.moses_integration.tune_moses import (
     MertProgress,
-    MosesTuneConfig,
     mert_moses_argv,
     run_logged,
     tune_moses,
     without_finish_date,
 )
-from phrase_rescore.moses_integration.tuning import TuneConfig, tune
+from phrase_rescore.moses_integration.tuning import tune
 
 FIX = Path(__file__).parent / "fixtures" / "moses"
 
@@ -191,7 +191,7 @@ def test_tune_backend_moses_end_to_end_through_the_cli(tmp_path, table6, moses_h
     rewrite_moses_ini(RewriteConfig(FIX / "train-model.moses.ini", table6, ini))
     work = tmp_path / "tune"
     r = CliRunner().invoke(main, ["tune", "--backend", "moses", str(ini), "--dev-src", str(src), "--dev-ref", str(ref),
-                                  "--workdir", str(work), "--nbest", "50", "--maximum-iterations", "3",
+                                  "--workdir", str(work), "--nbest", "50", "--max-iterations", "3",
                                   "--decoder-flags", "-threads 2", "--predictable-seeds"])
     assert r.exit_code == 0, r.output
     tuned = work / "moses.tuned.ini"
@@ -318,7 +318,7 @@ def test_tune_backend_embedded_dispatch(tmp_path):
     out = tmp_path / "tuned.ini"
     r = CliRunner().invoke(main, ["tune", "--backend", "embedded", str(s["ini"]), "--dev-src", str(s["src"]),
                                   "--dev-ref", str(s["ref"]), "--workdir", str(tmp_path / "w"), "--out", str(out),
-                                  "--nbest", "5", "--maximum-iterations", "2", "--seed", "3"])
+                                  "--nbest", "5", "--max-iterations", "2", "--seed", "3"])
     assert r.exit_code == 0, r.output
     assert f"tuned moses.ini: {out}" in r.output
     t = read_moses_ini(out)

@@ -37,57 +37,26 @@ from typing import Sequence
 
 from phrase_rescore.core import progress
 from phrase_rescore.core.atomic_write import atomic_open
-from phrase_rescore.core.config import check, setting, setting_values
 from phrase_rescore.core.errors import PhraseRescoreError
 from phrase_rescore.core.hashing import sha256_file
 from phrase_rescore.core.reading import read_text_lines
 
+from ..configs import BuildConfig
 from ..moses_ini import check_ini_path
 from .align import EflomalConfig, align_eflomal, format_pharaoh, grow_diag_final_and
 from .clean import CleanConfig, clean_pairs
 from .extract import count_phrase_pairs
 from .lm import LMConfig, build_binary, train_lm
 from .phrase_scoring import lexical_tables, score_phrase_table, score_reordering_table
-from .tokenizer import CASES, TokenizeConfig, Tokenizer
+from .tokenizer import TokenizeConfig, Tokenizer
 
 FORMAT_VERSION = 1
 
-#: build-smt's reordering models: train-model.perl's ``-reordering`` values
-REORDERINGS = ("distance", "msd-bidirectional-fe")
 #: the reordering table of "msd-bidirectional-fe": word-based, msd, both directions, conditioned on f and e
 LR_CONFIG = "wbe-msd-bidirectional-fe"
 LR_TABLE = f"reordering-table.{LR_CONFIG}.gz"
 #: train-model.perl's -reordering-smooth default (constant smoothing, lexical-reordering-score)
 LR_SMOOTHING = 0.5
-
-
-@dataclass
-class BuildConfig:
-    """Everything ``build_smt`` needs besides the corpus; saved in the manifest."""
-
-    source_lang: str = setting("en", help="Source language code for the tokenizer (sacremoses; the command: "
-                                          "TRAIN_SRC's suffix when it names a language).")
-    target_lang: str = setting("fr", help="Target language code for the tokenizer (the command: TRAIN_TGT's "
-                                          "suffix when it names a language).")
-    case: str = setting("lower", choices=CASES, help="Casing of the system (see tokenizer.py).")
-    escape: bool = setting(False, help="tokenizer.perl's XML escaping of & | < > ' \" [ ] (off keeps the text as "
-                                       "given).")
-    max_sentence_length: int = setting(80, at_least=1, help="clean-corpus-n.perl's most tokens per sentence.")
-    max_length_ratio: float = setting(9.0, above=0, help="clean-corpus-n.perl's largest length ratio.")
-    max_phrase_length: int = setting(7, at_least=1, help="extract -max-phrase-length.")
-    lm_order: int = setting(5, at_least=1, help="Order of the KN language model.")
-    distortion_limit: int = setting(6, at_least=0, help="The moses.ini's distortion-limit (train-model.perl's 6).")
-    reordering: str = setting("msd-bidirectional-fe", choices=REORDERINGS,
-                              help="train-model.perl's -reordering: 'msd-bidirectional-fe' (the "
-                                   "lexicalized reordering table and LexicalReordering feature, 6 weights, "
-                                   "besides Distortion: the standard Moses system) or 'distance' "
-                                   "(Distortion alone).")
-    eflomal_model: int = setting(3, choices=(1, 2, 3), help="1 IBM1, 2 HMM, 3 HMM+fertility.")
-    eflomal_samplers: int = setting(3, at_least=1, help="eflomal's independent samplers.")
-    compresslevel: int = setting(6, at_least=0, at_most=9, help="gzip level of phrase-table.gz.")
-
-    def __post_init__(self):
-        check(BuildConfig, setting_values(self))
 
 
 @dataclass

@@ -27,7 +27,7 @@ from sacremoses import MosesDetokenizer, MosesTokenizer, MosesTruecaser
 
 from phrase_rescore.core.errors import PhraseRescoreError
 
-CASES = ("lower", "truecase", "none")
+from ..configs import CASES
 
 
 @dataclass

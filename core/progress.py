@@ -9,6 +9,14 @@ from tqdm.auto import tqdm
 _QUIET = bool(os.environ.get("PHRASE_RESCORE_QUIET"))
 
 
+class _Bar(tqdm):
+    """tqdm without its monitor thread. A signal sent to the command (SIGINT, SIGTERM) goes to any one of
+    its threads; when it lands on tqdm's monitor, the main thread, blocked reading a helper program's
+    output, is not woken to run Python's handler, and the command hangs instead of stopping."""
+
+    monitor_interval = 0
+
+
 def set_quiet(quiet: bool) -> None:
     global _QUIET
     _QUIET = quiet or bool(os.environ.get("PHRASE_RESCORE_QUIET"))
@@ -22,5 +30,5 @@ def bar(total=None, desc: str = "", unit: str = "it", **kw) -> tqdm:
     iterable = None
     if total is not None and not isinstance(total, (int, float)):
         iterable, total = total, kw.pop("total", None)
-    return tqdm(iterable, total=total, desc=desc, unit=unit, unit_scale=True, dynamic_ncols=True,
+    return _Bar(iterable, total=total, desc=desc, unit=unit, unit_scale=True, dynamic_ncols=True,
                 disable=_QUIET, file=sys.stderr, mininterval=0.5, **kw)

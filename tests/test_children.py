@@ -252,3 +252,16 @@ def test_a_killed_build_smt_takes_the_eflomal_aligner_along(tmp_path):
     proc.kill()
     proc.wait()
     _all_gone(aligners)
+
+
+def test_a_progress_bar_starts_no_thread_that_could_take_the_commands_signals():
+    """A SIGINT or SIGTERM sent to a command goes to one of its threads; only the main thread runs Python's
+    handler, so the bars a command shows while it waits on a helper program must not start one (tqdm's
+    monitor would). Checked in a fresh interpreter, where no other bar has run."""
+    code = ("import threading\n"
+            "from phrase_rescore.core.progress import bar\n"
+            "with bar(total=10, desc='waiting') as b:\n"
+            "    b.update(3)\n"
+            "    print(sorted(t.name for t in threading.enumerate()))\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert r.stdout.strip() == "['MainThread']", r.stdout

@@ -74,6 +74,15 @@ def _pids(path: Path, proc: subprocess.Popen) -> list[int]:
     return [int(x) for x in path.read_text().split()]
 
 
+def _signal_state(pid: int) -> str:
+    """Each thread of ``pid`` with its state and signal masks (pending, blocked, ignored, caught), from /proc."""
+    rows = []
+    for task in sorted(Path(f"/proc/{pid}/task").iterdir()):
+        status = (task / "status").read_text().splitlines()
+        rows.append("  ".join(line for line in status if line.startswith(("Name", "State", "Sig", "ShdPnd"))))
+    return "\n".join(rows)
+
+
 def _all_gone(pids: list[int], timeout: float = 10.0) -> None:
     deadline = time.monotonic() + timeout
     while any(_alive(p) for p in pids) and time.monotonic() < deadline:
@@ -171,7 +180,14 @@ def test_a_killed_tune_takes_mert_moses_and_its_decoder_along(tmp_path, compact,
                             env={**os.environ, "MOSES_HOME": str(home), "STANDIN_PIDS": str(pids_file)})
     pids = _pids(pids_file, proc)
     proc.send_signal(sig)
-    out, _ = proc.communicate(timeout=60)
+    try:
+        out, _ = proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        state = _signal_state(proc.pid)
+        proc.kill()
+        proc.communicate()
+        _all_gone(pids)
+        pytest.fail(f"tune did not end within 60 s of {sig.name}; its threads:\n{state}")
     assert proc.returncode != 0
     _all_gone(pids)
     assert not (tmp_path / ".tune.lock").exists() or sig == signal.SIGKILL

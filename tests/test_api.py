@@ -16,6 +16,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import torch
+from _tiny_smt import INI  # the tiny system's moses.ini: 4 phrase scores, a 2-gram LM
 from click.testing import CliRunner
 
 import phrase_rescore as pr
@@ -67,32 +68,6 @@ ngram 2=7
 -0.6\tmaison </s>
 
 \\end\\
-"""
-
-INI = """[input-factors]
-0
-
-[mapping]
-0 T 0
-
-[distortion-limit]
-6
-
-[feature]
-UnknownWordPenalty
-WordPenalty
-PhrasePenalty
-PhraseDictionaryMemory name=TranslationModel0 num-features=4 path={pt} input-factor=0 output-factor=0
-Distortion
-KENLM name=LM0 factor=0 path={lm} order=2
-
-[weight]
-UnknownWordPenalty0= 1
-WordPenalty0= -1
-PhrasePenalty0= 0.2
-TranslationModel0= 0.2 0.2 0.2 0.2
-Distortion0= 0.3
-LM0= 0.5
 """
 
 SENTENCES_EN = ["the house is small", "the house", "house is small"]
